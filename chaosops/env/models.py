@@ -8,13 +8,13 @@ already validated; see :mod:`chaosops.env.world_sim`.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
-class ServiceName(str, Enum):
+class ServiceName(StrEnum):
     """Services (the first four, with metrics) and fleet agents (the last three)."""
 
     AUTH = "auth"
@@ -43,14 +43,14 @@ SERVICE_NAMES: tuple[str, ...] = ("auth", "payments", "notifications", "db")
 FLEET_AGENT_NAMES: tuple[str, ...] = ("autoscaler", "load_balancer", "deploy_bot")
 
 
-class ServiceHealth(str, Enum):
+class ServiceHealth(StrEnum):
     HEALTHY = "healthy"
     DEGRADED = "degraded"
     CRITICAL = "critical"
     DOWN = "down"
 
 
-class FailureType(str, Enum):
+class FailureType(StrEnum):
     DB_DEADLOCK = "db_deadlock"
     MEMORY_LEAK = "memory_leak"
     BAD_CONFIG_PUSH = "bad_config_push"
@@ -76,14 +76,14 @@ _ROGUE_FAILURES = frozenset(
 )
 
 
-class AgentRole(str, Enum):
+class AgentRole(StrEnum):
     SRE = "sre"
     DEV = "dev"
     MANAGER = "manager"
     OVERSIGHT = "oversight"
 
 
-class ActionType(str, Enum):
+class ActionType(StrEnum):
     NOOP = "noop"
     COMMUNICATE = "communicate"
     RESTART = "restart"
@@ -95,7 +95,7 @@ class ActionType(str, Enum):
     RESOLVE = "resolve"
 
 
-class DifficultyTier(str, Enum):
+class DifficultyTier(StrEnum):
     EASY = "easy"
     MEDIUM = "medium"
     HARD = "hard"

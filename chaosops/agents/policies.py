@@ -1,0 +1,200 @@
+"""Scripted policies (SPEC.md section 11): random, heuristic and oracle.
+
+A policy is a callable ``(observation, role) -> ChaosOpsAction``; async callables
+``async (observation, role) -> ChaosOpsAction`` are policies too (the runner awaits
+them). Each factory returns a fresh policy with its own state (the random and
+heuristic ones own a ``random.Random``), so one policy object shared by the four
+roles of an episode draws in turn order.
+
+Actions are built with ``model_construct`` from known-valid values (no
+validation cost per turn).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias
+
+from chaosops.env.models import (
+    ActionType,
+    AgentRole,
+    ChaosOpsAction,
+    ChaosOpsObservation,
+    FailureType,
+    ServiceHealth,
+)
+
+__all__ = ["Policy", "heuristic_policy", "oracle_policy", "random_policy"]
+
+Policy: TypeAlias = Callable[
+    [ChaosOpsObservation, AgentRole], ChaosOpsAction | Awaitable[ChaosOpsAction]
+]
+"""``(observation, role) -> action``, or an async callable returning one."""
+
+_RANDOM_ACTIONS = (
+    ActionType.NOOP,
+    ActionType.COMMUNICATE,
+    ActionType.RESTART,
+    ActionType.ROLLBACK,
+    ActionType.SCALE,
+)
+_RANDOM_TARGETS = ("auth", "payments", "notifications", "db")
+_RANDOM_REPLICAS = [1, 2, 3, 4, 5]
+_RANDOM_MESSAGES = [
+    "checking metrics",
+    "someone should look at this",
+    "i'll try a rollback",
+    "standing by",
+]
+_ROGUE_CANDIDATES = frozenset({"autoscaler", "load_balancer", "deploy_bot"})
+_HEALTH_RANK = {
+    ServiceHealth.DOWN: 0,
+    ServiceHealth.CRITICAL: 1,
+    ServiceHealth.DEGRADED: 2,
+}
+MANAGER_BRIEF = "SRE: diagnose. Dev: stage a rollback. Oversight: watch the fleet."
+
+
+def _act(
+    role: AgentRole | str,
+    action_type: ActionType,
+    target: str | None = None,
+    args: dict[str, Any] | None = None,
+) -> ChaosOpsAction:
+    return ChaosOpsAction.model_construct(
+        role=AgentRole(role), action_type=action_type, target=target, args=args or {}
+    )
+
+
+def random_policy(seed: int = 0) -> Callable[[ChaosOpsObservation, AgentRole], ChaosOpsAction]:
+    """Uniformly random remediation attempts, drawn from its own ``Random(seed)``.
+
+    Per call: the action type; then for restart/rollback/scale the target; for
+    scale the replicas; for communicate the message (exactly that order).
+    """
+    rng = random.Random(seed)
+
+    def policy(observation: ChaosOpsObservation, role: AgentRole) -> ChaosOpsAction:
+        kind = rng.choice(_RANDOM_ACTIONS)
+        if kind is ActionType.NOOP:
+            return _act(role, kind)
+        if kind is ActionType.COMMUNICATE:
+            return _act(role, kind, args={"message": rng.choice(_RANDOM_MESSAGES)})
+        target = rng.choice(_RANDOM_TARGETS)
+        if kind is ActionType.SCALE:
+            return _act(role, kind, target, {"replicas": rng.choice(_RANDOM_REPLICAS)})
+        return _act(role, kind, target)
+
+    return policy
+
+
+def heuristic_policy(seed: int = 0) -> Callable[[ChaosOpsObservation, AgentRole], ChaosOpsAction]:
+    """A plausible on-call team: restart the worst service, flag fleet bots, close on good news.
+
+    Draws from its own ``Random(seed)`` only when an sre/dev considers
+    investigating instead of restarting (``rng.random() < 0.15``).
+    """
+    rng = random.Random(seed)
+
+    def policy(observation: ChaosOpsObservation, role: AgentRole) -> ChaosOpsAction:
+        role = AgentRole(role)
+        view = observation.view
+        if role is AgentRole.MANAGER:
+            for line in view.shared_chat:
+                low = line.lower()
+                if "resolved" in low or "healthy" in low:
+                    return _act(role, ActionType.RESOLVE)
+            if not view.visible_alerts:
+                return _act(role, ActionType.NOOP)
+            return _act(role, ActionType.COMMUNICATE, args={"message": MANAGER_BRIEF})
+        if role is AgentRole.OVERSIGHT:
+            for record in view.visible_fleet_actions:
+                if record.agent_name in _ROGUE_CANDIDATES:
+                    return _act(role, ActionType.FLAG_ROGUE, record.agent_name)
+            return _act(
+                role, ActionType.COMMUNICATE, args={"message": "no rogue agent activity detected"}
+            )
+        unhealthy = [
+            (name, m) for name, m in view.visible_metrics.items() if m.health in _HEALTH_RANK
+        ]
+        if not unhealthy:
+            return _act(
+                role, ActionType.COMMUNICATE, args={"message": "systems nominal from my view"}
+            )
+        unhealthy.sort(key=lambda item: _HEALTH_RANK[item[1].health])
+        name, metrics = unhealthy[0]
+        if role is AgentRole.DEV and any(
+            "rolled out" in line.message.lower() for line in view.visible_logs
+        ):
+            return _act(role, ActionType.ROLLBACK, name)
+        if metrics.replicas < 3 and metrics.cpu_pct > 80:
+            return _act(role, ActionType.SCALE, name, {"replicas": 4})
+        if rng.random() < 0.15:
+            return _act(role, ActionType.COMMUNICATE, args={"message": f"investigating {name}"})
+        return _act(role, ActionType.RESTART, name)
+
+    return policy
+
+
+def _identify(ft: FailureType) -> tuple[ActionType, str | None, dict[str, Any]]:
+    return (ActionType.IDENTIFY_ROOT_CAUSE, None, {"failure_type": ft.value})
+
+
+def _oracle_plan(
+    ft: FailureType,
+) -> dict[AgentRole, tuple[ActionType, str | None, dict[str, Any]]]:
+    sre, dev, oversight, manager = (
+        AgentRole.SRE,
+        AgentRole.DEV,
+        AgentRole.OVERSIGHT,
+        AgentRole.MANAGER,
+    )
+    restart, rollback, scale = ActionType.RESTART, ActionType.ROLLBACK, ActionType.SCALE
+    flag = ActionType.FLAG_ROGUE
+    plans: dict[FailureType, dict[AgentRole, tuple[ActionType, str | None, dict[str, Any]]]] = {
+        FailureType.DB_DEADLOCK: {dev: (restart, "db", {})},
+        FailureType.MEMORY_LEAK: {dev: (restart, "notifications", {})},
+        FailureType.BAD_CONFIG_PUSH: {dev: (rollback, "auth", {})},
+        FailureType.AUTOSCALER_COST_CUT: {
+            oversight: (flag, "autoscaler", {}),
+            dev: (scale, "payments", {"replicas": 4}),
+        },
+        FailureType.MISROUTED_TRAFFIC: {
+            oversight: (flag, "load_balancer", {}),
+            manager: (ActionType.ESCALATE, None, {}),
+        },
+        FailureType.CASCADE: {
+            dev: (restart, "db", {}),
+            manager: (ActionType.RESOLVE, None, {}),
+        },
+        FailureType.DNS_OUTAGE: {dev: (restart, "auth", {})},
+        FailureType.DISK_FULL: {dev: (scale, "db", {"replicas": 2})},
+        FailureType.ROGUE_DEPLOY_BOT: {
+            oversight: (flag, "deploy_bot", {}),
+            dev: (rollback, "payments", {}),
+        },
+    }
+    plan = {sre: _identify(ft)}
+    plan.update(plans[ft])
+    return plan
+
+
+def oracle_policy(
+    failure_type: FailureType | str,
+) -> Callable[[ChaosOpsObservation, AgentRole], ChaosOpsAction]:
+    """Knows the true failure: each role plays its fixed move (SPEC.md section 11 table).
+
+    Roles without a move play noop.
+    """
+    plan = _oracle_plan(FailureType(failure_type))
+
+    def policy(observation: ChaosOpsObservation, role: AgentRole) -> ChaosOpsAction:
+        role = AgentRole(role)
+        move = plan.get(role)
+        if move is None:
+            return _act(role, ActionType.NOOP)
+        kind, target, args = move
+        return _act(role, kind, target, dict(args))
+
+    return policy

@@ -1,0 +1,185 @@
+"""`ChaosOpsEnvironment`: the turn-based glue around `WorldSim` (SPEC.md section 9).
+
+Roles act in turn (`DEFAULT_TURN_ORDER` unless another order is given); each
+`step` applies the current role's action, ticks the world, computes the step
+reward and returns the next role's view.
+
+Where SPEC.md is silent:
+
+* `reset` and step messages never reveal hidden truth (the failure type, red
+  herrings, which fleet action was malicious): they are handed to agents.
+* `step` accepts a `ChaosOpsAction` or a mapping that validates as one; the
+  caller's action object is never mutated (a copy carries the current role).
+* Stepping before `reset`, or after the episode is done, raises
+  `EpisodeFinishedError` (a `RuntimeError`) naming the episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from chaosops.env.models import (
+    AgentRole,
+    ChaosOpsAction,
+    ChaosOpsObservation,
+    ChaosOpsState,
+    DifficultyTier,
+    FailureType,
+)
+from chaosops.env.world_sim import Scenario, WorldSim
+from chaosops.rewards.reward_fn import (
+    StepRewardBreakdown,
+    compute_step_reward,
+    terminal_penalty_if_unresolved,
+)
+
+__all__ = ["DEFAULT_TURN_ORDER", "ChaosOpsEnvironment", "EpisodeFinishedError"]
+
+DEFAULT_TURN_ORDER: tuple[AgentRole, ...] = (
+    AgentRole.SRE,
+    AgentRole.OVERSIGHT,
+    AgentRole.DEV,
+    AgentRole.MANAGER,
+)
+
+_FLAG_WORDS = (
+    ("resolved", "incident resolved"),
+    ("wrong_fix", "wrong fix"),
+    ("cascade_triggered", "cascade triggered"),
+    ("rogue_flagged_correctly", "rogue agent flagged"),
+    ("rogue_flagged_incorrectly", "false rogue flag"),
+    ("root_cause_correct", "root cause confirmed"),
+    ("miscommunication", "miscommunication"),
+)
+
+
+class EpisodeFinishedError(RuntimeError):
+    """`step` was called on an episode that is over (or was never started)."""
+
+
+def _describe(action: ChaosOpsAction) -> str:
+    parts = [action.action_type.value]
+    if action.target is not None:
+        parts.append(action.target)
+    if action.args:
+        parts.append(" ".join(f"{k}={v!r}" for k, v in action.args.items()))
+    return " ".join(parts)
+
+
+class ChaosOpsEnvironment:
+    """Turn-based multi-role environment over one `WorldSim`."""
+
+    def __init__(self, turn_order: Sequence[AgentRole | str] | None = None) -> None:
+        order = tuple(AgentRole(r) for r in (turn_order or DEFAULT_TURN_ORDER))
+        if not order:
+            raise ValueError("turn_order must name at least one role")
+        self.turn_order: tuple[AgentRole, ...] = order
+        self.world = WorldSim()
+        self.last_breakdown: StepRewardBreakdown | None = None
+        self._default_scenario: Scenario | None = None
+        self._turn = 0
+        self._started = False
+        self._done = False
+
+    # ----------------------------------------------------------- properties
+    @property
+    def state(self) -> ChaosOpsState:
+        """Ground truth of the current episode (never hand this to agents)."""
+        return self.world.state
+
+    @property
+    def current_role(self) -> AgentRole:
+        """The role whose action the next `step` applies."""
+        return self.turn_order[self._turn]
+
+    @property
+    def scenario(self) -> Scenario | None:
+        """The scenario of the current episode."""
+        return self.world.scenario
+
+    def set_default_scenario(self, scenario: Scenario | None) -> None:
+        """Scenario used by `reset()` without one (as set: `seed` does not change it)."""
+        self._default_scenario = scenario
+
+    # -------------------------------------------------------------- episode
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        scenario: Scenario | None = None,
+    ) -> ChaosOpsObservation:
+        """Start an episode and return the first role's observation."""
+        if scenario is None:
+            scenario = self._default_scenario or Scenario.from_type(
+                FailureType.DB_DEADLOCK, seed=seed or 0, difficulty=DifficultyTier.EASY
+            )
+        state = self.world.reset(scenario)
+        if episode_id is not None:
+            state.episode_id = episode_id
+        self._turn = 0
+        self._started = True
+        self._done = False
+        self.last_breakdown = None
+        role = self.turn_order[0]
+        alerts = state.all_alerts
+        paged = ", ".join(sorted({a.service.value for a in alerts})) or "none"
+        message = (
+            f"Incident open: {len(alerts)} alert(s) firing on {paged}; "
+            f"{state.max_steps} steps to resolve; {role.value} acts first."
+        )
+        return ChaosOpsObservation.model_construct(
+            done=False,
+            reward=0.0,
+            view=self.world.project_view(role),
+            step=0,
+            turn_role=role,
+            message=message,
+        )
+
+    def step(self, action: ChaosOpsAction | Mapping[str, Any]) -> ChaosOpsObservation:
+        """Apply the current role's action; return the next role's observation."""
+        if self._done or not self._started:
+            episode = self.world.state.episode_id if self._started else None
+            raise EpisodeFinishedError(
+                f"episode {episode!r} is over; call reset() before stepping again"
+                if self._started
+                else "no episode started; call reset() before step()"
+            )
+        role = self.turn_order[self._turn]
+        if not isinstance(action, ChaosOpsAction):
+            action = ChaosOpsAction.model_validate({**action, "role": role})
+        elif action.role is not role:
+            action = action.model_copy(update={"role": role})
+        world = self.world
+        state = world.state
+        flags = world.apply_action(action)
+        world.tick()
+        breakdown = compute_step_reward(state=state, outcome_flags=flags)
+        self.last_breakdown = breakdown
+        reward = breakdown.total
+        state.cumulative_reward += reward
+        if flags["miscommunication"] and state.miscommunications < 1:
+            state.miscommunications = 1
+        done = world.is_terminal()
+        if done:
+            self._done = True
+            if not state.resolved:
+                state.cumulative_reward += terminal_penalty_if_unresolved(state)
+        self._turn = (self._turn + 1) % len(self.turn_order)
+        nxt = self.turn_order[self._turn]
+        outcome = [word for key, word in _FLAG_WORDS if flags[key]]
+        if done and not state.resolved:
+            outcome.append("out of steps, unresolved")
+        message = (
+            f"step {state.step_count}/{state.max_steps}: {role.value} {_describe(action)}"
+            f" -> {', '.join(outcome) or 'no effect noted'}; reward {reward:+.1f}"
+        )
+        return ChaosOpsObservation.model_construct(
+            done=done,
+            reward=reward,
+            view=world.project_view(nxt),
+            step=state.step_count,
+            turn_role=nxt,
+            message=message,
+        )

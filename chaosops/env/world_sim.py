@@ -1,0 +1,648 @@
+"""The ChaosOps world simulation (SPEC.md sections 3-8): pure, synchronous, seeded.
+
+`WorldSim` holds the ground truth (`ChaosOpsState`) of one episode and mutates it
+in place: `reset` starts an episode, `apply_action` applies one action and
+returns its outcome flags, `tick` advances passive dynamics, `is_terminal` says
+whether the episode is over and `project_view` builds what one role sees.
+
+Performance notes (the step runs once per turn of every episode):
+
+* Nothing is re-validated per step: metrics are mutated in place and views are
+  built with ``model_construct``.
+* Log lines, alerts and fleet records are never changed once emitted, so a
+  "public" copy (hidden marks cleared) is made once at emission and shared by
+  every later view. Metrics change, so each view gets its own copies. Every list
+  in a view is a new list, so an observation is a snapshot.
+
+Where SPEC.md is silent:
+
+* `apply_action` does not check `max_steps`; the environment refuses to step a
+  finished episode. Only an already resolved incident makes it a no-op.
+* A `communicate` to the sender's own role is delivered to its own inbox like
+  any other private message.
+* Actions whose role is given as a plain string are accepted (coerced to
+  `AgentRole`).
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from chaosops.env.models import (
+    SERVICE_NAMES,
+    ActionType,
+    AgentRole,
+    Alert,
+    ChaosOpsAction,
+    ChaosOpsState,
+    DifficultyTier,
+    FailureType,
+    FleetAgentLog,
+    LogLine,
+    RoleView,
+    ServiceHealth,
+    ServiceMetrics,
+    ServiceName,
+)
+
+__all__ = ["FLAG_NAMES", "ROGUE_AGENT_BY_FAILURE", "Scenario", "WorldSim"]
+
+HEALTHY = ServiceHealth.HEALTHY
+DEGRADED = ServiceHealth.DEGRADED
+CRITICAL = ServiceHealth.CRITICAL
+DOWN = ServiceHealth.DOWN
+
+FLAG_NAMES: tuple[str, ...] = (
+    "resolved",
+    "wrong_fix",
+    "cascade_triggered",
+    "rogue_flagged_correctly",
+    "rogue_flagged_incorrectly",
+    "root_cause_correct",
+    "miscommunication",
+)
+
+ROGUE_AGENT_BY_FAILURE: dict[FailureType, str] = {
+    FailureType.AUTOSCALER_COST_CUT: "autoscaler",
+    FailureType.MISROUTED_TRAFFIC: "load_balancer",
+    FailureType.ROGUE_DEPLOY_BOT: "deploy_bot",
+}
+
+_SERVICE_SET = frozenset(SERVICE_NAMES)
+_ROLE_VALUES = frozenset(r.value for r in AgentRole)
+_FAILURE_VALUES = frozenset(f.value for f in FailureType)
+
+_HEALTHY_BASE = {"cpu_pct": 22.0, "memory_mb": 340.0, "latency_ms": 45.0, "error_rate": 0.01}
+_REPLICAS = {"auth": 3, "payments": 4, "notifications": 2, "db": 1}
+
+_RED_HERRINGS: tuple[tuple[ServiceName, str, str], ...] = (
+    (ServiceName.AUTH, "INFO", "routine token rotation completed"),
+    (ServiceName.NOTIFICATIONS, "WARN", "email provider retry-after=2s"),
+    (ServiceName.DB, "INFO", "vacuum completed, reclaimed 18MB"),
+    (ServiceName.PAYMENTS, "WARN", "p95 brush with 250ms budget (non-breach)"),
+)
+
+PUBLIC_LOG_COUNT = 6
+DEV_LOG_COUNT = 3
+CHAT_TAIL = 8
+INBOX_TAIL = 8
+OVERSIGHT_NOTE = "fleet actions visible; cross-reference with alerts."
+MEMORY_CAP = 4096.0
+
+_HEALTH_RANK = {DOWN: 0, CRITICAL: 1, DEGRADED: 2, HEALTHY: 3}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One incident to run: which failure, how hard, which seed (SPEC.md section 3)."""
+
+    failure_type: FailureType
+    difficulty: DifficultyTier
+    seed: int
+    max_steps: int = 20
+    inject_misleading_logs: bool = False
+    rogue_fleet_agent: str | None = None
+
+    @classmethod
+    def from_type(
+        cls,
+        failure_type: FailureType,
+        *,
+        seed: int,
+        difficulty: DifficultyTier = DifficultyTier.EASY,
+        max_steps: int = 20,
+    ) -> Scenario:
+        """Build the canonical scenario for a failure: rogue agent and red herrings follow."""
+        failure_type = FailureType(failure_type)
+        difficulty = DifficultyTier(difficulty)
+        return cls(
+            failure_type=failure_type,
+            difficulty=difficulty,
+            seed=seed,
+            max_steps=max_steps,
+            inject_misleading_logs=difficulty is DifficultyTier.HARD,
+            rogue_fleet_agent=ROGUE_AGENT_BY_FAILURE.get(failure_type),
+        )
+
+
+def _new_flags() -> dict[str, bool]:
+    return dict.fromkeys(FLAG_NAMES, False)
+
+
+def _parse_replicas(args: dict) -> int | None:
+    """`int(args["replicas"])` (missing -> 0); None when `int` rejects the value."""
+    try:
+        return int(args.get("replicas", 0))
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+class WorldSim:
+    """Ground truth and rules of one ChaosOps episode.
+
+    Built empty; `reset(scenario)` starts an episode. `state` is the live
+    `ChaosOpsState` (mutated in place by `apply_action` and `tick`).
+    """
+
+    def __init__(self) -> None:
+        self.state: ChaosOpsState = ChaosOpsState()
+        self.scenario: Scenario | None = None
+        self._rng = random.Random(0)
+        # Public (hidden-mark-cleared) copies of emitted logs / fleet records,
+        # parallel to state.all_logs / state.fleet_actions.
+        self._public_logs: list[LogLine] = []
+        self._public_fleet: list[FleetAgentLog] = []
+
+    # ------------------------------------------------------------------ reset
+    def reset(self, scenario: Scenario) -> ChaosOpsState:
+        """Start an episode of `scenario` and return its fresh state."""
+        self.scenario = scenario
+        self._rng = random.Random(scenario.seed)
+        services = {
+            name: ServiceMetrics.model_construct(
+                **_HEALTHY_BASE, replicas=_REPLICAS[name], health=HEALTHY
+            )
+            for name in SERVICE_NAMES
+        }
+        self.state = ChaosOpsState.model_construct(
+            episode_id=str(uuid.uuid4()),
+            step_count=0,
+            max_steps=scenario.max_steps,
+            difficulty=DifficultyTier(scenario.difficulty),
+            failure_type=FailureType(scenario.failure_type),
+            rogue_fleet_agent=scenario.rogue_fleet_agent,
+            misleading_log_count=0,
+            services=services,
+            all_logs=[],
+            all_alerts=[],
+            fleet_actions=[],
+            chat_history=[],
+            private_chat={},
+            resolved=False,
+            wrong_fixes=0,
+            miscommunications=0,
+            oversight_flags=[],
+            declared_root_cause=None,
+            declared_root_cause_step=None,
+            cumulative_reward=0.0,
+        )
+        self._public_logs = []
+        self._public_fleet = []
+        _INJECTORS[self.state.failure_type](self)
+        if scenario.inject_misleading_logs:
+            for _ in range(3):
+                service, level, message = self._rng.choice(_RED_HERRINGS)
+                self._log(service, level, message, red_herring=True)
+                self.state.misleading_log_count += 1
+        return self.state
+
+    # --------------------------------------------------------------- emitters
+    def _log(
+        self, service: ServiceName, level: str, message: str, *, red_herring: bool = False
+    ) -> None:
+        line = LogLine.model_construct(
+            timestamp=float(self.state.step_count),
+            service=service,
+            level=level,
+            message=message,
+            is_red_herring=red_herring,
+        )
+        self.state.all_logs.append(line)
+        if red_herring:
+            line = LogLine.model_construct(
+                timestamp=line.timestamp,
+                service=service,
+                level=level,
+                message=message,
+                is_red_herring=False,
+            )
+        self._public_logs.append(line)
+
+    def _alert(self, service: ServiceName, severity: str, message: str) -> None:
+        self.state.all_alerts.append(
+            Alert.model_construct(
+                service=service,
+                severity=severity,
+                message=message,
+                triggered_at_step=self.state.step_count,
+            )
+        )
+
+    def _fleet(self, agent: str, action: str, target: str) -> None:
+        step = self.state.step_count
+        self.state.fleet_actions.append(
+            FleetAgentLog.model_construct(
+                agent_name=agent, action=action, target=target, step=step, was_malicious=True
+            )
+        )
+        self._public_fleet.append(
+            FleetAgentLog.model_construct(
+                agent_name=agent, action=action, target=target, step=step, was_malicious=False
+            )
+        )
+
+    def _set(self, service: str, *, health: ServiceHealth | None = None, **values: float) -> None:
+        m = self.state.services[service]
+        for key, value in values.items():
+            setattr(m, key, value)
+        if health is not None:
+            m.health = health
+
+    # -------------------------------------------------------------- injectors
+    def _inject_db_deadlock(self) -> None:
+        self._set("db", latency_ms=1800.0, error_rate=0.45, health=CRITICAL)
+        self._set("payments", latency_ms=950.0, error_rate=0.32, health=DEGRADED)
+        self._set("auth", latency_ms=950.0, error_rate=0.32, health=DEGRADED)
+        self._log(ServiceName.DB, "ERROR", "deadlock detected on txn_id=0x8f4a")
+        self._log(ServiceName.PAYMENTS, "ERROR", "upstream DB timeout after 2000ms")
+        self._alert(ServiceName.PAYMENTS, "page", "payment error rate > 30%")
+
+    def _inject_memory_leak(self) -> None:
+        self._set("notifications", memory_mb=1200.0, cpu_pct=71.0, health=DEGRADED)
+        self._log(ServiceName.NOTIFICATIONS, "WARN", "heap 1200MB, gc pause 880ms")
+        self._alert(ServiceName.NOTIFICATIONS, "warn", "memory pressure on notifications")
+
+    def _inject_bad_config_push(self) -> None:
+        self._set("auth", error_rate=0.68, latency_ms=210.0, health=CRITICAL)
+        self._log(
+            ServiceName.AUTH,
+            "ERROR",
+            "config v17.2 rolled out 48s ago; 68% of requests rejected: unknown key 'jwt_iss'",
+        )
+        self._alert(ServiceName.AUTH, "page", "auth error rate spike after deploy")
+
+    def _inject_autoscaler_cost_cut(self) -> None:
+        self._set(
+            "payments",
+            replicas=1,
+            cpu_pct=94.0,
+            latency_ms=780.0,
+            error_rate=0.22,
+            health=CRITICAL,
+        )
+        self._fleet("autoscaler", "scale_down", "payments")
+        self._log(
+            ServiceName.PAYMENTS, "WARN", "pool shrank 4 -> 1 by autoscaler (cost budget exceeded)"
+        )
+        self._alert(ServiceName.PAYMENTS, "page", "payments CPU 94%, latency > 700ms")
+
+    def _inject_misrouted_traffic(self) -> None:
+        self._set("payments", error_rate=0.41, health=CRITICAL)
+        self._fleet("load_balancer", "route_override", "payments")
+        self._log(
+            ServiceName.PAYMENTS, "ERROR", "41% of requests routed to shadow cluster (hash=0xdead)"
+        )
+        self._alert(ServiceName.PAYMENTS, "page", "payments error rate 41% — backends healthy")
+
+    def _inject_cascade(self) -> None:
+        self._inject_db_deadlock()
+        self._log(
+            ServiceName.DB,
+            "WARN",
+            "connection pool near saturation — downstream services queueing",
+        )
+
+    def _inject_dns_outage(self) -> None:
+        self._set("auth", latency_ms=1450.0, error_rate=0.28, health=DEGRADED)
+        self._set("payments", latency_ms=1100.0, error_rate=0.19, health=DEGRADED)
+        self._log(
+            ServiceName.AUTH,
+            "ERROR",
+            "upstream lookup NXDOMAIN for auth-idp.internal (resolver TTL expired)",
+        )
+        self._log(
+            ServiceName.PAYMENTS,
+            "WARN",
+            "fallback DNS resolver returning SERVFAIL; retry storm observed",
+        )
+        self._alert(ServiceName.AUTH, "page", "auth latency > 1.4s — DNS resolution failing")
+
+    def _inject_disk_full(self) -> None:
+        self._set(
+            "db",
+            memory_mb=3650.0,
+            cpu_pct=58.0,
+            error_rate=0.14,
+            latency_ms=640.0,
+            health=DEGRADED,
+        )
+        self._log(ServiceName.DB, "WARN", "disk usage 97% on /var/lib/db (WAL archiving stalled)")
+        self._log(
+            ServiceName.DB, "ERROR", "INSERT failed: could not extend file: No space left on device"
+        )
+        self._alert(ServiceName.DB, "page", "database disk volume near capacity")
+
+    def _inject_rogue_deploy_bot(self) -> None:
+        self._set("payments", error_rate=0.71, latency_ms=310.0, health=CRITICAL)
+        self._fleet("deploy_bot", "push_config", "payments")
+        self._log(
+            ServiceName.PAYMENTS,
+            "ERROR",
+            "config v22.1 pushed by deploy_bot 30s ago; 71% of txns rejected: checksum mismatch",
+        )
+        self._alert(
+            ServiceName.PAYMENTS,
+            "page",
+            "payments error rate 71% immediately after deploy_bot push",
+        )
+
+    # ------------------------------------------------------------ the rules
+    def _is_beneficial(self, action_type: ActionType, target: str, replicas: int = 0) -> bool:
+        """Whether a remediation on a valid service target helps (SPEC.md section 5)."""
+        ft = self.state.failure_type
+        if ft is FailureType.CASCADE:
+            if action_type is ActionType.RESTART:
+                if target == "db":
+                    return True
+                if target == "notifications":
+                    return self.state.services["notifications"].health is not HEALTHY
+            return False
+        if ft is FailureType.ROGUE_DEPLOY_BOT:
+            return action_type is ActionType.ROLLBACK and target == "payments"
+        if action_type is ActionType.RESTART:
+            return (
+                (ft is FailureType.DB_DEADLOCK and target == "db")
+                or (ft is FailureType.MEMORY_LEAK and target == "notifications")
+                or (ft is FailureType.DNS_OUTAGE and target == "auth")
+                or (ft is FailureType.DISK_FULL and target == "db")
+            )
+        if action_type is ActionType.ROLLBACK:
+            return ft is FailureType.BAD_CONFIG_PUSH and target == "auth"
+        if action_type is ActionType.SCALE:
+            return (
+                ft is FailureType.AUTOSCALER_COST_CUT and target == "payments" and replicas >= 3
+            ) or (ft is FailureType.DISK_FULL and target == "db" and replicas >= 2)
+        return False
+
+    def _resolves(self, action: ChaosOpsAction, replicas: int | None) -> bool:
+        """Whether the action just applied closes the incident (judged on the new state)."""
+        s = self.state
+        ft = s.failure_type
+        kind = action.action_type
+        target = action.target
+        if ft is FailureType.DB_DEADLOCK:
+            return kind is ActionType.RESTART and target == "db"
+        if ft is FailureType.MEMORY_LEAK:
+            return kind is ActionType.RESTART and target == "notifications"
+        if ft is FailureType.BAD_CONFIG_PUSH:
+            return kind is ActionType.ROLLBACK and target == "auth"
+        if ft is FailureType.AUTOSCALER_COST_CUT:
+            return (
+                kind is ActionType.SCALE
+                and target == "payments"
+                and replicas is not None
+                and replicas >= 3
+            )
+        if ft is FailureType.MISROUTED_TRAFFIC:
+            return kind is ActionType.ESCALATE and "load_balancer" in s.oversight_flags
+        if ft is FailureType.CASCADE:
+            return (
+                (kind is ActionType.RESOLVE or (kind is ActionType.RESTART and target == "db"))
+                and s.services["db"].health is HEALTHY
+                and s.services["notifications"].health is HEALTHY
+            )
+        if ft is FailureType.DNS_OUTAGE:
+            return kind is ActionType.RESTART and target == "auth"
+        if ft is FailureType.DISK_FULL:
+            return target == "db" and (
+                kind is ActionType.RESTART
+                or (kind is ActionType.SCALE and replicas is not None and replicas >= 2)
+            )
+        if ft is FailureType.ROGUE_DEPLOY_BOT:
+            if "deploy_bot" not in s.oversight_flags:
+                return False
+            if kind is ActionType.ROLLBACK and target == "payments":
+                return True
+            return kind is ActionType.FLAG_ROGUE and s.services["payments"].health is HEALTHY
+        return False
+
+    def _wrong_fix(self, flags: dict[str, bool]) -> None:
+        flags["wrong_fix"] = True
+        self.state.wrong_fixes += 1
+
+    def _cascade_trigger(self, flags: dict[str, bool]) -> None:
+        s = self.state
+        if s.failure_type is not FailureType.CASCADE:
+            return
+        notif = s.services["notifications"]
+        if notif.health is not HEALTHY:
+            return
+        notif.memory_mb = 900.0
+        notif.health = DEGRADED
+        flags["cascade_triggered"] = True
+        self._log(
+            ServiceName.NOTIFICATIONS,
+            "WARN",
+            "secondary failure: heap growing after failed remediation",
+        )
+
+    def apply_action(self, action: ChaosOpsAction) -> dict[str, bool]:
+        """Apply one action (SPEC.md section 6) and return its outcome flags.
+
+        Does not tick; the environment calls `tick()` afterwards.
+        """
+        flags = _new_flags()
+        s = self.state
+        if s.resolved:
+            return flags
+        s.step_count += 1
+        kind = ActionType(action.action_type)
+        role = action.role
+        role_value = role.value if isinstance(role, AgentRole) else str(role)
+        target = action.target
+        args = action.args
+        replicas: int | None = None
+
+        if kind is ActionType.COMMUNICATE:
+            message = str(args.get("message", "")).strip()
+            if not message:
+                flags["miscommunication"] = True
+            else:
+                recipient = str(args.get("to", "")).strip().lower()
+                if recipient and recipient != "all":
+                    if recipient in _ROLE_VALUES:
+                        s.private_chat.setdefault(recipient, []).append(
+                            f"[{role_value} -> {recipient}] {message}"
+                        )
+                    else:
+                        s.miscommunications += 1
+                else:
+                    s.chat_history.append(f"[{role_value}] {message}")
+        elif kind is ActionType.RESTART:
+            if target is None or target not in _SERVICE_SET:
+                self._wrong_fix(flags)
+            elif self._is_beneficial(kind, target):
+                m = s.services[target]
+                m.memory_mb = 340.0
+                m.cpu_pct = 22.0
+                m.latency_ms = 45.0
+                m.error_rate = 0.01
+                m.health = HEALTHY
+                if target == "db":
+                    for name in ("payments", "auth"):
+                        other = s.services[name]
+                        other.latency_ms = 55.0
+                        other.error_rate = 0.01
+                        other.health = HEALTHY
+            else:
+                self._wrong_fix(flags)
+                self._cascade_trigger(flags)
+        elif kind is ActionType.ROLLBACK:
+            if target is None or target not in _SERVICE_SET:
+                self._wrong_fix(flags)
+            elif self._is_beneficial(kind, target):
+                m = s.services[target]
+                m.health = HEALTHY
+                m.error_rate = 0.01
+                m.latency_ms = 45.0
+            else:
+                self._wrong_fix(flags)
+                self._cascade_trigger(flags)
+        elif kind is ActionType.SCALE:
+            replicas = _parse_replicas(args)
+            if target is None or target not in _SERVICE_SET or replicas is None or replicas <= 0:
+                self._wrong_fix(flags)
+            else:
+                m = s.services[target]
+                m.replicas = replicas
+                if self._is_beneficial(kind, target, replicas):
+                    m.cpu_pct = 30.0
+                    m.latency_ms = 55.0
+                    m.error_rate = 0.01
+                    m.health = HEALTHY
+                else:
+                    self._wrong_fix(flags)
+        elif kind is ActionType.FLAG_ROGUE:
+            if role_value != AgentRole.OVERSIGHT.value:
+                flags["miscommunication"] = True
+                s.miscommunications += 1
+            else:
+                if isinstance(target, str) and target:
+                    name = target
+                else:
+                    name = str(args.get("agent_name", "")).strip()
+                if name:
+                    s.oversight_flags.append(name)
+                    if s.rogue_fleet_agent is not None and name == s.rogue_fleet_agent:
+                        flags["rogue_flagged_correctly"] = True
+                    else:
+                        flags["rogue_flagged_incorrectly"] = True
+        elif kind is ActionType.IDENTIFY_ROOT_CAUSE:
+            declared = str(args.get("failure_type", "")).strip()
+            if declared not in _FAILURE_VALUES:
+                flags["miscommunication"] = True
+            else:
+                cause = FailureType(declared)
+                s.declared_root_cause = cause
+                if s.declared_root_cause_step is None:
+                    s.declared_root_cause_step = s.step_count
+                if cause is s.failure_type:
+                    flags["root_cause_correct"] = True
+        elif kind is ActionType.RESOLVE:
+            if role_value != AgentRole.MANAGER.value:
+                flags["miscommunication"] = True
+                s.miscommunications += 1
+        # noop, escalate: no effect.
+
+        if self._resolves(action, replicas):
+            s.resolved = True
+            flags["resolved"] = True
+        return flags
+
+    def tick(self) -> None:
+        """Passive dynamics after an applied action (SPEC.md section 7); none once resolved."""
+        s = self.state
+        if s.resolved:
+            return
+        ft = s.failure_type
+        if ft is FailureType.MEMORY_LEAK:
+            m = s.services["notifications"]
+            m.memory_mb = min(m.memory_mb + 180.0, MEMORY_CAP)
+            if m.memory_mb > 2000:
+                m.health = CRITICAL
+        elif ft is FailureType.CASCADE:
+            m = s.services["notifications"]
+            if m.health is not HEALTHY:
+                m.memory_mb = min(m.memory_mb + 120.0, MEMORY_CAP)
+        elif ft is FailureType.DISK_FULL:
+            m = s.services["db"]
+            m.memory_mb = min(m.memory_mb + 45.0, MEMORY_CAP)
+            m.error_rate = min(m.error_rate + 0.02, 0.95)
+            if m.memory_mb > 3900:
+                m.health = CRITICAL
+
+    def is_terminal(self) -> bool:
+        """Resolved, or out of steps."""
+        s = self.state
+        return s.resolved or s.step_count >= s.max_steps
+
+    # ------------------------------------------------------------------ views
+    def _sync_public(self) -> None:
+        """Rebuild the public copies if a tool appended to the state's lists directly."""
+        s = self.state
+        if len(self._public_logs) != len(s.all_logs):
+            self._public_logs = [
+                line.model_copy(update={"is_red_herring": False}) if line.is_red_herring else line
+                for line in s.all_logs
+            ]
+        if len(self._public_fleet) != len(s.fleet_actions):
+            self._public_fleet = [
+                rec.model_copy(update={"was_malicious": False}) if rec.was_malicious else rec
+                for rec in s.fleet_actions
+            ]
+
+    def project_view(self, role: AgentRole | str) -> RoleView:
+        """What `role` sees now (SPEC.md section 8); a snapshot independent of later steps."""
+        role = AgentRole(role)
+        s = self.state
+        self._sync_public()
+        inbox = s.private_chat.get(role.value)
+        if role is AgentRole.MANAGER:
+            metrics: dict[str, ServiceMetrics] = {}
+            logs: list[LogLine] = []
+        else:
+            metrics = {name: _copy_metrics(m) for name, m in s.services.items()}
+            logs = self._public_logs[
+                -DEV_LOG_COUNT if role is AgentRole.DEV else -PUBLIC_LOG_COUNT :
+            ]
+        if role is AgentRole.OVERSIGHT:
+            fleet = self._public_fleet[:]
+            note = OVERSIGHT_NOTE if fleet else None
+        else:
+            fleet = []
+            note = None
+        return RoleView.model_construct(
+            role=role,
+            visible_metrics=metrics,
+            visible_logs=logs,
+            visible_alerts=s.all_alerts[:],
+            visible_fleet_actions=fleet,
+            shared_chat=s.chat_history[-CHAT_TAIL:],
+            private_note=note,
+            private_inbox=inbox[-INBOX_TAIL:] if inbox else [],
+        )
+
+
+def _copy_metrics(m: ServiceMetrics) -> ServiceMetrics:
+    return m.model_copy()
+
+
+def health_rank(health: ServiceHealth) -> int:
+    """Sort key: worst health first (down < critical < degraded < healthy)."""
+    return _HEALTH_RANK[health]
+
+
+_INJECTORS: dict[FailureType, Callable[[WorldSim], None]] = {
+    FailureType.DB_DEADLOCK: WorldSim._inject_db_deadlock,
+    FailureType.MEMORY_LEAK: WorldSim._inject_memory_leak,
+    FailureType.BAD_CONFIG_PUSH: WorldSim._inject_bad_config_push,
+    FailureType.AUTOSCALER_COST_CUT: WorldSim._inject_autoscaler_cost_cut,
+    FailureType.MISROUTED_TRAFFIC: WorldSim._inject_misrouted_traffic,
+    FailureType.CASCADE: WorldSim._inject_cascade,
+    FailureType.DNS_OUTAGE: WorldSim._inject_dns_outage,
+    FailureType.DISK_FULL: WorldSim._inject_disk_full,
+    FailureType.ROGUE_DEPLOY_BOT: WorldSim._inject_rogue_deploy_bot,
+}
