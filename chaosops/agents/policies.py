@@ -24,6 +24,7 @@ from chaosops.env.models import (
     FailureType,
     ServiceHealth,
 )
+from chaosops.env.world_sim import fast_construct
 
 __all__ = ["Policy", "heuristic_policy", "oracle_policy", "random_policy"]
 
@@ -62,8 +63,9 @@ def _act(
     target: str | None = None,
     args: dict[str, Any] | None = None,
 ) -> ChaosOpsAction:
-    return ChaosOpsAction.model_construct(
-        role=AgentRole(role), action_type=action_type, target=target, args=args or {}
+    return fast_construct(
+        ChaosOpsAction,
+        {"role": AgentRole(role), "action_type": action_type, "target": target, "args": args or {}},
     )
 
 

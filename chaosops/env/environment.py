@@ -27,7 +27,7 @@ from chaosops.env.models import (
     DifficultyTier,
     FailureType,
 )
-from chaosops.env.world_sim import Scenario, WorldSim
+from chaosops.env.world_sim import Scenario, WorldSim, fast_construct
 from chaosops.rewards.reward_fn import (
     StepRewardBreakdown,
     compute_step_reward,
@@ -175,11 +175,14 @@ class ChaosOpsEnvironment:
             f"step {state.step_count}/{state.max_steps}: {role.value} {_describe(action)}"
             f" -> {', '.join(outcome) or 'no effect noted'}; reward {reward:+.1f}"
         )
-        return ChaosOpsObservation.model_construct(
-            done=done,
-            reward=reward,
-            view=world.project_view(nxt),
-            step=state.step_count,
-            turn_role=nxt,
-            message=message,
+        return fast_construct(
+            ChaosOpsObservation,
+            {
+                "done": done,
+                "reward": reward,
+                "view": world.project_view(nxt),
+                "step": state.step_count,
+                "turn_role": nxt,
+                "message": message,
+            },
         )

@@ -30,6 +30,9 @@ import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from chaosops.env.models import (
     SERVICE_NAMES,
@@ -48,7 +51,7 @@ from chaosops.env.models import (
     ServiceName,
 )
 
-__all__ = ["FLAG_NAMES", "ROGUE_AGENT_BY_FAILURE", "Scenario", "WorldSim"]
+__all__ = ["FLAG_NAMES", "ROGUE_AGENT_BY_FAILURE", "Scenario", "WorldSim", "fast_construct"]
 
 HEALTHY = ServiceHealth.HEALTHY
 DEGRADED = ServiceHealth.DEGRADED
@@ -91,6 +94,8 @@ CHAT_TAIL = 8
 INBOX_TAIL = 8
 OVERSIGHT_NOTE = "fleet actions visible; cross-reference with alerts."
 MEMORY_CAP = 4096.0
+
+_M = TypeVar("_M", bound=BaseModel)
 
 _HEALTH_RANK = {DOWN: 0, CRITICAL: 1, DEGRADED: 2, HEALTHY: 3}
 
@@ -614,20 +619,43 @@ class WorldSim:
         else:
             fleet = []
             note = None
-        return RoleView.model_construct(
-            role=role,
-            visible_metrics=metrics,
-            visible_logs=logs,
-            visible_alerts=s.all_alerts[:],
-            visible_fleet_actions=fleet,
-            shared_chat=s.chat_history[-CHAT_TAIL:],
-            private_note=note,
-            private_inbox=inbox[-INBOX_TAIL:] if inbox else [],
+        return fast_construct(
+            RoleView,
+            {
+                "role": role,
+                "visible_metrics": metrics,
+                "visible_logs": logs,
+                "visible_alerts": s.all_alerts[:],
+                "visible_fleet_actions": fleet,
+                "shared_chat": s.chat_history[-CHAT_TAIL:],
+                "private_note": note,
+                "private_inbox": inbox[-INBOX_TAIL:] if inbox else [],
+            },
         )
 
 
+_new_object = object.__new__
+_set_slot = object.__setattr__
+
+
+def fast_construct(cls: type[_M], values: dict[str, Any]) -> _M:
+    """Build a model instance from already-valid values, every field given.
+
+    Equivalent to ``cls.model_construct(**values)`` when `values` names every
+    field (and the model has no extras or private attributes), at a fraction of
+    its cost: this is the hot path of every view. `values` is used as the
+    instance's ``__dict__`` (pass a fresh dict).
+    """
+    obj = _new_object(cls)
+    _set_slot(obj, "__dict__", values)
+    _set_slot(obj, "__pydantic_fields_set__", set(values))
+    _set_slot(obj, "__pydantic_extra__", None)
+    _set_slot(obj, "__pydantic_private__", None)
+    return obj
+
+
 def _copy_metrics(m: ServiceMetrics) -> ServiceMetrics:
-    return m.model_copy()
+    return fast_construct(ServiceMetrics, m.__dict__.copy())
 
 
 def health_rank(health: ServiceHealth) -> int:
