@@ -1,0 +1,374 @@
+"""Scenario suite files: TOML lists of ChaosOps scenarios, validated with pydantic.
+
+Suite file format
+-----------------
+
+A suite file is TOML::
+
+    name = "easy"                      # required: the suite's name
+    description = "..."                # optional
+    difficulty = "easy"                # optional: default tier for the entries
+
+    [[scenarios]]                      # one or more entries
+    failure_type = "db_deadlock"       # required: a FailureType value
+    difficulty = "easy"                # easy | medium | hard (required unless set above)
+    seeds = [0, 31, 62]                # one scenario per seed, in this order ...
+    # ... or instead of `seeds`:
+    # seed_start = 0                   #   first seed
+    # count = 3                        #   number of scenarios
+    # seed_step = 31                   #   optional, default 1
+    max_steps = 12                     # optional, default: the tier's max (12/18/25)
+    inject_misleading_logs = false     # optional, default: difficulty == "hard"
+
+    [scenarios.turn_timeout]           # optional: per-role turn deadline, seconds
+    sre = 5.0
+    manager = 2.5
+
+Each entry expands to one `Scenario` per seed (`Scenario.from_type`, so the rogue
+fleet agent follows the failure type), in file order. Unknown keys are errors
+(a typo never passes silently); integers must be TOML integers, not strings.
+
+`load_scenarios(path)` reads a file, or every ``*.toml`` of a folder in sorted
+name order, into plain `Scenario`s. `load_suite_entries(path)` gives the same
+scenarios as `LoadedScenario`s that also carry the entry's turn timeouts.
+
+A bad file raises `ScenarioFileError` with one line naming the file, the entry
+(``scenarios[3]``) and the field, and what is accepted, for example::
+
+    suite.toml: scenarios[3].failure_type: unknown failure type 'db_dedlock'; \
+valid: db_deadlock, memory_leak, ...
+    suite.toml: invalid TOML at line 7, column 12: Expected '=' after a key ...
+
+`canonical_suite_paths()` returns the three shipped suites (easy, medium, hard),
+the scenarios of `scenarios_for_tier(tier, episodes_per_type=5)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from chaosops.curriculum.generator import TIER_MAX_STEPS
+from chaosops.env.models import AgentRole, DifficultyTier, FailureType
+from chaosops.env.world_sim import Scenario
+
+__all__ = [
+    "LoadedScenario",
+    "ScenarioFileError",
+    "Suite",
+    "canonical_suite_paths",
+    "load_scenarios",
+    "load_suite",
+    "load_suite_entries",
+    "read_suite",
+]
+
+CANONICAL_TIERS = ("easy", "medium", "hard")
+_VALID_FAILURES = ", ".join(f.value for f in FailureType)
+_VALID_TIERS = ", ".join(t.value for t in DifficultyTier)
+_VALID_ROLES = ", ".join(r.value for r in AgentRole)
+
+
+class ScenarioFileError(Exception):
+    """A suite file could not be read; the message is one line naming file, entry and field."""
+
+    def __init__(self, path: str | Path, where: str, problem: str) -> None:
+        self.path = str(path)
+        self.where = where
+        self.problem = problem
+        super().__init__(f"{self.path}: {where + ': ' if where else ''}{problem}")
+
+
+PositiveSeconds = Annotated[StrictFloat | StrictInt, Field(gt=0)]
+
+
+class _EntryModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    failure_type: StrictStr
+    difficulty: StrictStr | None = None
+    seeds: list[StrictInt] | None = None
+    seed_start: StrictInt | None = None
+    count: Annotated[StrictInt, Field(ge=1)] | None = None
+    seed_step: StrictInt = 1
+    max_steps: Annotated[StrictInt, Field(ge=1)] | None = None
+    inject_misleading_logs: StrictBool | None = None
+    turn_timeout: dict[StrictStr, PositiveSeconds] | None = None
+
+    @field_validator("failure_type")
+    @classmethod
+    def _known_failure(cls, value: str) -> str:
+        if value not in FailureType._value2member_map_:
+            raise ValueError(f"unknown failure type {value!r}; valid: {_VALID_FAILURES}")
+        return value
+
+    @field_validator("difficulty")
+    @classmethod
+    def _known_tier(cls, value: str | None) -> str | None:
+        if value is not None and value not in DifficultyTier._value2member_map_:
+            raise ValueError(f"unknown difficulty {value!r}; valid: {_VALID_TIERS}")
+        return value
+
+    @field_validator("turn_timeout")
+    @classmethod
+    def _known_roles(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for role in value or {}:
+            if role not in AgentRole._value2member_map_:
+                raise ValueError(f"unknown role {role!r}; valid: {_VALID_ROLES}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_seed_form(self) -> _EntryModel:
+        ranged = self.seed_start is not None or self.count is not None
+        if self.seeds is not None and ranged:
+            raise ValueError("give either seeds = [...] or seed_start + count, not both")
+        if self.seeds is None and not ranged:
+            raise ValueError("missing; give seeds = [...] or seed_start + count")
+        if self.seeds is None and (self.seed_start is None or self.count is None):
+            raise ValueError("seed_start and count go together; give both")
+        if self.seeds is not None and not self.seeds:
+            raise ValueError("empty; give at least one seed")
+        return self
+
+    def seed_list(self) -> list[int]:
+        if self.seeds is not None:
+            return list(self.seeds)
+        assert self.seed_start is not None and self.count is not None
+        return [self.seed_start + self.seed_step * k for k in range(self.count)]
+
+
+class _SuiteModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: StrictStr
+    description: StrictStr = ""
+    difficulty: StrictStr | None = None
+    scenarios: Annotated[list[_EntryModel], Field(min_length=1)]
+
+    @field_validator("difficulty")
+    @classmethod
+    def _known_tier(cls, value: str | None) -> str | None:
+        if value is not None and value not in DifficultyTier._value2member_map_:
+            raise ValueError(f"unknown difficulty {value!r}; valid: {_VALID_TIERS}")
+        return value
+
+
+@dataclass(frozen=True)
+class LoadedScenario:
+    """One scenario of a suite file, with its entry's per-role turn timeouts."""
+
+    scenario: Scenario
+    turn_timeout: Mapping[AgentRole, float] | None = None
+    suite: str = ""
+    source: str = ""
+    entry: int = 0
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A parsed suite file."""
+
+    name: str
+    description: str
+    path: Path
+    entries: list[LoadedScenario] = field(default_factory=list)
+
+    @property
+    def scenarios(self) -> list[Scenario]:
+        """The plain scenarios, in file order."""
+        return [e.scenario for e in self.entries]
+
+
+_LINE_RE = re.compile(r"\(at line (\d+), column (\d+)\)")
+_FIELD_HINTS = {
+    "name": 'a string, e.g. name = "my-suite"',
+    "description": "a string",
+    "scenarios": "one or more [[scenarios]] tables",
+    "failure_type": f"one of: {_VALID_FAILURES}",
+    "difficulty": f"one of: {_VALID_TIERS}",
+    "seeds": "a list of integers, e.g. seeds = [0, 31, 62]",
+    "seed_start": "an integer",
+    "count": "an integer >= 1",
+    "seed_step": "an integer",
+    "max_steps": "an integer >= 1",
+    "inject_misleading_logs": "true or false",
+    "turn_timeout": f"a table role -> seconds (> 0); roles: {_VALID_ROLES}",
+}
+
+
+_TOP_FIELDS = ("name", "description", "difficulty", "scenarios")
+_ENTRY_FIELDS = (
+    "failure_type",
+    "difficulty",
+    "seeds",
+    "seed_start",
+    "count",
+    "seed_step",
+    "max_steps",
+    "inject_misleading_logs",
+    "turn_timeout",
+)
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _describe_error(err: dict[str, Any]) -> tuple[str, str]:
+    """(where, problem) of a pydantic error, in suite-file terms."""
+    loc = tuple(err["loc"])
+    where = _where(loc)
+    kind = err["type"]
+    field_name = next((p for p in reversed(loc) if isinstance(p, str)), "")
+    if len(loc) >= 2 and loc[-2] == "turn_timeout":
+        field_name = "turn_timeout"
+    if kind == "missing":
+        return where, f"missing; expected {_FIELD_HINTS.get(field_name, 'a value')}"
+    if kind == "extra_forbidden":
+        accepted = _ENTRY_FIELDS if len(loc) > 1 else _TOP_FIELDS
+        return where, f"unknown field; accepted: {', '.join(accepted)}"
+    if kind == "value_error":
+        if loc and isinstance(loc[-1], int):  # an entry-level check: the seed fields
+            where = f"{where}.seeds"
+        return where, str(err["msg"]).removeprefix("Value error, ")
+    hint = _FIELD_HINTS.get(field_name)
+    got = err.get("input")
+    got_text = "" if isinstance(got, dict | list) else f" (got {got!r})"
+    return where, f"{err['msg']}{got_text}" + (f"; expected {hint}" if hint else "")
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioFileError(path, "", "no such file") from None
+    except IsADirectoryError:
+        raise ScenarioFileError(path, "", "is a folder, expected a .toml suite file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioFileError(path, "", f"cannot read: {exc}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        match = _LINE_RE.search(message)
+        detail = _LINE_RE.sub("", message).strip()
+        if match:
+            line, column = match.groups()
+            raise ScenarioFileError(
+                path, "", f"invalid TOML at line {line}, column {column}: {detail}"
+            ) from None
+        raise ScenarioFileError(path, "", f"invalid TOML: {detail}") from None
+
+
+def read_suite(path: str | Path) -> Suite:
+    """Parse and validate one suite file."""
+    path = Path(path)
+    data = _read_toml(path)
+    try:
+        model = _SuiteModel.model_validate(data)
+    except ValidationError as exc:
+        where, problem = _describe_error(exc.errors()[0])
+        raise ScenarioFileError(path, where, problem) from None
+    entries: list[LoadedScenario] = []
+    for index, entry in enumerate(model.scenarios):
+        tier_value = entry.difficulty or model.difficulty
+        if tier_value is None:
+            raise ScenarioFileError(
+                path,
+                f"scenarios[{index}].difficulty",
+                f"missing; expected one of: {_VALID_TIERS} (or a top-level difficulty)",
+            )
+        tier = DifficultyTier(tier_value)
+        max_steps = entry.max_steps if entry.max_steps is not None else TIER_MAX_STEPS[tier]
+        timeouts = (
+            {AgentRole(role): float(sec) for role, sec in entry.turn_timeout.items()}
+            if entry.turn_timeout
+            else None
+        )
+        for seed in entry.seed_list():
+            scenario = Scenario.from_type(
+                FailureType(entry.failure_type), seed=seed, difficulty=tier, max_steps=max_steps
+            )
+            if entry.inject_misleading_logs is not None:
+                scenario = dataclasses.replace(
+                    scenario, inject_misleading_logs=entry.inject_misleading_logs
+                )
+            entries.append(
+                LoadedScenario(
+                    scenario=scenario,
+                    turn_timeout=timeouts,
+                    suite=model.name,
+                    source=str(path),
+                    entry=index,
+                )
+            )
+    return Suite(name=model.name, description=model.description, path=path, entries=entries)
+
+
+def load_suite(path: str | Path) -> list[Scenario]:
+    """The scenarios of one suite file, in file order."""
+    return read_suite(path).scenarios
+
+
+def _suite_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        files = sorted(p for p in path.glob("*.toml") if p.is_file())
+        if not files:
+            raise ScenarioFileError(path, "", "folder holds no *.toml suite files")
+        return files
+    return [path]
+
+
+def load_suite_entries(path_or_folder: str | Path) -> list[LoadedScenario]:
+    """Scenarios with their turn timeouts, from a suite file or a folder of them."""
+    out: list[LoadedScenario] = []
+    for file in _suite_files(Path(path_or_folder)):
+        out.extend(read_suite(file).entries)
+    return out
+
+
+def load_scenarios(path_or_folder: str | Path) -> list[Scenario]:
+    """Plain scenarios from a suite file, or every ``*.toml`` of a folder (sorted by name)."""
+    return [e.scenario for e in load_suite_entries(path_or_folder)]
+
+
+def canonical_suite_paths() -> list[Path]:
+    """The three shipped suites (easy, medium, hard); package data preferred.
+
+    Falls back to the repository's ``scenarios/`` folder when the package data
+    is missing (e.g. a source tree without ``chaosops/suites``).
+    """
+    packaged = Path(str(resources.files("chaosops") / "suites"))
+    repo = Path(__file__).resolve().parent.parent / "scenarios"
+    for folder in (packaged, repo):
+        paths = [folder / f"{tier}.toml" for tier in CANONICAL_TIERS]
+        if all(p.is_file() for p in paths):
+            return paths
+    raise FileNotFoundError(
+        f"canonical suites not found in {packaged} or {repo}; reinstall the chaosops package"
+    )
