@@ -1,0 +1,38 @@
+"""LLM policies over any OpenAI-compatible chat-completions endpoint.
+
+``LLMPolicy`` is an async policy ``(obs, role) -> ChaosOpsAction``;
+``check_endpoint`` checks an endpoint and a model before a batch starts.
+Prompts are rendered by :mod:`.render` and answers parsed by :mod:`.parse`.
+"""
+
+from __future__ import annotations
+
+from chaosops.agents.llm.parse import ACTION_SCHEMA, ACTION_TOOL, parse_action
+from chaosops.agents.llm.policy import (
+    LLMDeadlineError,
+    LLMEndpointError,
+    LLMPolicy,
+    LLMRequestError,
+    check_endpoint,
+)
+from chaosops.agents.llm.render import (
+    build_messages,
+    read_rendered,
+    render_observation,
+    system_prompt,
+)
+
+__all__ = [
+    "ACTION_SCHEMA",
+    "ACTION_TOOL",
+    "LLMDeadlineError",
+    "LLMEndpointError",
+    "LLMPolicy",
+    "LLMRequestError",
+    "build_messages",
+    "check_endpoint",
+    "parse_action",
+    "read_rendered",
+    "render_observation",
+    "system_prompt",
+]

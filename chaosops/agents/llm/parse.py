@@ -1,0 +1,215 @@
+"""Tolerant parsing of a model's answer into a :class:`ChaosOpsAction`.
+
+Model output is untrusted input: it is only ever read as data (``json.loads``),
+never evaluated. Accepted forms, tried in this order:
+
+1. an OpenAI tool call whose arguments are the action (the ``take_action`` tool
+   of :data:`ACTION_TOOL`; a function named after an action type also works);
+2. the whole text as one JSON object;
+3. a JSON object inside a code fence (```json ... ``` or ``` ... ```);
+4. the first JSON object inside chatter that looks like an action.
+
+An object is an action when it has ``action_type`` (or ``action``/``type``
+naming an action type); a wrapper ``{"action": {...}}`` is unwrapped; ``args``
+may be an object or a JSON string of one; keys beside action_type/target/args
+(e.g. ``"replicas": 4`` at top level) are moved into ``args``. Action types are
+matched case-insensitively with ``-`` or spaces read as ``_``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction
+
+__all__ = ["ACTION_SCHEMA", "ACTION_TOOL", "MAX_PARSE_CHARS", "action_from_dict", "parse_action"]
+
+MAX_PARSE_CHARS = 20_000
+"""Answers are cut to this many characters before parsing (bounds the work)."""
+
+_MAX_CANDIDATES = 200
+
+ACTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "action_type": {
+            "type": "string",
+            "enum": [a.value for a in ActionType],
+            "description": "The action to take this turn.",
+        },
+        "target": {
+            "type": ["string", "null"],
+            "description": "Service (auth, payments, notifications, db) or fleet agent "
+            "(autoscaler, load_balancer, deploy_bot) the action applies to, or null.",
+        },
+        "args": {
+            "type": "object",
+            "description": 'Extra arguments: {"replicas": int} for scale, {"message": str, '
+            '"to": str} for communicate, {"failure_type": str} for identify_root_cause.',
+            "additionalProperties": True,
+        },
+    },
+    "required": ["action_type"],
+    "additionalProperties": False,
+}
+"""JSON schema of one action, as the model writes it (the role is implied)."""
+
+ACTION_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "take_action",
+        "description": "Take exactly one action for your role this turn.",
+        "parameters": ACTION_SCHEMA,
+    },
+}
+"""The OpenAI tool offered to the model when tool calling is on."""
+
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript)?[ \t]*\n?(.*?)```", re.DOTALL)
+_DECODER = json.JSONDecoder()
+_FLAT_ARG_KEYS = frozenset({"replicas", "message", "to", "failure_type", "agent_name"})
+
+
+def _normalize_type(value: object) -> str:
+    return "_".join(str(value).strip().lower().replace("-", " ").split())
+
+
+def _loads_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def action_from_dict(
+    data: Mapping[str, Any], role: AgentRole | str
+) -> tuple[ChaosOpsAction | None, str | None]:
+    """Build an action from a decoded JSON object; ``(None, reason)`` when it is not one."""
+    obj: Mapping[str, Any] = data
+    inner = obj.get("action")
+    if isinstance(inner, dict):
+        obj = inner
+    elif "action_type" not in obj:
+        # one level of wrapping: {"response": {"action_type": ...}}
+        nested = [v for v in obj.values() if isinstance(v, dict) and "action_type" in v]
+        if nested:
+            obj = nested[0]
+    raw_type = obj.get("action_type")
+    if raw_type is None:
+        raw_type = obj.get("action", obj.get("type"))
+    if raw_type is None:
+        return None, "no action_type in the JSON object"
+    if not isinstance(raw_type, str):
+        return None, "action_type is not a string"
+    name = _normalize_type(raw_type)
+    try:
+        action_type = ActionType(name)
+    except ValueError:
+        return None, f"unknown action_type {raw_type[:40]!r}"
+
+    target = obj.get("target")
+    if isinstance(target, str):
+        target = target.strip() or None
+        if target is not None and target.lower() in ("null", "none"):
+            target = None
+    elif target is not None and not isinstance(target, (dict, list)):
+        target = str(target)
+    elif target is not None:
+        return None, "target is not a string"
+
+    args: Any = obj.get("args", obj.get("arguments", {}))
+    if isinstance(args, str):
+        args = _loads_object(args) if args.strip() else {}
+        if args is None:
+            return None, "args is not a JSON object"
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        return None, "args is not an object"
+    extra = {k: v for k, v in obj.items() if k in _FLAT_ARG_KEYS and k not in args}
+    args = {**extra, **args}
+    try:
+        action = ChaosOpsAction(
+            role=AgentRole(getattr(role, "value", role)),
+            action_type=action_type,
+            target=target,
+            args=args,
+        )
+    except ValidationError as exc:  # pragma: no cover - guarded above
+        return None, f"invalid action: {exc.errors()[0]['msg']}"
+    return action, None
+
+
+def _candidates(text: str) -> Iterable[dict[str, Any]]:
+    whole = _loads_object(text.strip())
+    if whole is not None:
+        yield whole
+    for match in _FENCE.finditer(text):
+        obj = _loads_object(match.group(1).strip())
+        if obj is not None:
+            yield obj
+    tried = 0
+    pos = text.find("{")
+    while pos != -1 and tried < _MAX_CANDIDATES:
+        tried += 1
+        try:
+            value, end = _DECODER.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            pos = text.find("{", pos + 1)
+            continue
+        if isinstance(value, dict):
+            yield value
+        pos = text.find("{", end)
+
+
+def _tool_call_parts(call: Any) -> tuple[str | None, str | None]:
+    fn = call.get("function") if isinstance(call, Mapping) else getattr(call, "function", None)
+    if fn is None:
+        return None, None
+    if isinstance(fn, Mapping):
+        return fn.get("name"), fn.get("arguments")
+    return getattr(fn, "name", None), getattr(fn, "arguments", None)
+
+
+def parse_action(
+    text: str | None,
+    role: AgentRole | str,
+    tool_calls: Iterable[Any] | None = None,
+) -> tuple[ChaosOpsAction | None, str | None]:
+    """Parse a model answer (text and/or tool calls) into an action for ``role``.
+
+    Returns ``(action, None)`` on success and ``(None, error)`` otherwise, where
+    ``error`` is one short line saying why (it never echoes the whole answer).
+    """
+    first_error: str | None = None
+    for call in tool_calls or ():
+        name, arguments = _tool_call_parts(call)
+        if isinstance(arguments, Mapping):
+            obj: dict[str, Any] | None = dict(arguments)
+        else:
+            obj = _loads_object(str(arguments or "{}")[:MAX_PARSE_CHARS])
+        if obj is None:
+            first_error = first_error or f"tool call {str(name)[:40]!r}: arguments are not JSON"
+            continue
+        if name and name != "take_action" and "action_type" not in obj:
+            obj = {**obj, "action_type": name}
+        action, error = action_from_dict(obj, role)
+        if action is not None:
+            return action, None
+        first_error = first_error or f"tool call: {error}"
+
+    if text is None or not text.strip():
+        return None, first_error or "empty answer"
+    text = text[:MAX_PARSE_CHARS]
+    for obj in _candidates(text):
+        action, error = action_from_dict(obj, role)
+        if action is not None:
+            return action, None
+        if first_error is None and ("action_type" in obj or "action" in obj):
+            first_error = error
+    return None, first_error or "no JSON action object in the answer"

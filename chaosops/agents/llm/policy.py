@@ -1,0 +1,461 @@
+"""An LLM policy over any OpenAI-compatible chat-completions endpoint.
+
+One owner of time: the runtime's turn deadline (``actors.current_turn().deadline``,
+an ``anyio.current_time()`` instant). Every request runs under a cancel scope and
+an HTTP timeout no longer than the time left, every backoff sleep is bounded by
+it, and a retry that could not start before the deadline is not attempted. When
+the runtime cancels the turn at its deadline the request in flight is cancelled
+with it (the connection is closed). The ``openai`` client's own retries are off
+(``max_retries=0``): the retry loop is here so that it can see the deadline.
+
+The API key is held privately: it is not part of the policy's ``repr``, never
+logged, never annotated into a turn, and scrubbed from error messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import os
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio
+import anyio.lowlevel
+import structlog
+from openai import (
+    APIConnectionError,
+    APIStatusError,
+    APITimeoutError,
+    AsyncOpenAI,
+    AuthenticationError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitError,
+)
+
+from chaosops.agents.llm.parse import ACTION_TOOL, parse_action
+from chaosops.agents.llm.render import build_messages
+from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsObservation
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "LLMDeadlineError",
+    "LLMEndpointError",
+    "LLMPolicy",
+    "LLMRequestError",
+    "check_endpoint",
+]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+"""Used when neither ``base_url`` nor ``OPENAI_BASE_URL`` is set."""
+
+_NO_KEY = "EMPTY"  # what local servers (vLLM, Ollama, the mock) accept as "no key"
+_RAW_LOG_CHARS = 500
+_MAX_RETRY_AFTER_S = 120.0
+
+
+class LLMEndpointError(RuntimeError):
+    """The endpoint cannot serve the run (unreachable, wrong model, bad key): one line."""
+
+
+class LLMRequestError(RuntimeError):
+    """A chat-completions call failed for good (after its retries, or a non-retryable error)."""
+
+
+class LLMDeadlineError(LLMRequestError):
+    """The turn's deadline leaves no time for (another) request."""
+
+
+def _safe_url(url: str) -> str:
+    """The URL without user info (``http://user:pass@host`` -> ``http://host``)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid URL>"
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        parts = parts._replace(netloc=host)
+    return urlunsplit(parts)
+
+
+def _redact(text: str, secret: str | None) -> str:
+    if secret and secret != _NO_KEY and len(secret) >= 4:
+        text = text.replace(secret, "***")
+    return text
+
+
+def _current_turn() -> Any | None:
+    """The runtime's turn context, or None outside a turn (or without ``actors``)."""
+    try:
+        from actors import current_turn
+    except ImportError:
+        return None
+    try:
+        return current_turn()
+    except (LookupError, RuntimeError):
+        return None
+
+
+def _logger() -> Any:
+    try:
+        from actors import get_logger
+    except ImportError:
+        return structlog.get_logger("chaosops.llm")
+    return get_logger()
+
+
+def _annotate(turn: Any | None, **fields: Any) -> None:
+    if turn is not None and hasattr(turn, "annotate"):
+        turn.annotate(**fields)
+
+
+def _loop_key() -> object:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # another anyio backend
+        return anyio.lowlevel.current_token()
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds asked by ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date)."""
+    if not headers:
+        return None
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return max(0.0, float(value) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+@dataclass
+class _LoopState:
+    key: object
+    client: AsyncOpenAI
+    limiter: anyio.CapacityLimiter
+
+
+class LLMPolicy:
+    """An async policy ``(obs, role) -> ChaosOpsAction`` asking a chat-completions model.
+
+    Args:
+        model: the served model name.
+        base_url: endpoint root, e.g. ``http://127.0.0.1:8000/v1``; default from
+            ``OPENAI_BASE_URL``, else OpenAI's.
+        api_key: default from ``OPENAI_API_KEY``; local servers need none.
+        temperature, max_tokens, seed: sampling parameters sent with each request.
+        max_in_flight: requests this policy keeps in flight at once, whatever the
+            number of concurrent episodes (an ``anyio.CapacityLimiter``).
+        retries: retries after the first attempt, on 429 (``Retry-After`` honoured),
+            5xx, timeouts and dropped connections; other errors are not retried.
+        request_timeout: bound on one attempt when the turn has no deadline.
+        backoff_base, backoff_max: exponential backoff with jitter, in seconds.
+        use_tools: offer the action schema as the ``take_action`` tool.
+        tool_choice: sent with the tool (``"auto"``, ``"required"`` or a named choice).
+        logprobs, top_logprobs: ask for token logprobs (stored with the turn).
+        extra_body: extra request fields, e.g. vLLM's ``{"return_tokens_as_token_ids": True}``.
+
+    A failed call (retries spent, deadline reached, 4xx) raises
+    :class:`LLMRequestError`; the runtime then applies the fallback action and
+    records the error. An answer that does not parse gives a noop, a
+    ``parse_error`` log event and a ``parse_error`` annotation of the turn. Each
+    call annotates the turn with ``prompt``, ``completion``, ``latency_ms``,
+    ``usage``, ``attempts`` and, when returned, ``token_ids`` and ``logprobs``.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        seed: int | None = None,
+        max_in_flight: int = 64,
+        retries: int = 4,
+        request_timeout: float = 60.0,
+        backoff_base: float = 0.2,
+        backoff_max: float = 8.0,
+        use_tools: bool = False,
+        tool_choice: str | dict[str, Any] = "auto",
+        logprobs: bool = False,
+        top_logprobs: int | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> None:
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries}")
+        self.model = model
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or _NO_KEY
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.seed = seed
+        self.max_in_flight = max_in_flight
+        self.retries = retries
+        self.request_timeout = request_timeout
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.use_tools = use_tools
+        self.tool_choice = tool_choice
+        self.logprobs = logprobs
+        self.top_logprobs = top_logprobs
+        self.extra_body = dict(extra_body) if extra_body else None
+        self._state: _LoopState | None = None
+        self._rng = random.Random()
+
+    def __repr__(self) -> str:
+        return (
+            f"LLMPolicy(model={self.model!r}, base_url={_safe_url(self.base_url)!r}, "
+            f"max_in_flight={self.max_in_flight}, retries={self.retries}, "
+            f"use_tools={self.use_tools})"
+        )
+
+    # -- plumbing -------------------------------------------------------------
+
+    def _loop_state(self) -> _LoopState:
+        # httpx connection pools and anyio limiters belong to one event loop; a
+        # policy reused by a later ``anyio.run`` gets fresh ones.
+        key = _loop_key()
+        state = self._state
+        if state is None or state.key is not key:
+            state = _LoopState(
+                key=key,
+                client=AsyncOpenAI(
+                    base_url=self.base_url,
+                    api_key=self._api_key,
+                    max_retries=0,
+                    timeout=self.request_timeout,
+                ),
+                limiter=anyio.CapacityLimiter(self.max_in_flight),
+            )
+            self._state = state
+        return state
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of the current event loop (a later call opens another)."""
+        state, self._state = self._state, None
+        if state is not None and state.key is _loop_key():
+            await state.client.close()
+
+    async def __aenter__(self) -> LLMPolicy:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _request_params(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+        if self.seed is not None:
+            params["seed"] = self.seed
+        if self.use_tools:
+            params["tools"] = [ACTION_TOOL]
+            params["tool_choice"] = self.tool_choice
+        if self.logprobs:
+            params["logprobs"] = True
+            if self.top_logprobs is not None:
+                params["top_logprobs"] = self.top_logprobs
+        if self.extra_body:
+            params["extra_body"] = self.extra_body
+        return params
+
+    def _backoff(self, attempt: int) -> float:
+        cap = min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1))
+        return cap * (0.5 + 0.5 * self._rng.random())
+
+    def _error(self, text: str, cls: type[LLMRequestError] = LLMRequestError) -> LLMRequestError:
+        return cls(_redact(f"{text} ({self.model} at {_safe_url(self.base_url)})", self._api_key))
+
+    async def _complete(self, messages: list[dict[str, str]], deadline: float | None) -> Any:
+        state = self._loop_state()
+        params = self._request_params(messages)
+        attempt = 0
+        log = _logger()
+        while True:
+            attempt += 1
+            hint: float | None = None
+            async with state.limiter:
+                timeout = self.request_timeout
+                if deadline is not None:
+                    timeout = min(timeout, deadline - anyio.current_time())
+                    if timeout <= 0:
+                        raise self._error(
+                            "turn deadline passed before the request", LLMDeadlineError
+                        )
+                with anyio.move_on_after(timeout) as scope:
+                    try:
+                        return await state.client.chat.completions.create(**params, timeout=timeout)
+                    except RateLimitError as exc:
+                        failure = "HTTP 429 (rate limited)"
+                        hint = retry_after_seconds(exc.response.headers)
+                    except APIStatusError as exc:
+                        if exc.status_code < 500 and exc.status_code != 408:
+                            raise self._error(f"HTTP {exc.status_code} from the endpoint") from None
+                        failure = f"HTTP {exc.status_code}"
+                    except APITimeoutError:
+                        failure = "request timed out"
+                    except APIConnectionError:
+                        failure = "connection failed"
+                if scope.cancelled_caught:
+                    failure = f"no answer within {timeout:.3g}s"
+            if attempt > self.retries:
+                raise self._error(f"gave up after {attempt} attempts, last: {failure}")
+            delay = min(hint, _MAX_RETRY_AFTER_S) if hint is not None else self._backoff(attempt)
+            if deadline is not None and anyio.current_time() + delay >= deadline:
+                raise self._error(
+                    f"{failure}; the turn deadline leaves no time to retry", LLMDeadlineError
+                )
+            log.info("llm_retry", attempt=attempt, reason=failure, delay_s=round(delay, 3))
+            await anyio.sleep(delay)
+
+    # -- the policy -----------------------------------------------------------
+
+    async def __call__(self, obs: ChaosOpsObservation, role: AgentRole | str) -> ChaosOpsAction:
+        """Ask the model for this role's action on ``obs``."""
+        role = AgentRole(getattr(role, "value", role))
+        messages = build_messages(obs, role)
+        turn = _current_turn()
+        deadline = getattr(turn, "deadline", None)
+        _annotate(turn, prompt=messages)  # kept even if the turn times out
+        started = anyio.current_time()
+        completion = await self._complete(messages, deadline)
+        latency_ms = round((anyio.current_time() - started) * 1000.0, 3)
+
+        info: dict[str, Any] = {"latency_ms": latency_ms}
+        choice = completion.choices[0] if completion.choices else None
+        message = choice.message if choice is not None else None
+        text = getattr(message, "content", None)
+        tool_calls = getattr(message, "tool_calls", None) or []
+        raw = text or ""
+        if tool_calls:
+            calls = [
+                {"name": c.function.name, "arguments": c.function.arguments}
+                for c in tool_calls
+                if getattr(c, "function", None) is not None
+            ]
+            info["tool_calls"] = calls
+            if not raw:
+                raw = "\n".join(str(c["arguments"]) for c in calls)
+        info["completion"] = raw
+        usage = getattr(completion, "usage", None)
+        if usage is not None:
+            info["usage"] = {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+            }
+        if choice is not None:
+            info.update(_token_info(completion, choice))
+
+        action, error = parse_action(text, role, tool_calls)
+        if action is None:
+            info["parse_error"] = error
+            _logger().warning(
+                "parse_error",
+                role=role.value,
+                error=error,
+                raw=_redact(raw[:_RAW_LOG_CHARS], self._api_key),
+            )
+            action = ChaosOpsAction(role=role, action_type=ActionType.NOOP)
+        _annotate(turn, **info)
+        return action
+
+
+def _token_info(completion: Any, choice: Any) -> dict[str, Any]:
+    """Token ids and logprobs, in whichever form the server returned them."""
+    out: dict[str, Any] = {}
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if content:
+        out["logprobs"] = [item.logprob for item in content]
+        tokens = [item.token for item in content]
+        if all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
+            try:  # vLLM's return_tokens_as_token_ids
+                out["token_ids"] = [int(t.removeprefix("token_id:")) for t in tokens]
+            except ValueError:
+                out["tokens"] = tokens
+        else:
+            out["tokens"] = tokens
+    ids = getattr(choice, "token_ids", None)  # vLLM's return_token_ids
+    if isinstance(ids, Sequence) and not isinstance(ids, str):
+        out["token_ids"] = list(ids)
+    prompt_ids = getattr(completion, "prompt_token_ids", None)
+    if isinstance(prompt_ids, Sequence) and not isinstance(prompt_ids, str):
+        out["prompt_token_ids"] = list(prompt_ids)
+    return out
+
+
+async def check_endpoint(
+    base_url: str,
+    model: str,
+    api_key: str | None = None,
+    timeout: float = 5.0,  # noqa: ASYNC109 - part of the contract; bounds the whole check
+) -> None:
+    """Check before a batch that ``base_url`` answers and serves ``model``.
+
+    Raises :class:`LLMEndpointError` with one line naming the URL (unreachable,
+    rejected key, no ``/models`` route) or the model and the served ones.
+    The key itself never appears in the message.
+    """
+    key = api_key or os.environ.get("OPENAI_API_KEY") or _NO_KEY
+    url = _safe_url(base_url)
+    failure: str | None = None
+    async with AsyncOpenAI(
+        base_url=base_url, api_key=key, max_retries=0, timeout=timeout
+    ) as client:
+        with anyio.move_on_after(timeout) as scope:
+            try:
+                page = await client.models.list()
+            except (AuthenticationError, PermissionDeniedError) as exc:
+                failure = (
+                    f"the LLM endpoint {url} rejected the API key (HTTP {exc.status_code}); "
+                    "set OPENAI_API_KEY or pass the right key"
+                )
+            except NotFoundError:
+                failure = (
+                    f"the LLM endpoint {url} has no /models route (HTTP 404); "
+                    "an OpenAI-compatible base URL usually ends in /v1"
+                )
+            except APIStatusError as exc:
+                failure = f"the LLM endpoint {url} answered HTTP {exc.status_code} to GET /models"
+            except APIConnectionError:
+                failure = (
+                    f"cannot reach the LLM endpoint {url}: connection failed "
+                    "(is the server running, and is the URL right?)"
+                )
+        if scope.cancelled_caught:
+            failure = f"the LLM endpoint {url} did not answer GET /models within {timeout:g}s"
+    if failure is not None:
+        raise LLMEndpointError(_redact(failure, key))
+    served = [m.id for m in page.data]
+    if model not in served:
+        listed = ", ".join(served[:20]) + (
+            f", ... ({len(served)} in all)" if len(served) > 20 else ""
+        )
+        raise LLMEndpointError(
+            _redact(f"model {model!r} is not served by {url}; served: {listed or 'none'}", key)
+        )

@@ -1,0 +1,231 @@
+"""Compact text rendering of what a role sees, and the prompt built from it.
+
+The rendering is line oriented so that a model reads it easily and so that
+:func:`read_rendered` (used by the local mock server) can read it back::
+
+    ChaosOps incident, step 2. Your role: sre.
+    Last event: sre restarted db
+
+    ## METRICS
+    service        health     cpu%  mem_mb  latency_ms  error_rate  replicas
+    auth           degraded     22     340         950        0.32         3
+    ## ALERTS
+    - [page] payments: payment error rate > 30% (step 0)
+    ## LOGS
+    - [t=0] db ERROR: deadlock detected on txn_id=0x8f4a
+    ## FLEET ACTIONS
+    - [step 0] autoscaler scale_down -> payments
+    ## CHAT
+    - [sre] restarting db
+    ## INBOX
+    (none)
+    ## NOTE
+    (none)
+    ## ANSWER
+    ...
+
+Every entry is one line: text that came from other agents (chat, inbox) has its
+line breaks replaced by spaces, so it can never open a section of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from chaosops.env.models import ActionType, AgentRole, ChaosOpsObservation, RoleView
+
+__all__ = [
+    "ANSWER_FORMAT",
+    "RenderedView",
+    "build_messages",
+    "read_rendered",
+    "render_observation",
+    "render_view",
+    "system_prompt",
+]
+
+_ACTION_NAMES = ", ".join(a.value for a in ActionType)
+
+ANSWER_FORMAT = (
+    "Answer with ONE JSON object and nothing else:\n"
+    '{"action_type": "<action>", "target": "<service, agent or null>", "args": {...}}\n'
+    f"action_type is one of: {_ACTION_NAMES}."
+)
+"""The answer-format reminder that ends every rendered observation."""
+
+_METRICS_HEADER = (
+    f"{'service':<14} {'health':<9} {'cpu%':>5} {'mem_mb':>7} {'latency_ms':>11}"
+    f" {'error_rate':>11} {'replicas':>9}"
+)
+_NONE = "(none)"
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _num(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def _section(lines: list[str], title: str, entries: list[str]) -> None:
+    lines.append(f"## {title}")
+    lines.extend(entries if entries else [_NONE])
+
+
+def render_view(view: RoleView) -> str:
+    """Render the sections of a role's view (metrics, alerts, logs, ...)."""
+    lines: list[str] = []
+    metrics = [_METRICS_HEADER] if view.visible_metrics else []
+    for name, m in view.visible_metrics.items():
+        health = getattr(m.health, "value", m.health)
+        metrics.append(
+            f"{name:<14} {health:<9} {_num(m.cpu_pct):>5} {_num(m.memory_mb):>7}"
+            f" {_num(m.latency_ms):>11} {_num(m.error_rate):>11} {m.replicas:>9}"
+        )
+    _section(lines, "METRICS", metrics)
+    _section(
+        lines,
+        "ALERTS",
+        [
+            f"- [{_one_line(a.severity)}] {getattr(a.service, 'value', a.service)}: "
+            f"{_one_line(a.message)} (step {a.triggered_at_step})"
+            for a in view.visible_alerts
+        ],
+    )
+    _section(
+        lines,
+        "LOGS",
+        [
+            f"- [t={_num(log.timestamp)}] {getattr(log.service, 'value', log.service)} "
+            f"{_one_line(log.level)}: {_one_line(log.message)}"
+            for log in view.visible_logs
+        ],
+    )
+    _section(
+        lines,
+        "FLEET ACTIONS",
+        [
+            f"- [step {f.step}] {_one_line(f.agent_name)} {_one_line(f.action)} -> "
+            f"{_one_line(f.target)}"
+            for f in view.visible_fleet_actions
+        ],
+    )
+    _section(lines, "CHAT", [f"- {_one_line(c)}" for c in view.shared_chat])
+    _section(lines, "INBOX", [f"- {_one_line(c)}" for c in view.private_inbox])
+    _section(lines, "NOTE", [_one_line(view.private_note)] if view.private_note else [])
+    return "\n".join(lines)
+
+
+def render_observation(obs: ChaosOpsObservation, role: AgentRole | str | None = None) -> str:
+    """Render an observation as the user message of a turn, answer format included."""
+    role_value = getattr(role, "value", role) or obs.view.role.value
+    head = f"ChaosOps incident, step {obs.step}. Your role: {role_value}."
+    if obs.message:
+        head += f"\nLast event: {_one_line(obs.message)}"
+    return f"{head}\n\n{render_view(obs.view)}\n## ANSWER\n{ANSWER_FORMAT}"
+
+
+@cache
+def system_prompt(role: AgentRole | str) -> str:
+    """The system prompt of a role, read from the package data ``chaosops/prompts``."""
+    name = AgentRole(getattr(role, "value", role)).value
+    return (resources.files("chaosops") / "prompts" / f"{name}.md").read_text(encoding="utf-8")
+
+
+def build_messages(obs: ChaosOpsObservation, role: AgentRole | str) -> list[dict[str, str]]:
+    """The chat messages of one turn: the role's system prompt and the rendered view."""
+    return [
+        {"role": "system", "content": system_prompt(role)},
+        {"role": "user", "content": render_observation(obs, role)},
+    ]
+
+
+# --- reading a rendering back (for the mock server and tests) -------------------
+
+
+@dataclass
+class RenderedView:
+    """What :func:`read_rendered` recovers from a rendered observation."""
+
+    role: str | None = None
+    step: int | None = None
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    alerts: list[tuple[str, str, str]] = field(default_factory=list)
+    """(severity, service, message)"""
+    logs: list[tuple[str, str, str]] = field(default_factory=list)
+    """(service, level, message)"""
+    fleet_actions: list[tuple[str, str, str]] = field(default_factory=list)
+    """(agent, action, target)"""
+    chat: list[str] = field(default_factory=list)
+    inbox: list[str] = field(default_factory=list)
+    note: str | None = None
+
+
+def _parse_metric_row(line: str) -> tuple[str, dict[str, Any]] | None:
+    parts = line.split()
+    if len(parts) != 7 or parts[0] == "service":
+        return None
+    try:
+        return parts[0], {
+            "health": parts[1],
+            "cpu_pct": float(parts[2]),
+            "memory_mb": float(parts[3]),
+            "latency_ms": float(parts[4]),
+            "error_rate": float(parts[5]),
+            "replicas": int(parts[6]),
+        }
+    except ValueError:
+        return None
+
+
+def _entry(line: str) -> str | None:
+    return line[2:] if line.startswith("- ") else None
+
+
+def read_rendered(text: str) -> RenderedView:
+    """Read back a text made by :func:`render_observation`; unknown lines are skipped."""
+    out = RenderedView()
+    section = ""
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if line.startswith("ChaosOps incident, step "):
+            head = line.removeprefix("ChaosOps incident, step ")
+            step, _, rest = head.partition(".")
+            out.step = int(step) if step.isdigit() else None
+            if "Your role:" in rest:
+                out.role = rest.split("Your role:", 1)[1].strip().rstrip(".") or None
+            continue
+        if line.startswith("## "):
+            section = line[3:].strip()
+            continue
+        if not line or line == _NONE:
+            continue
+        if section == "METRICS":
+            row = _parse_metric_row(line)
+            if row:
+                out.metrics[row[0]] = row[1]
+        elif section == "ALERTS" and (e := _entry(line)):
+            sev, _, rest = e.partition("] ")
+            service, _, message = rest.partition(": ")
+            out.alerts.append((sev.lstrip("["), service, message.rsplit(" (step ", 1)[0]))
+        elif section == "LOGS" and (e := _entry(line)):
+            _, _, rest = e.partition("] ")
+            head, _, message = rest.partition(": ")
+            service, _, level = head.partition(" ")
+            out.logs.append((service, level, message))
+        elif section == "FLEET ACTIONS" and (e := _entry(line)):
+            _, _, rest = e.partition("] ")
+            head, _, target = rest.partition(" -> ")
+            agent, _, action = head.partition(" ")
+            out.fleet_actions.append((agent, action, target))
+        elif section == "CHAT" and (e := _entry(line)) is not None:
+            out.chat.append(e)
+        elif section == "INBOX" and (e := _entry(line)) is not None:
+            out.inbox.append(e)
+        elif section == "NOTE":
+            out.note = line
+    return out
