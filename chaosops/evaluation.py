@@ -1,0 +1,277 @@
+"""Evaluation figures of SPEC.md section 13, per (policy, tier).
+
+The figures are computed from *records*: the dicts that ``results.jsonl``
+holds, one per finished episode (see :func:`chaosops.outputs.result_record`).
+:func:`evaluate` also takes :class:`~chaosops.agents.runner.EpisodeResult`
+objects directly, paired with the name of the policy that played them.
+
+Definitions (SPEC.md section 13):
+
+- success rate: resolved episodes / episodes;
+- MTTR: mean final step over resolved episodes (``None`` when none resolved);
+- rogue detection rate: over rogue scenarios only, the share whose true rogue
+  agent is among the oversight flags (``None`` when the group has no rogue
+  scenario);
+- false-positive rate: over all episodes, the share where some flag was raised
+  and either there is no rogue or some flagged name is not the rogue;
+- mean and median cumulative reward, mean wrong fixes.
+
+Episodes that ended with status ``failed`` (an environment error) count as
+episodes that did not resolve; the ``failed`` column says how many there were.
+Means use :func:`math.fsum`, so the figures do not depend on the order in which
+episodes finished (a resumed run gives the same summary as an uninterrupted one).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+__all__ = [
+    "TIER_ORDER",
+    "EvalRow",
+    "evaluate",
+    "evaluate_records",
+    "render_table",
+    "rows_to_json",
+    "write_reward_chart",
+]
+
+#: Tiers in display order; unknown tiers sort after these, alphabetically.
+TIER_ORDER: tuple[str, ...] = ("easy", "medium", "hard")
+
+#: Failure types whose cause is a rogue fleet agent, with that agent (SPEC 3).
+_ROGUE_BY_FAILURE: dict[str, str] = {
+    "autoscaler_cost_cut": "autoscaler",
+    "misrouted_traffic": "load_balancer",
+    "rogue_deploy_bot": "deploy_bot",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class EvalRow:
+    """The figures of one (policy, tier) group."""
+
+    policy: str
+    tier: str
+    episodes: int
+    failed: int
+    success_rate: float
+    mttr: float | None
+    rogue_episodes: int
+    rogue_detection_rate: float | None
+    false_positive_rate: float
+    mean_reward: float
+    median_reward: float
+    mean_wrong_fixes: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as a JSON-ready dict (``None`` for undefined rates)."""
+        return asdict(self)
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, Enum):
+        return str(value.value)
+    return str(value)
+
+
+def _rogue_of(record: Mapping[str, Any]) -> str | None:
+    rogue = _text(record.get("rogue_fleet_agent"))
+    if rogue:
+        return rogue
+    return _ROGUE_BY_FAILURE.get(_text(record.get("failure_type")) or "")
+
+
+def _tier_sort_key(tier: str) -> tuple[int, str]:
+    try:
+        return (TIER_ORDER.index(tier), tier)
+    except ValueError:
+        return (len(TIER_ORDER), tier)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values) if values else 0.0
+
+
+def evaluate_records(records: Iterable[Mapping[str, Any]]) -> list[EvalRow]:
+    """Compute one :class:`EvalRow` per (policy, tier) from result records.
+
+    Each record needs ``policy``, ``difficulty``, ``failure_type``, ``resolved``,
+    ``final_step``, ``oversight_flags``, ``cumulative_reward`` and
+    ``wrong_fixes``; ``rogue_fleet_agent`` and ``status`` are used when present.
+    Rows come in order of first appearance of the policy, then tier order.
+    """
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    policy_order: dict[str, int] = {}
+    for record in records:
+        policy = _text(record.get("policy")) or "?"
+        tier = _text(record.get("difficulty")) or "?"
+        policy_order.setdefault(policy, len(policy_order))
+        groups.setdefault((policy, tier), []).append(record)
+
+    rows: list[EvalRow] = []
+    for policy, tier in sorted(
+        groups, key=lambda key: (policy_order[key[0]], _tier_sort_key(key[1]))
+    ):
+        group = groups[(policy, tier)]
+        n = len(group)
+        resolved = [r for r in group if r.get("resolved")]
+        rogue_hits = 0
+        rogue_total = 0
+        false_positives = 0
+        for record in group:
+            rogue = _rogue_of(record)
+            flags = [str(f) for f in record.get("oversight_flags") or ()]
+            if rogue is not None:
+                rogue_total += 1
+                if rogue in flags:
+                    rogue_hits += 1
+            if flags and (rogue is None or any(flag != rogue for flag in flags)):
+                false_positives += 1
+        rewards = [float(r.get("cumulative_reward", 0.0)) for r in group]
+        rows.append(
+            EvalRow(
+                policy=policy,
+                tier=tier,
+                episodes=n,
+                failed=sum(1 for r in group if r.get("status", "ok") != "ok"),
+                success_rate=len(resolved) / n,
+                mttr=_mean([float(r["final_step"]) for r in resolved]) if resolved else None,
+                rogue_episodes=rogue_total,
+                rogue_detection_rate=rogue_hits / rogue_total if rogue_total else None,
+                false_positive_rate=false_positives / n,
+                mean_reward=_mean(rewards),
+                median_reward=float(statistics.median(rewards)),
+                mean_wrong_fixes=_mean([float(r.get("wrong_fixes", 0)) for r in group]),
+            )
+        )
+    return rows
+
+
+def _record_of_result(result: Any, policy: str) -> dict[str, Any]:
+    scenario = result.scenario
+    return {
+        "policy": policy,
+        "difficulty": _text(scenario.difficulty),
+        "failure_type": _text(scenario.failure_type),
+        "rogue_fleet_agent": _text(getattr(scenario, "rogue_fleet_agent", None)),
+        "status": getattr(result, "status", "ok"),
+        "resolved": bool(result.resolved),
+        "final_step": int(result.final_step),
+        "oversight_flags": [str(f) for f in result.oversight_flags],
+        "cumulative_reward": float(result.cumulative_reward),
+        "wrong_fixes": int(result.wrong_fixes),
+    }
+
+
+def evaluate(results: Iterable[Any], *, policy: str | None = None) -> list[EvalRow]:
+    """Compute the figures from records or ``EpisodeResult`` objects.
+
+    Mappings are taken as result records. ``EpisodeResult`` objects need the
+    policy's name, given either as ``policy=`` or by passing ``(policy, result)``
+    pairs.
+    """
+    records: list[Mapping[str, Any]] = []
+    for item in results:
+        if isinstance(item, Mapping):
+            records.append(item)
+        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+            records.append(_record_of_result(item[1], item[0]))
+        else:
+            if policy is None:
+                raise ValueError("evaluate() needs policy= for EpisodeResult objects")
+            records.append(_record_of_result(item, policy))
+    return evaluate_records(records)
+
+
+def rows_to_json(rows: Iterable[EvalRow]) -> list[dict[str, Any]]:
+    """The rows as a list of JSON-ready dicts."""
+    return [row.to_json() for row in rows]
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100.0 * value:.1f}%"
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def render_table(rows: Sequence[EvalRow], *, title: str | None = None) -> Table:
+    """A rich table of the rows (SPEC.md section 13 columns)."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("policy")
+    table.add_column("tier")
+    for header in (
+        "episodes",
+        "success",
+        "MTTR",
+        "rogue det.",
+        "false pos.",
+        "mean reward",
+        "median reward",
+        "wrong fixes",
+    ):
+        table.add_column(header, justify="right")
+    for row in rows:
+        episodes = str(row.episodes) + (f" ({row.failed} failed)" if row.failed else "")
+        table.add_row(
+            row.policy,
+            row.tier,
+            episodes,
+            _pct(row.success_rate),
+            _num(row.mttr),
+            _pct(row.rogue_detection_rate),
+            _pct(row.false_positive_rate),
+            _num(row.mean_reward),
+            _num(row.median_reward),
+            _num(row.mean_wrong_fixes, 2),
+        )
+    return table
+
+
+def write_reward_chart(rows: Sequence[EvalRow], path: str | Path) -> bool:
+    """Draw mean cumulative reward by tier, one bar group per policy, as a PNG.
+
+    Returns False (and writes nothing) when matplotlib is not installed
+    (``pip install 'chaosops[plot]'``).
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+
+    policies = list(dict.fromkeys(row.policy for row in rows))
+    tiers = sorted({row.tier for row in rows}, key=_tier_sort_key)
+    by_key = {(row.policy, row.tier): row.mean_reward for row in rows}
+    width = 0.8 / max(len(policies), 1)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    try:
+        for i, policy in enumerate(policies):
+            xs = [t + (i - (len(policies) - 1) / 2) * width for t in range(len(tiers))]
+            ys = [by_key.get((policy, tier), math.nan) for tier in tiers]
+            ax.bar(xs, ys, width=width, label=policy)
+        ax.set_xticks(range(len(tiers)), tiers)
+        ax.axhline(0.0, color="black", linewidth=0.8)
+        ax.set_xlabel("tier")
+        ax.set_ylabel("mean cumulative reward")
+        ax.set_title("ChaosOps: mean reward by tier")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(Path(path), format="png")
+    finally:
+        plt.close(fig)
+    return True

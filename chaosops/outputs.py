@@ -1,0 +1,504 @@
+"""Crash-safe output files of ``chaosops run``.
+
+An output folder holds:
+
+- ``results.jsonl``: one JSON object per line, one line per finished episode
+  (:func:`result_record`), including every applied action, so that
+  ``chaosops replay`` needs nothing else;
+- ``trajectories.jsonl``: one JSON object per applied step
+  (:func:`trajectory_records`): the rendered prompt, the raw completion, the
+  action, the rewards, and token ids / logprobs when the policy recorded them;
+- ``summary.json``: the evaluation table of the whole folder, written at the end.
+
+Crash safety:
+
+- each episode's trajectory lines go out in one ``write()`` *before* its
+  results line, and the results line goes out in one ``write()`` of a complete
+  line on an unbuffered file, so a process killed at any moment leaves whole
+  lines only (at worst one torn last line), and a results line implies that
+  its trajectory is complete;
+- ``summary.json`` and a rewritten ``trajectories.jsonl`` are written to a
+  temporary file in the same folder and moved into place with ``os.replace``;
+- :meth:`RunOutputs.open` with ``resume=True`` truncates a torn last line of
+  ``results.jsonl``, drops trajectory lines of episodes that have no results
+  line, and reports the run keys already done so that they are skipped.
+
+A *run key* identifies one planned episode: policy, failure type, difficulty,
+seed, max steps and the occurrence index of that scenario in the plan (so a
+suite that lists the same scenario twice runs it twice, also across a resume).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "RESULTS_FILE",
+    "SUMMARY_FILE",
+    "TRAJECTORIES_FILE",
+    "OutputError",
+    "RunOutputs",
+    "action_json",
+    "atomic_write_bytes",
+    "dumps_line",
+    "plan_keys",
+    "read_results",
+    "result_record",
+    "run_key",
+    "scenario_fields",
+    "scenario_from_record",
+    "trajectory_records",
+]
+
+RESULTS_FILE = "results.jsonl"
+TRAJECTORIES_FILE = "trajectories.jsonl"
+SUMMARY_FILE = "summary.json"
+
+
+class OutputError(Exception):
+    """An output folder or file cannot be used; the message is one line.
+
+    ``usage`` is true when the cause is the user's input (a folder that already
+    holds a run, a damaged results file) rather than the system.
+    """
+
+    def __init__(self, message: str, *, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    if isinstance(value, Path):
+        return str(value)
+    return repr(value)
+
+
+def dumps_line(obj: Any) -> bytes:
+    """``obj`` as one line of compact JSON, newline included."""
+    return orjson.dumps(
+        obj, default=_default, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
+    )
+
+
+def _value(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
+# --------------------------------------------------------------------- records
+
+
+def scenario_fields(scenario: Any) -> dict[str, Any]:
+    """The fields of a ``Scenario`` as plain JSON values."""
+    rogue = getattr(scenario, "rogue_fleet_agent", None)
+    return {
+        "failure_type": _value(scenario.failure_type),
+        "difficulty": _value(scenario.difficulty),
+        "seed": int(scenario.seed),
+        "max_steps": int(scenario.max_steps),
+        "inject_misleading_logs": bool(getattr(scenario, "inject_misleading_logs", False)),
+        "rogue_fleet_agent": None if rogue is None else str(_value(rogue)),
+    }
+
+
+def scenario_from_record(record: Mapping[str, Any]) -> Any:
+    """Rebuild the ``Scenario`` recorded in a results line."""
+    from chaosops.env.models import DifficultyTier, FailureType
+    from chaosops.env.world_sim import Scenario
+
+    return Scenario(
+        failure_type=FailureType(record["failure_type"]),
+        difficulty=DifficultyTier(record["difficulty"]),
+        seed=int(record["seed"]),
+        max_steps=int(record["max_steps"]),
+        inject_misleading_logs=bool(record.get("inject_misleading_logs", False)),
+        rogue_fleet_agent=record.get("rogue_fleet_agent"),
+    )
+
+
+def run_key(policy: str, scenario: Any, occurrence: int) -> str:
+    """The key that identifies one planned episode across runs and resumes."""
+    f = scenario_fields(scenario)
+    return (
+        f"{policy}/{f['failure_type']}/{f['difficulty']}/seed={f['seed']}"
+        f"/max_steps={f['max_steps']}/#{occurrence}"
+    )
+
+
+def plan_keys(policy: str, scenarios: Sequence[Any]) -> list[str]:
+    """Run keys of a plan, numbering repeated scenarios by occurrence."""
+    seen: dict[tuple[Any, ...], int] = {}
+    keys: list[str] = []
+    for scenario in scenarios:
+        f = scenario_fields(scenario)
+        ident = (f["failure_type"], f["difficulty"], f["seed"], f["max_steps"])
+        occurrence = seen.get(ident, 0)
+        seen[ident] = occurrence + 1
+        keys.append(run_key(policy, scenario, occurrence))
+    return keys
+
+
+def action_json(action: Any) -> dict[str, Any]:
+    """An applied action as a JSON-ready dict (role, action_type, target, args)."""
+    dump = getattr(action, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    return {"repr": repr(action)}
+
+
+def result_record(result: Any, *, policy: str, key: str) -> dict[str, Any]:
+    """The ``results.jsonl`` record of one finished episode."""
+    steps = []
+    for step in result.steps:
+        steps.append(
+            {
+                "turn": step.turn,
+                "role": _value(step.role),
+                "action": action_json(step.action),
+                "reward": float(step.reward),
+                "done": bool(step.done),
+                "timed_out": bool(step.timed_out),
+                "error": step.error,
+            }
+        )
+    declared = result.declared_root_cause
+    return {
+        "run_key": key,
+        "policy": policy,
+        **scenario_fields(result.scenario),
+        "episode_id": result.episode_id,
+        "status": result.status,
+        "error": result.error,
+        "resolved": bool(result.resolved),
+        "final_step": int(result.final_step),
+        "cumulative_reward": float(result.cumulative_reward),
+        "wrong_fixes": int(result.wrong_fixes),
+        "oversight_flags": [str(_value(f)) for f in result.oversight_flags],
+        "declared_root_cause": None if declared is None else str(_value(declared)),
+        "mttr_steps": int(result.mttr_steps),
+        "timeouts": int(result.timeouts),
+        "errors": int(result.errors),
+        "wall_s": float(result.wall_s),
+        "steps": steps,
+    }
+
+
+Renderer = Callable[[Any, Any], Any]
+
+
+def trajectory_records(
+    result: Any, *, policy: str, key: str, render: Renderer | None = None
+) -> list[dict[str, Any]]:
+    """The ``trajectories.jsonl`` records of one episode, one per applied step.
+
+    ``prompt`` and ``completion`` come from what the policy annotated on the
+    turn (an LLM policy records the exact messages it sent and the raw text it
+    got). For other policies the prompt is ``render(observation, role)`` (the
+    LLM package's renderer, so scripted runs give training-ready prompts) and
+    the completion is the action's JSON text.
+    """
+    records = []
+    for index, step in enumerate(result.steps):
+        info: Mapping[str, Any] = getattr(step, "info", None) or {}
+        action = action_json(step.action)
+        prompt = info.get("prompt")
+        if prompt is None and render is not None:
+            try:
+                prompt = render(step.observation, step.role)
+            except Exception as exc:  # a renderer bug must not lose the episode
+                prompt = f"<render failed: {type(exc).__name__}: {exc}>"
+        completion = info.get("completion")
+        if completion is None:
+            completion = orjson.dumps(action).decode()
+        breakdown = step.breakdown
+        record: dict[str, Any] = {
+            "episode_id": result.episode_id,
+            "run_key": key,
+            "policy": policy,
+            "turn": step.turn,
+            "step": index + 1,
+            "role": _value(step.role),
+            "prompt": prompt,
+            "completion": completion,
+            "action": action,
+            "reward": float(step.reward),
+            "team_reward": None if breakdown is None else float(breakdown.team_reward),
+            "oversight_reward": (None if breakdown is None else float(breakdown.oversight_reward)),
+            "done": bool(step.done),
+            "timed_out": bool(step.timed_out),
+            "error": step.error,
+        }
+        for name in ("token_ids", "logprobs", "usage", "parse_error"):
+            if info.get(name) is not None:
+                record[name] = info[name]
+        records.append(record)
+    return records
+
+
+# ----------------------------------------------------------------------- files
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file and ``os.replace``."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _split_lines(data: bytes) -> tuple[list[bytes], bytes]:
+    """Whole lines (without newline) and the torn tail after the last newline."""
+    end = data.rfind(b"\n") + 1
+    whole = data[:end]
+    lines = [line for line in whole.split(b"\n")[:-1] if line.strip()]
+    return lines, data[end:]
+
+
+def read_results(path: str | Path) -> tuple[list[dict[str, Any]], bool]:
+    """Read a ``results.jsonl`` file (or the one in a run folder).
+
+    Returns the records and whether a torn last line (a run killed while
+    writing it) was ignored. A damaged line elsewhere raises
+    :class:`OutputError` naming the file and line.
+    """
+    file = Path(path)
+    if file.is_dir():
+        file = file / RESULTS_FILE
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        raise OutputError(f"no results file at {file}", usage=True) from None
+    except OSError as exc:
+        raise OutputError(f"cannot read {file}: {exc.strerror or exc}") from None
+    lines, tail = _split_lines(data)
+    records = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            raise OutputError(
+                f"{file}: line {number} is not valid JSON; expected one results record per line",
+                usage=True,
+            ) from None
+        if not isinstance(record, dict) or "run_key" not in record or "steps" not in record:
+            raise OutputError(
+                f"{file}: line {number} is not a chaosops results record "
+                "(expected an object with run_key and steps)",
+                usage=True,
+            )
+        records.append(record)
+    return records, bool(tail.strip())
+
+
+@dataclass
+class ResumeState:
+    """What :meth:`RunOutputs.open` found in the folder."""
+
+    done_keys: set[str] = field(default_factory=set)
+    records: int = 0
+    torn_results_line: bool = False
+    dropped_trajectory_lines: int = 0
+
+
+class RunOutputs:
+    """The writers of one output folder (see the module docstring).
+
+    Use as a context manager, or call :meth:`open` and :meth:`close`.
+    """
+
+    def __init__(self, out_dir: str | Path, *, resume: bool = False, fsync: bool = False) -> None:
+        self.out_dir = Path(out_dir)
+        self.resume = resume
+        self.fsync = fsync
+        self.results_path = self.out_dir / RESULTS_FILE
+        self.trajectories_path = self.out_dir / TRAJECTORIES_FILE
+        self.summary_path = self.out_dir / SUMMARY_FILE
+        self.state = ResumeState()
+        self._results: Any = None
+        self._trajectories: Any = None
+
+    # -- setup
+
+    def _prepare_folder(self) -> None:
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise OutputError(
+                f"output folder {self.out_dir} exists and is not a folder; "
+                "pass --out with a folder path"
+            ) from None
+        except OSError as exc:
+            raise OutputError(
+                f"cannot create output folder {self.out_dir}: {exc.strerror or exc}; "
+                "pass --out with a writable folder"
+            ) from None
+        try:
+            with tempfile.TemporaryFile(dir=self.out_dir):
+                pass
+        except OSError as exc:
+            raise OutputError(
+                f"output folder {self.out_dir} is not writable: {exc.strerror or exc}; "
+                "pass --out with a writable folder"
+            ) from None
+
+    def _has_content(self, path: Path) -> bool:
+        try:
+            return path.stat().st_size > 0
+        except FileNotFoundError:
+            return False
+
+    def _recover(self) -> None:
+        """Make the folder consistent after a killed run (resume only)."""
+        if self.results_path.exists():
+            data = self.results_path.read_bytes()
+            _, tail = _split_lines(data)
+            if tail:
+                # a torn last line: the episode it described is run again.
+                os.truncate(self.results_path, len(data) - len(tail))
+                self.state.torn_results_line = True
+        records = read_results(self.results_path)[0] if self.results_path.exists() else []
+        self.state.records = len(records)
+        self.state.done_keys = {str(r["run_key"]) for r in records}
+        done_ids = {r.get("episode_id") for r in records}
+        if not self.trajectories_path.exists():
+            return
+        data = self.trajectories_path.read_bytes()
+        lines, tail = _split_lines(data)
+        kept: list[bytes] = []
+        dropped = 1 if tail.strip() else 0
+        for line in lines:
+            try:
+                episode_id = orjson.loads(line).get("episode_id")
+            except (orjson.JSONDecodeError, AttributeError):
+                episode_id = None
+            if episode_id is not None and episode_id in done_ids:
+                kept.append(line)
+            else:
+                dropped += 1
+        if dropped:
+            atomic_write_bytes(self.trajectories_path, b"".join(line + b"\n" for line in kept))
+        self.state.dropped_trajectory_lines = dropped
+
+    def open(self) -> ResumeState:
+        """Prepare the folder and open the files for appending.
+
+        Raises :class:`OutputError` when the folder cannot be created or written,
+        or, without ``resume``, when it already holds a run.
+        """
+        self._prepare_folder()
+        if not self.resume:
+            for path in (self.results_path, self.trajectories_path):
+                if self._has_content(path):
+                    raise OutputError(
+                        f"output folder {self.out_dir} already holds {path.name}; "
+                        "pass --resume to continue that run, or a new --out folder",
+                        usage=True,
+                    )
+        else:
+            try:
+                self._recover()
+            except OSError as exc:
+                raise OutputError(
+                    f"cannot resume from {self.out_dir}: {exc.strerror or exc}"
+                ) from None
+        try:
+            self._trajectories = open(self.trajectories_path, "ab", buffering=0)
+            self._results = open(self.results_path, "ab", buffering=0)
+        except OSError as exc:
+            self.close()
+            raise OutputError(
+                f"cannot open output files in {self.out_dir}: {exc.strerror or exc}"
+            ) from None
+        return self.state
+
+    def close(self) -> None:
+        """Close the files (idempotent)."""
+        for handle in (self._trajectories, self._results):
+            if handle is not None:
+                handle.close()
+        self._trajectories = self._results = None
+
+    def __enter__(self) -> RunOutputs:
+        self.open()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- writing
+
+    def _write(self, handle: Any, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = handle.write(view)
+            view = view[written:]
+        if self.fsync:
+            os.fsync(handle.fileno())
+
+    def write_episode(
+        self, result: Any, *, policy: str, key: str, render: Renderer | None = None
+    ) -> dict[str, Any]:
+        """Append one finished episode: trajectory lines first, then its results line.
+
+        Returns the results record.
+        """
+        if self._results is None or self._trajectories is None:
+            raise RuntimeError("RunOutputs.write_episode() before open()")
+        lines = b"".join(
+            dumps_line(r) for r in trajectory_records(result, policy=policy, key=key, render=render)
+        )
+        if lines:
+            self._write(self._trajectories, lines)
+        record = result_record(result, policy=policy, key=key)
+        self._write(self._results, dumps_line(record))
+        self.state.done_keys.add(key)
+        return record
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every results record now in the folder."""
+        if not self.results_path.exists():
+            return []
+        return read_results(self.results_path)[0]
+
+    def write_summary(self, summary: Mapping[str, Any]) -> Path:
+        """Write ``summary.json`` atomically; returns its path."""
+        data = orjson.dumps(summary, default=_default, option=orjson.OPT_INDENT_2) + b"\n"
+        atomic_write_bytes(self.summary_path, data)
+        return self.summary_path
+
+
+def iter_lines(path: Path) -> Iterator[dict[str, Any]]:
+    """Whole JSON lines of a JSONL file (a torn last line is skipped)."""
+    lines, _ = _split_lines(path.read_bytes())
+    for line in lines:
+        yield orjson.loads(line)
+
+
+def unique(items: Iterable[str]) -> list[str]:
+    """Items in first-seen order, without repeats."""
+    return list(dict.fromkeys(items))

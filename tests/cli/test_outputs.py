@@ -1,0 +1,192 @@
+"""Unit tests of the crash-safe writers and of replay (no runner needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+import pytest
+
+from chaosops.agents.llm import build_messages
+from chaosops.agents.policies import heuristic_policy, oracle_policy
+from chaosops.cli import PlannedEpisode, expand_episodes_per_type, replay_records
+from chaosops.curriculum.generator import scenarios_for_tier
+from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.env.models import DifficultyTier, FailureType
+from chaosops.env.world_sim import Scenario
+from chaosops.outputs import (
+    OutputError,
+    RunOutputs,
+    plan_keys,
+    read_results,
+    scenario_from_record,
+)
+
+
+def play(scenario: Scenario, policy: Any, episode_id: str) -> SimpleNamespace:
+    """A synchronous stand-in for the runner: an EpisodeResult-shaped object."""
+    env = ChaosOpsEnvironment()
+    obs = env.reset(scenario=scenario, episode_id=episode_id)
+    steps = []
+    turn = 0
+    while not obs.done:
+        role = obs.turn_role
+        action = policy(obs, role)
+        nxt = env.step(action)
+        steps.append(
+            SimpleNamespace(
+                turn=turn,
+                role=role,
+                observation=obs,
+                action=action.model_copy(update={"role": role}),
+                reward=nxt.reward,
+                breakdown=env.last_breakdown,
+                done=nxt.done,
+                timed_out=False,
+                error=None,
+                latency_s=0.0,
+                info={"token_ids": [1, 2]} if turn == 0 else {},
+            )
+        )
+        obs = nxt
+        turn += 1
+    state = env.state
+    return SimpleNamespace(
+        scenario=scenario,
+        steps=steps,
+        resolved=state.resolved,
+        final_step=state.step_count,
+        cumulative_reward=state.cumulative_reward,
+        wrong_fixes=state.wrong_fixes,
+        oversight_flags=list(state.oversight_flags),
+        declared_root_cause=state.declared_root_cause,
+        mttr_steps=state.step_count if state.resolved else -1,
+        episode_id=episode_id,
+        status="ok",
+        error=None,
+        timeouts=0,
+        errors=0,
+        wall_s=0.01,
+    )
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    data = path.read_bytes()
+    assert data == b"" or data.endswith(b"\n")
+    return [orjson.loads(line) for line in data.splitlines()]
+
+
+SCENARIOS = scenarios_for_tier("hard", episodes_per_type=1)
+
+
+def write_all(out: Path, scenarios: list[Scenario], *, resume: bool = False) -> RunOutputs:
+    keys = plan_keys("heuristic", scenarios)
+    outputs = RunOutputs(out, resume=resume)
+    with outputs:
+        for i, (scenario, key) in enumerate(zip(scenarios, keys, strict=True)):
+            if key in outputs.state.done_keys:
+                continue
+            result = play(scenario, heuristic_policy(scenario.seed), f"ep-{i}")
+            outputs.write_episode(result, policy="heuristic", key=key, render=build_messages)
+    return outputs
+
+
+def test_results_and_trajectories(tmp_path: Path) -> None:
+    outputs = write_all(tmp_path, SCENARIOS)
+    results = lines(outputs.results_path)
+    trajectories = lines(outputs.trajectories_path)
+    assert [r["episode_id"] for r in results] == [f"ep-{i}" for i in range(len(SCENARIOS))]
+    assert sum(len(r["steps"]) for r in results) == len(trajectories)
+    first = trajectories[0]
+    assert first["prompt"][0]["role"] == "system" and "ChaosOps" in first["prompt"][1]["content"]
+    assert orjson.loads(first["completion"]) == first["action"]
+    assert first["token_ids"] == [1, 2]
+    assert {"team_reward", "oversight_reward", "run_key", "turn", "step"} <= first.keys()
+    assert scenario_from_record(results[0]) == SCENARIOS[0]
+
+
+def test_refuses_existing_run_without_resume(tmp_path: Path) -> None:
+    write_all(tmp_path, SCENARIOS[:1])
+    with pytest.raises(OutputError, match="--resume") as info:
+        RunOutputs(tmp_path).open()
+    assert info.value.usage
+
+
+def test_unwritable_folder(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(OutputError, match=r"not a folder|cannot create"):
+        RunOutputs(blocker / "out").open()
+
+
+def test_resume_repairs_torn_lines_and_orphan_trajectories(tmp_path: Path) -> None:
+    clean = write_all(tmp_path / "clean", SCENARIOS)
+    partial = write_all(tmp_path / "partial", SCENARIOS[:2])
+    # a killed run: trajectory lines of a third episode, a torn results line
+    orphan = play(SCENARIOS[2], heuristic_policy(0), "orphan")
+    with partial.trajectories_path.open("ab") as handle:
+        handle.write(b'{"episode_id": "orphan", "turn": 0}\n{"episode_id": "orp')
+    with partial.results_path.open("ab") as handle:
+        handle.write(b'{"run_key": "heuristic/x", "ste')
+    assert orphan.steps
+    resumed = write_all(tmp_path / "partial", SCENARIOS, resume=True)
+    assert resumed.state.torn_results_line
+    assert resumed.state.dropped_trajectory_lines == 2
+    got = lines(resumed.results_path)
+    want = lines(clean.results_path)
+    assert [r["run_key"] for r in got] == [r["run_key"] for r in want]
+    strip = lambda rs: [{k: v for k, v in r.items() if k != "wall_s"} for r in rs]  # noqa: E731
+    assert strip(got) == strip(want)
+    assert lines(resumed.trajectories_path) == lines(clean.trajectories_path)
+
+
+def test_duplicate_scenarios_get_distinct_keys() -> None:
+    keys = plan_keys("random", [SCENARIOS[0], SCENARIOS[1], SCENARIOS[0]])
+    assert len(set(keys)) == 3 and keys[0].endswith("#0") and keys[2].endswith("#1")
+
+
+def test_read_results_reports_damaged_line(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    path.write_bytes(b'{"run_key": "a", "steps": []}\nnot json\n{"run_key": "b", "steps": []}\n')
+    with pytest.raises(OutputError, match="line 2"):
+        read_results(path)
+    path.write_bytes(b'{"run_key": "a", "steps": []}\n{"run_k')
+    records, torn = read_results(path)
+    assert torn and len(records) == 1
+
+
+def test_replay_matches_and_detects_tampering(tmp_path: Path) -> None:
+    outputs = write_all(tmp_path, SCENARIOS)
+    records = lines(outputs.results_path)
+    episodes, steps, mismatches = replay_records(records)
+    assert episodes == len(SCENARIOS) and steps > 0 and mismatches == []
+    victim = next(r for r in records if len(r["steps"]) >= 3)
+    victim["steps"][2]["reward"] += 1.0
+    _, _, mismatches = replay_records(records)
+    assert [(m.episode_id, m.step) for m in mismatches][:1] == [(victim["episode_id"], 3)]
+
+
+def test_episodes_per_type_matches_scenarios_for_tier() -> None:
+    planned = [PlannedEpisode(s) for s in scenarios_for_tier("medium", episodes_per_type=5)]
+    got = [p.scenario for p in expand_episodes_per_type(planned, 2, seed_offset=7)]
+    assert got == scenarios_for_tier("medium", episodes_per_type=2, seed_offset=7)
+    custom = [
+        PlannedEpisode(
+            Scenario.from_type(FailureType.DNS_OUTAGE, seed=5, difficulty=DifficultyTier.HARD)
+        )
+    ]
+    [only] = expand_episodes_per_type(custom, 1)
+    assert only.scenario.seed == 97 * 4  # after the hard pool's four failures
+
+
+def test_oracle_record_roundtrip(tmp_path: Path) -> None:
+    scenario = SCENARIOS[3]
+    result = play(scenario, oracle_policy(scenario.failure_type), "o")
+    assert result.resolved
+    outputs = RunOutputs(tmp_path)
+    with outputs:
+        record = outputs.write_episode(result, policy="oracle", key="k")
+    assert record["resolved"] and record["mttr_steps"] == record["final_step"]
+    assert read_results(tmp_path) == ([record], False)
