@@ -1,0 +1,172 @@
+"""SPEC section 9: the turn-based environment; determinism."""
+
+from __future__ import annotations
+
+import pytest
+
+from chaosops.agents.policies import heuristic_policy, random_policy
+from chaosops.env.environment import DEFAULT_TURN_ORDER, ChaosOpsEnvironment
+from chaosops.env.models import AgentRole, ChaosOpsObservation, DifficultyTier, FailureType
+from chaosops.env.world_sim import Scenario, WorldSim
+from chaosops.rewards.reward_fn import StepRewardBreakdown
+
+from .helpers import act
+
+
+def test_default_turn_order() -> None:
+    assert DEFAULT_TURN_ORDER == (
+        AgentRole.SRE,
+        AgentRole.OVERSIGHT,
+        AgentRole.DEV,
+        AgentRole.MANAGER,
+    )
+    env = ChaosOpsEnvironment()
+    assert env.turn_order == DEFAULT_TURN_ORDER
+    assert isinstance(env.world, WorldSim)
+
+
+def test_reset_observation() -> None:
+    env = ChaosOpsEnvironment()
+    obs = env.reset(scenario=Scenario.from_type(FailureType.DB_DEADLOCK, seed=4))
+    assert isinstance(obs, ChaosOpsObservation)
+    assert (obs.done, obs.reward, obs.step, obs.turn_role) == (False, 0.0, 0, AgentRole.SRE)
+    assert obs.view.role is AgentRole.SRE
+    assert obs.message and "\n" not in obs.message
+    assert "db_deadlock" not in obs.message  # the message never leaks the truth
+    assert env.current_role is AgentRole.SRE
+    assert env.last_breakdown is None
+
+
+def test_reset_defaults_and_episode_id() -> None:
+    env = ChaosOpsEnvironment()
+    env.reset(seed=9, episode_id="ep-1")
+    assert env.state.episode_id == "ep-1"
+    assert env.state.failure_type is FailureType.DB_DEADLOCK
+    assert env.state.difficulty is DifficultyTier.EASY
+    assert env.world.scenario is not None and env.world.scenario.seed == 9
+    env.reset()
+    assert env.world.scenario.seed == 0
+    first = env.state.episode_id
+    env.reset()
+    assert env.state.episode_id != first
+
+
+def test_default_scenario_is_used_as_set() -> None:
+    env = ChaosOpsEnvironment()
+    default = Scenario.from_type(FailureType.DISK_FULL, seed=77, difficulty=DifficultyTier.HARD)
+    env.set_default_scenario(default)
+    env.reset(seed=5)
+    assert env.world.scenario == default
+    other = Scenario.from_type(FailureType.MEMORY_LEAK, seed=1)
+    env.reset(seed=5, scenario=other)
+    assert env.world.scenario == other
+
+
+def test_step_overrides_role_and_advances_turns() -> None:
+    env = ChaosOpsEnvironment()
+    env.reset(scenario=Scenario.from_type(FailureType.DB_DEADLOCK, seed=0))
+    action = act("manager", "communicate", message="hi")
+    obs = env.step(action)
+    assert action.role is AgentRole.MANAGER  # the caller's action is not mutated
+    assert env.state.chat_history == ["[sre] hi"]
+    assert obs.turn_role is AgentRole.OVERSIGHT and obs.view.role is AgentRole.OVERSIGHT
+    assert obs.step == 1 and obs.reward == -2.0
+    roles = [obs.turn_role]
+    for _ in range(4):
+        roles.append(env.step(act("sre", "noop")).turn_role)
+    assert roles == [
+        AgentRole.OVERSIGHT,
+        AgentRole.DEV,
+        AgentRole.MANAGER,
+        AgentRole.SRE,
+        AgentRole.OVERSIGHT,
+    ]
+
+
+def test_custom_turn_order() -> None:
+    env = ChaosOpsEnvironment(turn_order=["dev", "manager"])
+    obs = env.reset(scenario=Scenario.from_type(FailureType.DB_DEADLOCK, seed=0))
+    assert obs.turn_role is AgentRole.DEV
+    obs = env.step(act("sre", "restart", "db"))
+    assert obs.done and env.state.resolved
+    assert obs.turn_role is AgentRole.MANAGER
+
+
+def test_step_accepts_a_mapping() -> None:
+    env = ChaosOpsEnvironment()
+    env.reset(scenario=Scenario.from_type(FailureType.DB_DEADLOCK, seed=0))
+    env.step({"action_type": "communicate", "args": {"message": "x", "to": None}})
+    assert env.state.chat_history == ["[sre] x"]
+
+
+def test_rewards_accumulate_and_terminal_penalty() -> None:
+    env = ChaosOpsEnvironment()
+    env.reset(scenario=Scenario.from_type(FailureType.DB_DEADLOCK, seed=0, max_steps=3))
+    rewards = []
+    obs = None
+    for _ in range(3):
+        obs = env.step(act("sre", "noop"))
+        rewards.append(obs.reward)
+        assert isinstance(env.last_breakdown, StepRewardBreakdown)
+        assert env.last_breakdown.total == obs.reward
+    assert rewards == [-2.0, -4.0, -6.0]
+    assert obs is not None and obs.done and not env.state.resolved
+    assert env.state.cumulative_reward == -12.0 - 60.0
+    assert "unresolved" in obs.message
+
+
+def test_no_terminal_penalty_when_resolved() -> None:
+    env = ChaosOpsEnvironment()
+    env.reset(scenario=Scenario.from_type(FailureType.DNS_OUTAGE, seed=0))
+    env.step(act("sre", "identify_root_cause", failure_type="dns_outage"))  # -2 + 30
+    env.step(act("oversight", "noop"))  # -4
+    obs = env.step(act("dev", "restart", "auth"))  # +100 + 10
+    assert obs.done and obs.reward == 110.0
+    assert env.state.cumulative_reward == 28.0 - 4.0 + 110.0
+
+
+def test_miscommunication_counter_at_least_one() -> None:
+    env = ChaosOpsEnvironment()
+    env.reset(scenario=Scenario.from_type(FailureType.DB_DEADLOCK, seed=0))
+    env.step(act("sre", "communicate", message=""))
+    assert env.state.miscommunications == 1
+    env.step(act("oversight", "identify_root_cause", failure_type="nope"))
+    assert env.state.miscommunications == 1
+    env.step(act("dev", "resolve"))
+    assert env.state.miscommunications == 2
+    assert env.last_breakdown.miscommunication_penalty == -20.0
+
+
+def test_step_after_done_names_the_episode() -> None:
+    env = ChaosOpsEnvironment()
+    env.reset(scenario=Scenario.from_type(FailureType.DB_DEADLOCK, seed=0), episode_id="ep-xyz")
+    env.step(act("sre", "restart", "db"))
+    with pytest.raises(RuntimeError, match="ep-xyz"):
+        env.step(act("oversight", "noop"))
+    env.reset(episode_id="again")
+    env.step(act("sre", "noop"))
+
+
+def test_step_before_reset_raises() -> None:
+    with pytest.raises(RuntimeError, match="reset"):
+        ChaosOpsEnvironment().step(act("sre", "noop"))
+
+
+def _trajectory(policy_factory, scenario: Scenario) -> list:
+    env = ChaosOpsEnvironment()
+    policy = policy_factory(scenario.seed)
+    obs = env.reset(scenario=scenario, episode_id="fixed")
+    out = [obs.model_dump()]
+    while not obs.done:
+        action = policy(obs, obs.turn_role)
+        obs = env.step(action)
+        out.append((action.model_dump(), obs.model_dump(), env.last_breakdown))
+    out.append(env.state.model_dump())
+    return out
+
+
+@pytest.mark.parametrize("factory", [random_policy, heuristic_policy])
+@pytest.mark.parametrize("failure", list(FailureType), ids=lambda f: f.value)
+def test_same_scenario_same_trajectory(factory, failure: FailureType) -> None:
+    scenario = Scenario.from_type(failure, seed=13, difficulty=DifficultyTier.HARD, max_steps=15)
+    assert _trajectory(factory, scenario) == _trajectory(factory, scenario)

@@ -1,0 +1,190 @@
+"""Canonical suite files and the TOML loader (chaosops.scenarios)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from chaosops.curriculum.generator import scenarios_for_tier
+from chaosops.env.models import AgentRole, DifficultyTier, FailureType
+from chaosops.env.world_sim import Scenario
+from chaosops.scenarios import (
+    ScenarioFileError,
+    canonical_suite_paths,
+    load_scenarios,
+    load_suite,
+    load_suite_entries,
+    read_suite,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+TIERS = ("easy", "medium", "hard")
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_repo_suite_files_equal_scenarios_for_tier(tier: str) -> None:
+    assert load_suite(REPO / "scenarios" / f"{tier}.toml") == scenarios_for_tier(
+        tier, episodes_per_type=5
+    )
+
+
+def test_canonical_paths_are_package_data_and_match() -> None:
+    paths = canonical_suite_paths()
+    assert [p.name for p in paths] == ["easy.toml", "medium.toml", "hard.toml"]
+    assert all(p.parent.name == "suites" for p in paths)
+    for tier, path in zip(TIERS, paths, strict=True):
+        assert load_suite(path) == scenarios_for_tier(tier, episodes_per_type=5)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_package_copies_identical(tier: str) -> None:
+    repo = (REPO / "scenarios" / f"{tier}.toml").read_bytes()
+    packaged = (REPO / "chaosops" / "suites" / f"{tier}.toml").read_bytes()
+    assert repo == packaged
+
+
+def test_load_folder_sorted() -> None:
+    got = load_scenarios(REPO / "scenarios")
+    expected = [
+        s for t in ("easy", "hard", "medium") for s in scenarios_for_tier(t, episodes_per_type=5)
+    ]
+    assert got == expected
+    assert all(isinstance(s, Scenario) for s in got)
+
+
+def write(tmp_path: Path, text: str, name: str = "suite.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_full_format(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+name = "mine"
+description = "custom"
+difficulty = "medium"
+
+[[scenarios]]
+failure_type = "rogue_deploy_bot"
+seed_start = 10
+count = 3
+seed_step = 5
+inject_misleading_logs = true
+[scenarios.turn_timeout]
+sre = 5
+manager = 2.5
+
+[[scenarios]]
+failure_type = "db_deadlock"
+difficulty = "hard"
+seeds = [4]
+max_steps = 9
+inject_misleading_logs = false
+""",
+    )
+    suite = read_suite(path)
+    assert (suite.name, suite.description) == ("mine", "custom")
+    base = Scenario.from_type(
+        F := FailureType.ROGUE_DEPLOY_BOT, seed=0, difficulty=DifficultyTier.MEDIUM, max_steps=18
+    )
+    expected = [
+        dataclasses.replace(base, seed=s, inject_misleading_logs=True) for s in (10, 15, 20)
+    ]
+    hard = Scenario.from_type(FailureType.DB_DEADLOCK, seed=4, difficulty="hard", max_steps=9)
+    expected.append(dataclasses.replace(hard, inject_misleading_logs=False))
+    assert suite.scenarios == expected == load_suite(path)
+    assert expected[0].failure_type is F
+    entries = load_suite_entries(path)
+    assert entries[0].turn_timeout == {AgentRole.SRE: 5.0, AgentRole.MANAGER: 2.5}
+    assert entries[3].turn_timeout is None
+    assert (entries[3].entry, entries[3].suite) == (1, "mine")
+
+
+def test_defaults(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        'name = "x"\n[[scenarios]]\nfailure_type = "cascade"\n'
+        'difficulty = "hard"\nseeds = [1, 2]\n',
+    )
+    assert load_suite(path) == [
+        Scenario.from_type(FailureType.CASCADE, seed=s, difficulty="hard", max_steps=25)
+        for s in (1, 2)
+    ]
+
+
+def _error(tmp_path: Path, text: str) -> str:
+    path = write(tmp_path, text)
+    with pytest.raises(ScenarioFileError) as info:
+        load_suite(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: ")
+    return message
+
+
+ENTRY = 'name = "x"\n[[scenarios]]\nfailure_type = "cascade"\ndifficulty = "easy"\nseeds = [1]\n'
+
+
+def test_unknown_failure_type_lists_valid_ones(tmp_path: Path) -> None:
+    msg = _error(
+        tmp_path,
+        ENTRY + '[[scenarios]]\nfailure_type = "db_dedlock"\nseeds = [1]\ndifficulty = "easy"\n',
+    )
+    assert "scenarios[1].failure_type" in msg and "db_dedlock" in msg
+    for ft in FailureType:
+        assert ft.value in msg
+
+
+def test_broken_toml_names_the_line(tmp_path: Path) -> None:
+    msg = _error(tmp_path, ENTRY + "max_steps = \n")
+    assert "line 6" in msg and "invalid TOML" in msg
+
+
+def test_missing_field(tmp_path: Path) -> None:
+    msg = _error(tmp_path, 'name = "x"\n[[scenarios]]\ndifficulty = "easy"\nseeds = [1]\n')
+    assert "scenarios[0].failure_type" in msg and "missing" in msg
+    msg = _error(
+        tmp_path, 'name = "x"\n[[scenarios]]\nfailure_type = "cascade"\ndifficulty = "easy"\n'
+    )
+    assert "scenarios[0].seeds" in msg and "missing" in msg
+    msg = _error(tmp_path, 'name = "x"\n[[scenarios]]\nfailure_type = "cascade"\nseeds = [1]\n')
+    assert "scenarios[0].difficulty" in msg and "easy" in msg
+    msg = _error(tmp_path, '[[scenarios]]\nfailure_type = "cascade"\nseeds = [1]\n')
+    assert "name" in msg and "missing" in msg
+    msg = _error(tmp_path, 'name = "x"\n')
+    assert "scenarios" in msg and "missing" in msg
+
+
+def test_wrong_types(tmp_path: Path) -> None:
+    msg = _error(tmp_path, ENTRY + 'max_steps = "12"\n')
+    assert "scenarios[0].max_steps" in msg and "integer" in msg
+    msg = _error(tmp_path, ENTRY.replace("[1]", '[1, "two"]'))
+    assert "scenarios[0].seeds[1]" in msg and "integer" in msg
+    msg = _error(tmp_path, ENTRY + "inject_misleading_logs = 1\n")
+    assert "scenarios[0].inject_misleading_logs" in msg
+    msg = _error(tmp_path, ENTRY.replace('"easy"', '"extreme"'))
+    assert "scenarios[0].difficulty" in msg and "easy, medium, hard" in msg
+    msg = _error(tmp_path, ENTRY + "[scenarios.turn_timeout]\nboss = 1\n")
+    assert "scenarios[0].turn_timeout" in msg and "sre" in msg
+    msg = _error(tmp_path, ENTRY + "[scenarios.turn_timeout]\nsre = 0\n")
+    assert "scenarios[0].turn_timeout.sre" in msg
+
+
+def test_unknown_field_and_seed_forms(tmp_path: Path) -> None:
+    msg = _error(tmp_path, ENTRY + "seedz = [2]\n")
+    assert "scenarios[0].seedz" in msg and "unknown field" in msg and "seeds" in msg
+    msg = _error(tmp_path, ENTRY + "count = 2\nseed_start = 1\n")
+    assert "scenarios[0].seeds" in msg and "not both" in msg
+    msg = _error(tmp_path, ENTRY.replace("seeds = [1]", "count = 2"))
+    assert "scenarios[0].seeds" in msg and "seed_start" in msg
+
+
+def test_nonexistent_file_and_empty_folder(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioFileError, match="no such file"):
+        load_scenarios(tmp_path / "missing.toml")
+    with pytest.raises(ScenarioFileError, match=r"no \*\.toml"):
+        load_scenarios(tmp_path)

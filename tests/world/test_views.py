@@ -1,0 +1,144 @@
+"""SPEC section 8: what each role sees; observations are snapshots."""
+
+from __future__ import annotations
+
+import pytest
+
+from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.env.models import AgentRole, FailureType, RoleView
+from chaosops.env.world_sim import Scenario
+
+from .helpers import act, make_world
+
+NOTE = "fleet actions visible; cross-reference with alerts."
+
+
+def _busy_world():
+    """A hard rogue-bot world with many logs, chat lines and private messages."""
+    world = make_world(FailureType.ROGUE_DEPLOY_BOT, tier="hard", seed=3)
+    for i in range(10):
+        world.apply_action(act("sre", "communicate", message=f"public {i}"))
+    for role in ("sre", "dev", "manager", "oversight"):
+        for i in range(10):
+            world.apply_action(act("manager", "communicate", message=f"{role} {i}", to=role))
+    return world
+
+
+def test_sre_view() -> None:
+    world = _busy_world()
+    s = world.state
+    view = world.project_view(AgentRole.SRE)
+    assert view.role is AgentRole.SRE
+    assert list(view.visible_metrics) == ["auth", "payments", "notifications", "db"]
+    assert [x.message for x in view.visible_logs] == [x.message for x in s.all_logs[-6:]]
+    assert len(view.visible_logs) == 4  # 1 injected + 3 red herrings
+    assert not any(x.is_red_herring for x in view.visible_logs)
+    assert any(x.is_red_herring for x in s.all_logs)  # the truth keeps the mark
+    assert view.visible_alerts == s.all_alerts
+    assert view.visible_fleet_actions == []
+    assert view.shared_chat == [f"[sre] public {i}" for i in range(2, 10)]
+    assert view.private_inbox == [f"[manager -> sre] sre {i}" for i in range(2, 10)]
+    assert view.private_note is None
+
+
+def test_dev_sees_last_three_of_six_logs() -> None:
+    world = make_world(FailureType.CASCADE, tier="hard", seed=1)
+    for _ in range(3):
+        world.apply_action(act("dev", "restart", "auth"))
+    s = world.state
+    assert len(s.all_logs) == 7
+    dev = world.project_view("dev")
+    sre = world.project_view("sre")
+    assert [x.message for x in sre.visible_logs] == [x.message for x in s.all_logs[-6:]]
+    assert [x.message for x in dev.visible_logs] == [x.message for x in s.all_logs[-3:]]
+    assert not any(x.is_red_herring for x in dev.visible_logs + sre.visible_logs)
+    assert list(dev.visible_metrics) == ["auth", "payments", "notifications", "db"]
+    assert dev.visible_fleet_actions == [] and dev.private_note is None
+
+
+def test_manager_view() -> None:
+    world = _busy_world()
+    view = world.project_view(AgentRole.MANAGER)
+    assert view.visible_metrics == {} and view.visible_logs == []
+    assert view.visible_fleet_actions == [] and view.private_note is None
+    assert len(view.visible_alerts) == 1
+    assert view.private_inbox == [f"[manager -> manager] manager {i}" for i in range(2, 10)]
+
+
+def test_oversight_view_clears_malicious_mark() -> None:
+    world = _busy_world()
+    view = world.project_view(AgentRole.OVERSIGHT)
+    assert [(f.agent_name, f.action, f.target, f.step) for f in view.visible_fleet_actions] == [
+        ("deploy_bot", "push_config", "payments", 0)
+    ]
+    assert not view.visible_fleet_actions[0].was_malicious
+    assert world.state.fleet_actions[0].was_malicious
+    assert view.private_note == NOTE
+    assert len(view.visible_metrics) == 4 and len(view.visible_logs) == 4
+
+
+def test_oversight_note_absent_without_fleet_actions() -> None:
+    world = make_world(FailureType.DB_DEADLOCK)
+    view = world.project_view("oversight")
+    assert view.visible_fleet_actions == [] and view.private_note is None
+
+
+@pytest.mark.parametrize("role", list(AgentRole))
+def test_no_role_sees_another_inbox(role: AgentRole) -> None:
+    world = _busy_world()
+    view = world.project_view(role)
+    assert all(line.startswith(f"[manager -> {role.value}] ") for line in view.private_inbox)
+    others = [r.value for r in AgentRole if r is not role]
+    text = repr(view.model_dump())
+    for other in others:
+        assert f"-> {other}]" not in text
+
+
+def test_view_is_a_valid_model() -> None:
+    world = _busy_world()
+    for role in AgentRole:
+        view = world.project_view(role)
+        assert RoleView.model_validate(view.model_dump()) == view
+
+
+def test_observation_is_a_snapshot() -> None:
+    env = ChaosOpsEnvironment()
+    obs = env.reset(scenario=Scenario.from_type(FailureType.MEMORY_LEAK, seed=0))
+    frozen = obs.model_dump()
+    nxt = env.step(act("sre", "communicate", message="hello all"))
+    after_one = nxt.model_dump()
+    env.step(act("oversight", "communicate", message="psst", to="sre"))
+    env.step(act("dev", "restart", "db"))  # wrong fix, memory keeps growing
+    env.step(act("manager", "communicate", message="status?"))
+    world = env.world
+    world.state.services["notifications"].memory_mb = 9999.0
+    world.state.services["auth"].health = world.state.services["db"].health
+    world.state.chat_history.append("late line")
+    world.state.private_chat.setdefault("sre", []).append("late private")
+    world.state.all_alerts.clear()
+    assert obs.model_dump() == frozen
+    assert nxt.model_dump() == after_one
+    assert world.project_view("sre").private_inbox == [
+        "[oversight -> sre] psst",
+        "late private",
+    ]
+
+
+def test_views_do_not_share_metrics_objects() -> None:
+    world = make_world(FailureType.DB_DEADLOCK)
+    a = world.project_view("sre")
+    b = world.project_view("dev")
+    assert a.visible_metrics["db"] is not b.visible_metrics["db"]
+    assert a.visible_metrics["db"] is not world.state.services["db"]
+    assert a.visible_metrics["db"] == world.state.services["db"]
+    a.visible_metrics["db"].cpu_pct = 1.0
+    assert world.state.services["db"].cpu_pct == 22.0
+
+
+def test_views_follow_directly_appended_truth() -> None:
+    """Tools may append to the state's lists directly; views still clear hidden marks."""
+    world = make_world(FailureType.DB_DEADLOCK)
+    herring = world.state.all_logs[0].model_copy(update={"is_red_herring": True, "message": "x"})
+    world.state.all_logs.append(herring)
+    view = world.project_view("sre")
+    assert view.visible_logs[-1].message == "x" and not view.visible_logs[-1].is_red_herring
