@@ -382,12 +382,10 @@ class WorldSim:
             ) or (ft is FailureType.DISK_FULL and target == "db" and replicas >= 2)
         return False
 
-    def _resolves(self, action: ChaosOpsAction, replicas: int | None) -> bool:
+    def _resolves(self, kind: ActionType, target: str | None, replicas: int | None) -> bool:
         """Whether the action just applied closes the incident (judged on the new state)."""
         s = self.state
         ft = s.failure_type
-        kind = action.action_type
-        target = action.target
         if ft is FailureType.DB_DEADLOCK:
             return kind is ActionType.RESTART and target == "db"
         if ft is FailureType.MEMORY_LEAK:
@@ -454,7 +452,9 @@ class WorldSim:
         if s.resolved:
             return flags
         s.step_count += 1
-        kind = ActionType(action.action_type)
+        kind = action.action_type
+        if kind.__class__ is not ActionType:
+            kind = ActionType(kind)
         role = action.role
         role_value = role.value if isinstance(role, AgentRole) else str(role)
         target = action.target
@@ -552,7 +552,7 @@ class WorldSim:
                 s.miscommunications += 1
         # noop, escalate: no effect.
 
-        if self._resolves(action, replicas):
+        if self._resolves(kind, target, replicas):
             s.resolved = True
             flags["resolved"] = True
         return flags
@@ -601,7 +601,8 @@ class WorldSim:
 
     def project_view(self, role: AgentRole | str) -> RoleView:
         """What `role` sees now (SPEC.md section 8); a snapshot independent of later steps."""
-        role = AgentRole(role)
+        if role.__class__ is not AgentRole:
+            role = AgentRole(role)
         s = self.state
         self._sync_public()
         inbox = s.private_chat.get(role.value)
