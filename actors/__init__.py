@@ -1,0 +1,56 @@
+"""actors: an async actor runtime for turn-based, multi-agent episodes.
+
+Each role of an episode is an actor task that receives its observations on a
+channel and answers with an action; a coordinator task per episode owns the
+environment, enforces the turn order and a deadline on every turn, and records
+and logs each step. Batches run many episodes with bounded concurrency.
+
+Public API:
+
+- :func:`run_episode`: play one episode -> :class:`EpisodeTrace` of :class:`TurnRecord`.
+- :func:`run_jobs`, :func:`open_jobs`: bounded-concurrency batches (in order, or
+  streamed as they finish).
+- :func:`in_thread`: run a blocking policy in a worker thread so its deadline holds.
+- :func:`current_turn`: inside a policy, the :class:`TurnContext` of the turn
+  (``annotate(**fields)`` attaches data to the step and its log event).
+- :func:`configure_logging`, :func:`get_logger`: structured JSON logs.
+
+This package imports nothing from the environments it drives: see
+:class:`TurnEnv` for what it expects.
+"""
+
+from __future__ import annotations
+
+from ._batch import open_jobs, run_jobs
+from ._context import TurnContext, current_turn
+from ._coordinator import run_episode
+from ._logging import configure_logging, get_logger, log_enabled
+from ._threads import in_thread
+from ._types import (
+    EpisodeTrace,
+    Policy,
+    Role,
+    TurnEnv,
+    TurnObservation,
+    TurnRecord,
+    TurnTimeout,
+)
+
+__all__ = [
+    "EpisodeTrace",
+    "Policy",
+    "Role",
+    "TurnContext",
+    "TurnEnv",
+    "TurnObservation",
+    "TurnRecord",
+    "TurnTimeout",
+    "configure_logging",
+    "current_turn",
+    "get_logger",
+    "in_thread",
+    "log_enabled",
+    "open_jobs",
+    "run_episode",
+    "run_jobs",
+]

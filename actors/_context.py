@@ -1,0 +1,76 @@
+"""``current_turn()``: what a policy may know about the turn it is playing."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any, Protocol
+
+__all__ = ["TurnContext", "current_turn"]
+
+
+class _TurnState(Protocol):
+    # Implemented by the actor: the turn it is playing right now.
+    episode_id: str
+    role: Any
+    turn: int
+    deadline: float | None
+    info: dict[str, Any] | None
+
+
+# Set once per actor task (each actor runs in its own task, hence its own
+# context); worker threads started by ``in_thread`` inherit a copy.
+CURRENT: ContextVar[_TurnState] = ContextVar("actors.current_turn")
+
+
+class TurnContext:
+    """The turn a policy call is playing: ``episode_id``, ``turn``, ``role``,
+    ``deadline`` (on the ``anyio.current_time()`` clock, or None).
+
+    :meth:`annotate` attaches fields to the turn: they land in the turn
+    record's ``info`` and in the ``turn`` log event.
+    """
+
+    __slots__ = ("_state", "deadline", "episode_id", "role", "turn")
+
+    def __init__(self, state: _TurnState) -> None:
+        self._state = state
+        self.episode_id = state.episode_id
+        self.turn = state.turn
+        self.role = state.role
+        self.deadline = state.deadline
+
+    def annotate(self, **fields: Any) -> None:
+        """Attach ``fields`` to this turn (later calls update earlier ones).
+
+        Ignored once the turn is over (a late or abandoned call cannot write
+        into another turn).
+        """
+        state = self._state
+        if state.turn != self.turn:
+            return
+        if state.info is None:
+            state.info = dict(fields)
+        else:
+            state.info.update(fields)
+
+    def __repr__(self) -> str:
+        return (
+            f"TurnContext(episode_id={self.episode_id!r}, turn={self.turn}, "
+            f"role={self.role!r}, deadline={self.deadline!r})"
+        )
+
+
+def current_turn() -> TurnContext:
+    """The turn being played by the policy call this is called from.
+
+    Raises RuntimeError outside a policy call run by the runtime.
+    """
+    try:
+        state = CURRENT.get()
+    except LookupError:
+        raise RuntimeError(
+            "current_turn() is only available inside a policy call made by the actors runtime"
+        ) from None
+    if state.turn < 0:
+        raise RuntimeError("current_turn() called outside a turn")
+    return TurnContext(state)

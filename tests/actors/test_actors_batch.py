@@ -1,0 +1,142 @@
+"""Batches: order, bounded concurrency, streaming, cancellation leaves nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import anyio
+import pytest
+from actors_toy import ToyEnv, act, captured_events, instant_policies, run_kwargs
+
+from actors import EpisodeTrace, open_jobs, run_episode, run_jobs
+
+pytestmark = pytest.mark.anyio
+
+
+def _other_tasks(baseline: set[asyncio.Task[Any]]) -> set[asyncio.Task[Any]]:
+    """Tasks alive now that were not alive at ``baseline`` (the test runner's)."""
+    return asyncio.all_tasks() - baseline - {asyncio.current_task()}  # type: ignore[operator]
+
+
+async def test_results_in_input_order_with_bounded_concurrency() -> None:
+    in_flight = peak = 0
+
+    async def job(n: int) -> int:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await anyio.sleep(0.001 * (n % 3))
+        in_flight -= 1
+        return n * n
+
+    assert await run_jobs(range(50), job, concurrency=8) == [n * n for n in range(50)]
+    assert peak == 8
+    assert await run_jobs([], job, concurrency=8) == []
+
+
+async def test_invalid_concurrency() -> None:
+    async def job(n: int) -> int:
+        return n
+
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="concurrency"):
+            await run_jobs([1], job, concurrency=bad)  # type: ignore[arg-type]
+
+
+async def test_streaming_yields_every_result_as_it_finishes() -> None:
+    async def job(n: int) -> int:
+        await anyio.sleep(0.01 * (5 - n))
+        return n
+
+    async with open_jobs(range(5), job, concurrency=5) as results:
+        got = [item async for item in results]
+    assert got == [(n, n) for n in reversed(range(5))]
+
+
+async def test_leaving_the_stream_early_cancels_the_rest() -> None:
+    started: list[int] = []
+    baseline = asyncio.all_tasks()
+
+    async def job(n: int) -> int:
+        started.append(n)
+        if n:
+            await anyio.sleep_forever()
+        return n
+
+    with anyio.fail_after(5):
+        async with open_jobs(range(20), job, concurrency=4) as results:
+            async for index, _ in results:
+                assert index == 0
+                break
+    assert len(started) <= 5
+    assert not _other_tasks(baseline)
+
+
+async def test_failing_environment_in_a_batch() -> None:
+    envs = [ToyEnv(steps=8), ToyEnv(steps=8, fail_step=3), ToyEnv(fail_reset=True), ToyEnv()]
+
+    async def job(env: ToyEnv) -> EpisodeTrace:
+        return await run_episode(env, policies=instant_policies(), **run_kwargs())
+
+    with captured_events() as events:
+        traces = await run_jobs(
+            envs, job, concurrency=2, failed=lambda t: t.status == "failed",
+            log_fields={"turn_timeout": None},
+        )  # fmt: skip
+    assert [t.status for t in traces] == ["ok", "failed", "failed", "ok"]
+    assert [len(t.turns) for t in traces] == [8, 3, 0, 8]
+    assert events[0]["event"] == "run_started" and events[0]["episodes"] == 4
+    assert events[0]["concurrency"] == 2 and events[0]["turn_timeout"] is None
+    assert events[-1]["event"] == "run_finished" and events[-1]["failed"] == 2
+    finished = [e for e in events if e["event"] == "episode_finished"]
+    assert sorted(e["status"] for e in finished) == ["failed", "failed", "ok", "ok"]
+
+
+async def test_cancelling_a_batch_leaves_no_task_behind() -> None:
+    import time
+
+    from actors import in_thread
+
+    async def hung(obs: Any, role: str) -> Any:
+        await anyio.sleep_forever()
+
+    def blocking(obs: Any, role: str) -> Any:
+        time.sleep(0.05)
+        return act(role)
+
+    baseline = asyncio.all_tasks()
+    policies: dict[str, Any] = instant_policies()
+    policies["b"] = hung
+    policies["a"] = in_thread(blocking)
+
+    async def job(n: int) -> EpisodeTrace:
+        return await run_episode(ToyEnv(steps=40), policies=policies, **run_kwargs())
+
+    with anyio.move_on_after(0.2) as scope:
+        await run_jobs(range(100), job, concurrency=32)
+    assert scope.cancelled_caught
+    assert not _other_tasks(baseline)
+
+    with anyio.move_on_after(0.2) as scope:
+        async with open_jobs(range(100), job, concurrency=32) as results:
+            async for _ in results:
+                pass
+    assert scope.cancelled_caught
+    assert not _other_tasks(baseline)
+
+
+async def test_batch_equals_sequential_for_a_deterministic_policy() -> None:
+    import random
+
+    def factory(seed: int) -> dict[str, Any]:
+        rng = random.Random(seed)
+        return {r: (lambda obs, role: act(role, rng.randint(0, 9))) for r in "abcd"}
+
+    async def job(seed: int) -> list[Any]:
+        env = ToyEnv(steps=12)
+        await run_episode(env, policies=factory(seed), **run_kwargs())
+        return env.applied
+
+    sequential = [await job(seed) for seed in range(40)]
+    assert await run_jobs(range(40), job, concurrency=16) == sequential

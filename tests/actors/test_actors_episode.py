@@ -1,0 +1,245 @@
+"""The coordinator and its actors: turn order, fallbacks, errors, env failures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from actors_toy import ROLES, ToyEnv, act, captured_events, instant_policies, noop, run_kwargs
+
+from actors import current_turn, in_thread, run_episode
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_plays_every_role_in_turn_until_done() -> None:
+    async def async_policy(obs: Any, role: str) -> Any:
+        await anyio.lowlevel.checkpoint()
+        return act(role, "async")
+
+    policies: dict[str, Any] = instant_policies()
+    policies["b"] = async_policy
+    env = ToyEnv(steps=8)
+    trace = await run_episode(env, policies=policies, **run_kwargs())
+    assert trace.status == "ok" and trace.error is None
+    assert [r.turn for r in trace.turns] == list(range(8))
+    assert [r.role for r in trace.turns] == list(ROLES) * 2
+    assert env.applied == [act(r, "async" if r == "b" else "act") for r in ROLES * 2]
+    assert trace.final_observation.done
+    assert all(not r.timed_out and r.error is None for r in trace.turns)
+    assert trace.turns[0].observation.step == 0 and trace.turns[0].next_observation.step == 1
+
+
+async def test_missing_roles_play_the_fallback_and_max_turns_stops() -> None:
+    env = ToyEnv(steps=50)
+    trace = await run_episode(env, policies={"a": lambda o, r: act(r)}, **run_kwargs(max_turns=6))
+    assert len(trace.turns) == 6 and trace.status == "ok"
+    assert env.applied == [act("a"), noop("b"), noop("c"), noop("d"), act("a"), noop("b")]
+
+
+async def test_hung_async_policy_times_out_and_sees_its_cancellation() -> None:
+    seen: list[str] = []
+
+    async def hung(obs: Any, role: str) -> Any:
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            seen.append("cancelled")
+            raise
+
+    policies = instant_policies()
+    policies["a"] = hung
+    env = ToyEnv(steps=4)
+    trace = await run_episode(env, policies=policies, **run_kwargs(turn_timeout=0.05))
+    first = trace.turns[0]
+    assert first.timed_out and first.action == noop("a") and first.error is None
+    assert 0.045 <= first.latency_s < 0.5
+    assert trace.timeouts == 1
+    assert seen == ["cancelled"]
+    assert env.applied[1:] == [act(r) for r in ROLES[1:]]
+
+
+async def test_shielded_late_reply_is_dropped_and_never_applied() -> None:
+    calls: list[int] = []
+
+    async def shielded(obs: Any, role: str) -> Any:
+        calls.append(current_turn().turn)
+        if len(calls) == 1:
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(0.12)
+            return act(role, "late")
+        return act(role, "fresh")
+
+    policies = instant_policies()
+    policies["a"] = shielded
+    env = ToyEnv(steps=24)
+
+    with captured_events() as events:
+        trace = await run_episode(env, policies=policies, **run_kwargs(turn_timeout={"a": 0.05}))
+    assert trace.turns[0].timed_out and trace.turns[0].action == noop("a")
+    assert act("a", "late") not in env.applied
+    assert all(r.action != act("a", "late") for r in trace.turns)
+    late = [e for e in events if e["event"] == "late_reply_dropped"]
+    assert [(e["turn"], e["role"]) for e in late] == [(0, "a")]
+    # Turns of the other roles had no deadline and were never timed out.
+    assert all(not r.timed_out for r in trace.turns if r.role != "a")
+    # Once free again, the actor answers in time.
+    assert trace.turns[-4].action == act("a", "fresh")
+
+
+async def test_blocking_policy_in_thread_times_out() -> None:
+    import time
+
+    def blocking(obs: Any, role: str) -> Any:
+        time.sleep(0.3)
+        return act(role, "slow")
+
+    policies = instant_policies()
+    policies["a"] = in_thread(blocking)
+    with anyio.fail_after(5):
+        trace = await run_episode(
+            ToyEnv(steps=4), policies=policies, **run_kwargs(turn_timeout=0.05)
+        )
+    assert trace.turns[0].timed_out and trace.turns[0].action == noop("a")
+    assert trace.turns[0].latency_s < 0.25
+
+
+async def test_thread_policy_sees_current_turn() -> None:
+    def blocking(obs: Any, role: str) -> Any:
+        ctx = current_turn()
+        ctx.annotate(thread_turn=ctx.turn)
+        return act(role)
+
+    policies = instant_policies()
+    policies["b"] = in_thread(blocking)
+    trace = await run_episode(ToyEnv(steps=8), policies=policies, **run_kwargs())
+    assert [r.info for r in trace.turns if r.role == "b"] == [
+        {"thread_turn": 1},
+        {"thread_turn": 5},
+    ]
+
+
+async def test_per_role_deadlines() -> None:
+    async def hung(obs: Any, role: str) -> Any:
+        await anyio.sleep_forever()
+
+    async def slow(obs: Any, role: str) -> Any:
+        await anyio.sleep(0.1)
+        return act(role, "slow")
+
+    policies = instant_policies()
+    policies["a"] = hung
+    policies["b"] = slow
+    trace = await run_episode(
+        ToyEnv(steps=4), policies=policies, **run_kwargs(turn_timeout={"a": 0.05, "c": 1.0})
+    )
+    a, b, c, _ = trace.turns
+    assert a.timed_out and a.latency_s < 0.5
+    assert not b.timed_out and b.action == act("b", "slow") and b.latency_s >= 0.09
+    assert not c.timed_out and c.action == act("c")
+
+
+async def test_invalid_turn_timeout_is_rejected() -> None:
+    with pytest.raises(ValueError, match="turn_timeout"):
+        await run_episode(ToyEnv(), policies=instant_policies(), **run_kwargs(turn_timeout=-1))
+
+
+async def test_policy_errors_and_garbage_cost_their_turn_only() -> None:
+    def broken(obs: Any, role: str) -> Any:
+        raise ValueError("boom")
+
+    async def garbage(obs: Any, role: str) -> Any:
+        return "not an action"
+
+    policies = instant_policies()
+    policies["a"] = broken
+    policies["b"] = garbage
+    env = ToyEnv(steps=8)
+    with captured_events() as events:
+        trace = await run_episode(env, policies=policies, **run_kwargs())
+    assert trace.status == "ok" and len(trace.turns) == 8
+    a, b, c, _ = trace.turns[:4]
+    assert a.error == "ValueError: boom" and a.action == noop("a")
+    assert b.error is not None and b.error.startswith("TypeError: ") and b.action == noop("b")
+    assert "not an action" in b.error
+    assert c.error is None and c.action == act("c")
+    assert trace.errors == 4
+    errors = [e for e in events if e["event"] == "policy_error"]
+    assert len(errors) == 4
+    assert errors[0]["role"] == "a" and errors[0]["turn"] == 0
+    assert isinstance(errors[0]["exc_info"], ValueError)
+    assert errors[0]["log_level"] == "error"
+    turns = [e for e in events if e["event"] == "turn"]
+    assert [t["error"] for t in turns[:2]] == [a.error, b.error]
+
+
+@pytest.mark.parametrize("env", [ToyEnv(fail_reset=True), ToyEnv(steps=8, fail_step=5)])
+async def test_environment_failure_ends_the_episode(env: ToyEnv) -> None:
+    trace = await run_episode(env, policies=instant_policies(), **run_kwargs())
+    assert trace.status == "failed"
+    assert trace.error is not None and "broke" in trace.error
+    assert len(trace.turns) == (env.fail_step or 0)
+
+
+async def test_current_turn_and_annotations() -> None:
+    seen: list[Any] = []
+
+    async def policy(obs: Any, role: str) -> Any:
+        ctx = current_turn()
+        seen.append((ctx.episode_id, ctx.turn, ctx.role, ctx.deadline is not None))
+        ctx.annotate(usage={"tokens": ctx.turn})
+        ctx.annotate(completion="ok")
+        return act(role)
+
+    policies = instant_policies()
+    policies["c"] = policy
+    with captured_events() as events:
+        trace = await run_episode(
+            ToyEnv(steps=8), policies=policies,
+            **run_kwargs(episode_id="ep-1", turn_timeout={"c": 5.0}),
+        )  # fmt: skip
+    assert seen == [("ep-1", 2, "c", True), ("ep-1", 6, "c", True)]
+    assert trace.turns[2].info == {"usage": {"tokens": 2}, "completion": "ok"}
+    assert trace.turns[0].info == {}
+    turn2 = next(e for e in events if e["event"] == "turn" and e["turn"] == 2)
+    assert turn2["usage"] == {"tokens": 2} and turn2["completion"] == "ok"
+
+
+async def test_current_turn_outside_a_policy_raises() -> None:
+    with pytest.raises(RuntimeError, match="inside a policy"):
+        current_turn()
+
+
+async def test_episode_events_and_fields() -> None:
+    with captured_events() as events:
+        trace = await run_episode(
+            ToyEnv(steps=4),
+            policies=instant_policies(),
+            **run_kwargs(
+                episode_id="ep-2",
+                log_fields={"seed": 7},
+                describe_turn=lambda rec: {
+                    "step": rec.next_observation.step,
+                    "action_type": rec.action[0],
+                },
+                describe_finish=lambda env, tr: {"final_step": len(tr.turns)},
+            ),
+        )
+    names = [e["event"] for e in events]
+    assert names == ["episode_started"] + ["turn"] * 4 + ["episode_finished"]
+    assert events[0]["seed"] == 7 and events[0]["episode_id"] == "ep-2"
+    turn = events[1]
+    assert {k: turn[k] for k in ("episode_id", "turn", "role", "step", "action_type")} == {
+        "episode_id": "ep-2", "turn": 0, "role": "a", "step": 1, "action_type": "act",
+    }  # fmt: skip
+    assert turn["reward"] == 1.0 and turn["done"] is False and turn["timed_out"] is False
+    assert turn["error"] is None and turn["latency_ms"] >= 0
+    fin = events[-1]
+    assert (
+        fin["status"] == "ok"
+        and fin["final_step"] == 4
+        and fin["wall_s"] == pytest.approx(trace.wall_s, abs=1e-5)
+    )
+    assert fin["timeouts"] == 0 and fin["errors"] == 0
