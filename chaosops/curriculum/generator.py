@@ -111,9 +111,10 @@ class Curriculum:
         return list(self._rewards)
 
     def _threshold(self) -> float | None:
-        if self.tier is DifficultyTier.EASY:
+        # Compared by value: `tier` is a public attribute a caller may set to a string.
+        if self.tier == DifficultyTier.EASY:
             return self.easy_threshold
-        if self.tier is DifficultyTier.MEDIUM:
+        if self.tier == DifficultyTier.MEDIUM:
             return self.medium_threshold
         return None
 
@@ -150,7 +151,7 @@ def stream_scenarios(curriculum: Curriculum, *, seed_base: int = 0) -> Iterator[
     batch = curriculum.sample_scenarios(seed_offset=offset)
     index = 0
     while True:
-        if curriculum.tier is not tier:
+        if curriculum.tier != tier:  # a change of value, not of object
             tier = curriculum.tier
             offset += STREAM_TIER_OFFSET
             batch = curriculum.sample_scenarios(seed_offset=offset)

@@ -59,7 +59,7 @@ class EpisodeFinishedError(RuntimeError):
 
 
 def _describe(action: ChaosOpsAction) -> str:
-    parts = [action.action_type.value]
+    parts = [str(action.action_type)]  # a plain string when built with model_construct
     if action.target is not None:
         parts.append(action.target)
     if action.args:
@@ -71,7 +71,9 @@ class ChaosOpsEnvironment:
     """Turn-based multi-role environment over one `WorldSim`."""
 
     def __init__(self, turn_order: Sequence[AgentRole | str] | None = None) -> None:
-        order = tuple(AgentRole(r) for r in (turn_order or DEFAULT_TURN_ORDER))
+        order = tuple(
+            AgentRole(r) for r in (DEFAULT_TURN_ORDER if turn_order is None else turn_order)
+        )
         if not order:
             raise ValueError("turn_order must name at least one role")
         self.turn_order: tuple[AgentRole, ...] = order
