@@ -119,6 +119,9 @@ class MockLLMConfig(BaseModel):
     rate_garbage: float = Field(default=0.0, ge=0.0, le=1.0)
     answer_style: Literal["json", "fenced", "chatter", "mixed"] = "json"
     seed: int = 0
+    first_statuses: list[Literal[200, 429, 500]] = Field(default_factory=list)
+    """Scripted faults: the first requests answer these statuses, in order, before
+    the random rates apply (200 = a normal answer); for tests and demos."""
     api_key: str | None = Field(default=None, repr=False)
     """When set, requests must carry ``Authorization: Bearer <api_key>`` (else 401)."""
 
@@ -252,6 +255,7 @@ class _MockLLM:
         self.stats = MockStats()
         self.rng = random.Random(config.seed)
         self.latency = parse_latency(config.latency)
+        self.scripted: list[int] = list(config.first_statuses)
 
     def _count(self, status: int) -> None:
         key = str(status)
@@ -343,7 +347,15 @@ class _MockLLM:
         style = cfg.answer_style
         if style == "mixed":
             style = rng.choice(("json", "fenced", "chatter"))
-        if fault < cfg.rate_429:
+        if self.scripted:
+            status = self.scripted.pop(0)
+        elif fault < cfg.rate_429:
+            status = 429
+        elif fault < cfg.rate_429 + cfg.rate_500:
+            status = 500
+        else:
+            status = 200
+        if status == 429:
             self.stats.rate_limited += 1
             retry = {
                 "Retry-After": str(max(0, math.ceil(cfg.retry_after_s))),
@@ -352,7 +364,7 @@ class _MockLLM:
             return _error(429, "rate limited, slow down", "rate_limit_exceeded", retry)
         if await self._sleep_or_disconnect(request, delay):
             return Response(status_code=499)
-        if fault < cfg.rate_429 + cfg.rate_500:
+        if status == 500:
             self.stats.server_errors += 1
             return _error(500, "internal error (injected)", "server_error")
 
@@ -459,6 +471,23 @@ class _Server(uvicorn.Server):
             yield
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on accepted sockets
+    # whose proto says TCP (socket.create_server leaves it 0, and every response
+    # then waits ~40 ms for the client's delayed ACK).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+        sock.listen(4096)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 async def serve(
     config: MockLLMConfig | None = None,
     *,
@@ -474,8 +503,7 @@ async def serve(
     """
     config = config or MockLLMConfig()
     app = app or create_app(config)
-    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
-    sock = socket.create_server((config.host, config.port), family=family, backlog=4096)
+    sock = _listen(config.host, config.port)
     port = sock.getsockname()[1]
     server = _Server(
         uvicorn.Config(

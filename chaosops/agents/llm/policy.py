@@ -18,14 +18,17 @@ import asyncio
 import email.utils
 import os
 import random
+import ssl
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import anyio.lowlevel
+import httpx2
 import structlog
 from openai import (
     APIConnectionError,
@@ -33,6 +36,7 @@ from openai import (
     APITimeoutError,
     AsyncOpenAI,
     AuthenticationError,
+    DefaultAsyncHttpxClient,
     NotFoundError,
     PermissionDeniedError,
     RateLimitError,
@@ -147,6 +151,57 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+@cache
+def _ssl_context() -> ssl.SSLContext:
+    # Loading the CA bundle takes ~40 ms: do it once per process, and outside the
+    # event loop (LLMPolicy's constructor), not inside a turn with a deadline.
+    return ssl.create_default_context()
+
+
+_SAMPLE_COMPLETION: dict[str, Any] = {
+    "id": "warm-up",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "warm-up",
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "{}"},
+            "logprobs": {"content": [{"token": "{", "logprob": 0.0, "top_logprobs": []}]},
+        }
+    ],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+}
+
+
+@cache
+def _warm_up() -> None:
+    """Pay once, at construction, what the openai client otherwise pays in the first
+    turn: its lazy imports and pydantic schema builds (~100 ms of blocked loop)."""
+    _ssl_context()
+    from openai.types.chat import ChatCompletion
+
+    client = AsyncOpenAI(
+        api_key=_NO_KEY,
+        base_url="http://127.0.0.1:9/v1",
+        max_retries=0,
+        http_client=_http_client(1.0, 1),
+    )
+    _ = client.chat.completions.with_raw_response
+    ChatCompletion.model_validate(_SAMPLE_COMPLETION)
+
+
+def _http_client(timeout: float, max_connections: int) -> httpx2.AsyncClient:
+    return DefaultAsyncHttpxClient(
+        verify=_ssl_context(),
+        timeout=timeout,
+        limits=httpx2.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        ),
+    )
+
+
 @dataclass
 class _LoopState:
     key: object
@@ -224,6 +279,7 @@ class LLMPolicy:
         self.extra_body = dict(extra_body) if extra_body else None
         self._state: _LoopState | None = None
         self._rng = random.Random()
+        _warm_up()
 
     def __repr__(self) -> str:
         return (
@@ -247,6 +303,7 @@ class LLMPolicy:
                     api_key=self._api_key,
                     max_retries=0,
                     timeout=self.request_timeout,
+                    http_client=_http_client(self.request_timeout, self.max_in_flight),
                 ),
                 limiter=anyio.CapacityLimiter(self.max_in_flight),
             )
@@ -292,7 +349,10 @@ class LLMPolicy:
     def _error(self, text: str, cls: type[LLMRequestError] = LLMRequestError) -> LLMRequestError:
         return cls(_redact(f"{text} ({self.model} at {_safe_url(self.base_url)})", self._api_key))
 
-    async def _complete(self, messages: list[dict[str, str]], deadline: float | None) -> Any:
+    async def _complete(
+        self, messages: list[dict[str, str]], deadline: float | None
+    ) -> tuple[Any, int]:
+        """The completion and the number of attempts it took."""
         state = self._loop_state()
         params = self._request_params(messages)
         attempt = 0
@@ -310,7 +370,10 @@ class LLMPolicy:
                         )
                 with anyio.move_on_after(timeout) as scope:
                     try:
-                        return await state.client.chat.completions.create(**params, timeout=timeout)
+                        completion = await state.client.chat.completions.create(
+                            **params, timeout=timeout
+                        )
+                        return completion, attempt
                     except RateLimitError as exc:
                         failure = "HTTP 429 (rate limited)"
                         hint = retry_after_seconds(exc.response.headers)
@@ -344,10 +407,10 @@ class LLMPolicy:
         deadline = getattr(turn, "deadline", None)
         _annotate(turn, prompt=messages)  # kept even if the turn times out
         started = anyio.current_time()
-        completion = await self._complete(messages, deadline)
+        completion, attempts = await self._complete(messages, deadline)
         latency_ms = round((anyio.current_time() - started) * 1000.0, 3)
 
-        info: dict[str, Any] = {"latency_ms": latency_ms}
+        info: dict[str, Any] = {"latency_ms": latency_ms, "attempts": attempts}
         choice = completion.choices[0] if completion.choices else None
         message = choice.message if choice is not None else None
         text = getattr(message, "content", None)
@@ -425,7 +488,11 @@ async def check_endpoint(
     url = _safe_url(base_url)
     failure: str | None = None
     async with AsyncOpenAI(
-        base_url=base_url, api_key=key, max_retries=0, timeout=timeout
+        base_url=base_url,
+        api_key=key,
+        max_retries=0,
+        timeout=timeout,
+        http_client=_http_client(timeout, 4),
     ) as client:
         with anyio.move_on_after(timeout) as scope:
             try:

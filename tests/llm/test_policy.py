@@ -1,0 +1,262 @@
+"""LLMPolicy through the real openai client against the mock server."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+
+import anyio
+import pytest
+from structlog.testing import capture_logs
+
+from chaosops.agents.llm import (
+    LLMDeadlineError,
+    LLMEndpointError,
+    LLMPolicy,
+    LLMRequestError,
+    check_endpoint,
+)
+from chaosops.env.models import ActionType, ChaosOpsObservation
+
+from .conftest import StartMock
+from .helpers import FakeTurn
+
+pytestmark = pytest.mark.anyio
+
+MODEL = "chaosops-mock"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def _wait_for(predicate: Callable[[], bool]) -> bool:
+    """Poll a counter of the server (another party) for up to 2 s."""
+    for _ in range(200):
+        if predicate():
+            return True
+        await anyio.sleep(0.01)
+    return False
+
+
+async def test_answer_is_parsed_and_annotated(
+    start_mock: StartMock, fake_turn: FakeTurn, observation: ChaosOpsObservation
+) -> None:
+    mock = await start_mock(answer_style="chatter")
+    async with LLMPolicy(MODEL, base_url=mock.base_url) as policy:
+        action = await policy(observation, "sre")
+    assert (action.action_type, action.target) == (ActionType.RESTART, "db")
+    info = fake_turn.info
+    assert info["prompt"][0]["role"] == "system" and "## METRICS" in info["prompt"][1]["content"]
+    assert '"restart"' in info["completion"]
+    assert info["latency_ms"] > 0 and info["attempts"] == 1
+    assert info["usage"]["completion_tokens"] > 0 and info["usage"]["prompt_tokens"] > 0
+    assert "parse_error" not in info and "logprobs" not in info
+
+
+@pytest.mark.parametrize(
+    "extra_body", [{"return_tokens_as_token_ids": True}, {"return_token_ids": True}]
+)
+async def test_token_ids_and_logprobs_when_returned(
+    start_mock: StartMock,
+    fake_turn: FakeTurn,
+    observation: ChaosOpsObservation,
+    extra_body: dict[str, bool],
+) -> None:
+    mock = await start_mock()
+    async with LLMPolicy(
+        MODEL, base_url=mock.base_url, logprobs=True, extra_body=extra_body
+    ) as policy:
+        await policy(observation, "sre")
+    info = fake_turn.info
+    assert len(info["logprobs"]) == len(info["token_ids"]) == info["usage"]["completion_tokens"]
+    assert all(isinstance(t, int) for t in info["token_ids"])
+    assert all(lp <= 0 for lp in info["logprobs"])
+
+
+async def test_tool_call_answer(
+    start_mock: StartMock, fake_turn: FakeTurn, observation: ChaosOpsObservation
+) -> None:
+    mock = await start_mock()
+    async with LLMPolicy(MODEL, base_url=mock.base_url, use_tools=True) as policy:
+        action = await policy(observation, "sre")
+    assert (action.action_type, action.target) == (ActionType.RESTART, "db")
+    assert fake_turn.info["tool_calls"][0]["name"] == "take_action"
+    assert mock.stats["tool_calls"] == 1
+
+
+async def test_429_is_retried_honouring_retry_after(
+    start_mock: StartMock, fake_turn: FakeTurn, observation: ChaosOpsObservation
+) -> None:
+    mock = await start_mock(first_statuses=[429, 429], retry_after_s=0.1)
+    policy = LLMPolicy(MODEL, base_url=mock.base_url, backoff_base=0.001)
+    started = anyio.current_time()
+    action = await policy(observation, "sre")
+    elapsed = anyio.current_time() - started
+    await policy.aclose()
+    assert action.action_type == ActionType.RESTART
+    assert fake_turn.info["attempts"] == 3
+    assert elapsed >= 0.2  # two Retry-After waits of 100 ms
+    assert mock.stats["rate_limited"] == 2 and mock.stats["by_status"]["200"] == 1
+
+
+async def test_500_is_retried_then_gives_up(
+    start_mock: StartMock, observation: ChaosOpsObservation
+) -> None:
+    mock = await start_mock(first_statuses=[500, 500, 500, 500])
+    async with LLMPolicy(MODEL, base_url=mock.base_url, retries=1, backoff_base=0.001) as p:
+        with pytest.raises(LLMRequestError, match=r"2 attempts, last: HTTP 500"):
+            await p(observation, "sre")
+        # the budget is per call: the next call retries again and gets through
+        p.retries = 2
+        assert (await p(observation, "sre")).action_type == ActionType.RESTART
+    assert mock.stats["server_errors"] == 4
+
+
+async def test_client_errors_are_not_retried(
+    start_mock: StartMock, observation: ChaosOpsObservation
+) -> None:
+    mock = await start_mock()
+    async with LLMPolicy("no-such-model", base_url=mock.base_url) as policy:
+        with pytest.raises(LLMRequestError, match="HTTP 404"):
+            await policy(observation, "sre")
+    assert mock.stats["requests"] == 1
+
+
+async def test_dropped_connections_are_retried(observation: ChaosOpsObservation) -> None:
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    policy = LLMPolicy(MODEL, base_url=url, retries=2, backoff_base=0.001)
+    with pytest.raises(LLMRequestError, match="3 attempts, last: connection failed"):
+        await policy(observation, "sre")
+
+
+async def test_unparseable_answer_is_noop_with_parse_error(
+    start_mock: StartMock, fake_turn: FakeTurn, observation: ChaosOpsObservation
+) -> None:
+    mock = await start_mock(rate_garbage=1.0)
+    with capture_logs() as logs:
+        async with LLMPolicy(MODEL, base_url=mock.base_url) as policy:
+            actions = [await policy(observation, "sre") for _ in range(5)]
+    assert all(a.action_type == ActionType.NOOP for a in actions)
+    assert all(a.role.value == "sre" for a in actions)
+    errors = [e for e in logs if e["event"] == "parse_error"]
+    assert len(errors) == 5
+    assert all(e["log_level"] == "warning" and e["role"] == "sre" for e in errors)
+    assert all(0 < len(e["raw"]) <= 500 for e in errors)
+    assert fake_turn.info["parse_error"]
+    assert fake_turn.info["completion"] == errors[-1]["raw"]
+
+
+async def test_long_garbage_is_cut_in_the_log(
+    start_mock: StartMock, observation: ChaosOpsObservation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("chaosops.mock_llm._GARBAGE", ("blah " * 400,))
+    mock = await start_mock(rate_garbage=1.0)
+    with capture_logs() as logs:
+        async with LLMPolicy(MODEL, base_url=mock.base_url) as policy:
+            await policy(observation, "dev")
+    (event,) = [e for e in logs if e["event"] == "parse_error"]
+    assert len(event["raw"]) == 500
+
+
+async def test_deadline_bounds_the_request(
+    start_mock: StartMock, fake_turn: FakeTurn, observation: ChaosOpsObservation
+) -> None:
+    """No runtime around: the policy itself stops at the turn's deadline."""
+    mock = await start_mock(latency="2s")
+    async with LLMPolicy(MODEL, base_url=mock.base_url, backoff_base=0.001) as policy:
+        fake_turn.deadline = anyio.current_time() + 0.1
+        started = anyio.current_time()
+        with pytest.raises(LLMDeadlineError, match="deadline"):
+            await policy(observation, "sre")
+        assert anyio.current_time() - started < 0.1 + 0.15
+        assert await _wait_for(lambda: mock.stats["disconnected"] == 1)
+    assert mock.stats["requests"] == 1  # no retry that could not finish in time
+
+
+async def test_retry_after_beyond_the_deadline_gives_up_at_once(
+    start_mock: StartMock, fake_turn: FakeTurn, observation: ChaosOpsObservation
+) -> None:
+    mock = await start_mock(first_statuses=[429], retry_after_s=5.0)
+    async with LLMPolicy(MODEL, base_url=mock.base_url) as policy:
+        fake_turn.deadline = anyio.current_time() + 1.0
+        started = anyio.current_time()
+        with pytest.raises(LLMDeadlineError, match="429"):
+            await policy(observation, "sre")
+        assert anyio.current_time() - started < 0.5
+
+
+async def test_cancellation_drops_the_http_request(
+    start_mock: StartMock, observation: ChaosOpsObservation
+) -> None:
+    """The runtime cancels the policy at the deadline: the connection goes with it."""
+    mock = await start_mock(latency="2s")
+    async with LLMPolicy(MODEL, base_url=mock.base_url) as policy:
+        started = anyio.current_time()
+        with anyio.move_on_after(0.05):
+            await policy(observation, "sre")
+        assert anyio.current_time() - started < 0.05 + 0.1
+        ok = await _wait_for(lambda: mock.stats["disconnected"] == 1)
+        assert ok, mock.stats
+
+
+@pytest.mark.parametrize("limit", [1, 3])
+async def test_max_in_flight_bounds_the_server_load(
+    start_mock: StartMock, observation: ChaosOpsObservation, limit: int
+) -> None:
+    mock = await start_mock(latency="10ms")
+    async with LLMPolicy(MODEL, base_url=mock.base_url, max_in_flight=limit) as policy:
+        async with anyio.create_task_group() as tg:
+            for _ in range(12):
+                tg.start_soon(policy, observation, "sre")
+    assert mock.stats["requests"] == 12
+    assert mock.stats["peak_in_flight"] == limit
+
+
+async def test_concurrency_reaches_the_server_when_allowed(
+    start_mock: StartMock, observation: ChaosOpsObservation
+) -> None:
+    mock = await start_mock(latency="100ms")
+    async with LLMPolicy(MODEL, base_url=mock.base_url, max_in_flight=100) as policy:
+        async with anyio.create_task_group() as tg:
+            for _ in range(40):
+                tg.start_soon(policy, observation, "sre")
+    assert mock.stats["peak_in_flight"] == 40
+
+
+async def test_check_endpoint_ok_and_unknown_model(start_mock: StartMock) -> None:
+    mock = await start_mock(model="served-a")
+    await check_endpoint(mock.base_url, "served-a")
+    with pytest.raises(LLMEndpointError) as info:
+        await check_endpoint(mock.base_url, "gpt-nope")
+    message = str(info.value)
+    assert "'gpt-nope'" in message and "served-a" in message and mock.base_url in message
+    assert "\n" not in message
+
+
+async def test_check_endpoint_unreachable() -> None:
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    with pytest.raises(LLMEndpointError) as info:
+        await check_endpoint(url, MODEL, timeout=2)
+    message = str(info.value)
+    assert url in message and "cannot reach" in message and "\n" not in message
+    assert info.value.__cause__ is None
+
+
+async def test_check_endpoint_wrong_base_url(start_mock: StartMock) -> None:
+    mock = await start_mock()
+    root = mock.base_url.removesuffix("/v1")
+    with pytest.raises(LLMEndpointError, match="/v1"):
+        await check_endpoint(root, MODEL)
+
+
+async def test_check_endpoint_hides_credentials_in_url(start_mock: StartMock) -> None:
+    mock = await start_mock(api_key="right-key")
+    url = mock.base_url.replace("http://", "http://user:hunter2@")
+    with pytest.raises(LLMEndpointError) as info:
+        await check_endpoint(url, MODEL, api_key="wrong-key-XYZ")
+    message = str(info.value)
+    assert "rejected the API key" in message
+    assert "hunter2" not in message and "wrong-key-XYZ" not in message
