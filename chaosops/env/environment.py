@@ -43,13 +43,13 @@ DEFAULT_TURN_ORDER: tuple[AgentRole, ...] = (
     AgentRole.MANAGER,
 )
 
+# Only outcomes an on-call engineer could observe go into the step message: whether a
+# flagged agent really is the rogue, or a declared root cause the true one, is hidden
+# truth, so those two flags are never described (the reward still carries them).
 _FLAG_WORDS = (
     ("resolved", "incident resolved"),
     ("wrong_fix", "wrong fix"),
     ("cascade_triggered", "cascade triggered"),
-    ("rogue_flagged_correctly", "rogue agent flagged"),
-    ("rogue_flagged_incorrectly", "false rogue flag"),
-    ("root_cause_correct", "root cause confirmed"),
     ("miscommunication", "miscommunication"),
 )
 

@@ -520,3 +520,28 @@ def test_step_accepts_a_constructed_action_with_plain_strings() -> None:
     obs = env.step(action)
     assert obs.done and env.state.resolved
     assert "restart db" in obs.message
+
+
+def test_step_message_never_reveals_hidden_truth() -> None:
+    """Whether a flag hit the rogue or a root cause is right stays hidden from the message."""
+    from chaosops.env.environment import ChaosOpsEnvironment
+    from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, FailureType
+    from chaosops.env.world_sim import Scenario
+
+    for flagged, cause in (("deploy_bot", "rogue_deploy_bot"), ("autoscaler", "db_deadlock")):
+        env = ChaosOpsEnvironment()
+        env.reset(scenario=Scenario.from_type(FailureType.ROGUE_DEPLOY_BOT, seed=1))
+        sre = env.step(
+            ChaosOpsAction(
+                role=AgentRole.SRE,
+                action_type=ActionType.IDENTIFY_ROOT_CAUSE,
+                args={"failure_type": cause},
+            )
+        )
+        ovs = env.step(
+            ChaosOpsAction(
+                role=AgentRole.OVERSIGHT, action_type=ActionType.FLAG_ROGUE, target=flagged
+            )
+        )
+        for text in (sre.message.lower(), ovs.message.lower()):
+            assert "confirmed" not in text and "false" not in text and "correct" not in text
