@@ -1,0 +1,419 @@
+"""Run ChaosOps episodes: the seed-compatible API on top of the ``actors`` runtime.
+
+Every role of an episode is an actor (its own task) and a coordinator task
+owns the environment, so slow (LLM) policies run concurrently across episodes
+and every turn can have a deadline. The synchronous functions run the very same
+async code through ``anyio.run``.
+
+Policies: a callable ``(observation, role) -> ChaosOpsAction``, sync (called
+inline; keep it fast) or async; wrap a blocking one in ``actors.in_thread``.
+A role without a policy plays noop. A turn whose policy times out, raises, or
+returns anything but a ``ChaosOpsAction`` plays noop and is marked
+(``timed_out`` / ``error``); an environment error ends the episode with
+status ``"failed"``.
+
+Example::
+
+    from chaosops.agents.policies import heuristic_policy
+    from chaosops.agents.runner import run_batch
+    from chaosops.curriculum.generator import scenarios_for_tier
+    from chaosops.env.environment import DEFAULT_TURN_ORDER
+
+    results = run_batch(
+        scenarios_for_tier("hard"),
+        lambda sc: dict.fromkeys(DEFAULT_TURN_ORDER, heuristic_policy(sc.seed)),
+        concurrency=64,
+        turn_timeout=5.0,
+    )
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+import anyio
+
+import actors
+from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.env.models import (
+    ActionType,
+    AgentRole,
+    ChaosOpsAction,
+    ChaosOpsObservation,
+    FailureType,
+)
+from chaosops.env.world_sim import Scenario
+from chaosops.rewards.reward_fn import StepRewardBreakdown
+
+__all__ = [
+    "EpisodeResult",
+    "EpisodeStep",
+    "Policies",
+    "PolicyMap",
+    "TurnTimeoutArg",
+    "arun_batch",
+    "arun_episode",
+    "open_batch",
+    "run_batch",
+    "run_episode",
+]
+
+PolicyMap: TypeAlias = Mapping[AgentRole | str, actors.Policy]
+"""Role -> policy; roles not in it play noop."""
+
+Policies: TypeAlias = PolicyMap | Callable[[Scenario], PolicyMap]
+"""A role map shared by every episode, or a factory building one per scenario."""
+
+TurnTimeoutArg: TypeAlias = (
+    float | Mapping[AgentRole | str, float] | Callable[[Scenario], Any] | None
+)
+"""Seconds for every turn, per role (roles not named have no deadline), a
+function of the scenario returning either, or None (no deadline)."""
+
+
+@dataclass(slots=True, eq=False)
+class EpisodeStep:
+    """One applied step: what ``role`` saw, the action applied, what it earned.
+
+    ``action`` is noop when the turn timed out (``timed_out``) or the policy
+    failed (``error``); ``latency_s`` runs from sending the observation to
+    closing the turn; ``info`` holds the policy's annotations (LLM prompt,
+    completion, usage, token ids...).
+    """
+
+    turn: int
+    role: AgentRole
+    observation: ChaosOpsObservation
+    action: ChaosOpsAction
+    reward: float
+    breakdown: StepRewardBreakdown | None
+    done: bool
+    timed_out: bool = False
+    error: str | None = None
+    latency_s: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True, eq=False)
+class EpisodeResult:
+    """The outcome of one episode (ground truth read from the environment at the end)."""
+
+    scenario: Scenario
+    steps: list[EpisodeStep]
+    resolved: bool
+    final_step: int
+    cumulative_reward: float
+    wrong_fixes: int
+    oversight_flags: list[str]
+    declared_root_cause: FailureType | None
+    episode_id: str = ""
+    status: str = "ok"
+    error: str | None = None
+    timeouts: int = 0
+    errors: int = 0
+    wall_s: float = 0.0
+
+    @property
+    def mttr_steps(self) -> int:
+        """Steps to resolution, or -1 when unresolved."""
+        return self.final_step if self.resolved else -1
+
+
+# --------------------------------------------------------------- adapters
+
+
+def _noop(role: Any) -> ChaosOpsAction:
+    return ChaosOpsAction(role=role, action_type=ActionType.NOOP)
+
+
+def _is_action(value: object) -> bool:
+    return isinstance(value, ChaosOpsAction)
+
+
+def _describe_turn(record: actors.TurnRecord) -> dict[str, Any]:
+    action = record.action
+    return {
+        "step": record.next_observation.step,
+        "action_type": action.action_type,
+        "target": action.target,
+        "args": action.args,
+    }
+
+
+def _describe_finish(env: Any, trace: actors.EpisodeTrace) -> dict[str, Any]:
+    state = _state_of(env)
+    if state is None:
+        return {"resolved": False, "final_step": 0, "cumulative_reward": 0.0}
+    return {
+        "resolved": state.resolved,
+        "final_step": state.step_count,
+        "cumulative_reward": state.cumulative_reward,
+    }
+
+
+def _state_of(env: Any) -> Any:
+    try:
+        return env.state
+    except Exception:  # reset failed before any state existed
+        return None
+
+
+def _role_map(policies: PolicyMap) -> dict[AgentRole, actors.Policy]:
+    try:
+        return {AgentRole(role): policy for role, policy in policies.items()}
+    except ValueError as exc:
+        accepted = ", ".join(r.value for r in AgentRole)
+        raise ValueError(f"unknown role in the policy map ({exc}); roles are {accepted}") from None
+
+
+def _timeouts(turn_timeout: TurnTimeoutArg, scenario: Scenario) -> actors.TurnTimeout:
+    if callable(turn_timeout):
+        turn_timeout = turn_timeout(scenario)
+    if isinstance(turn_timeout, Mapping):
+        return {AgentRole(role): seconds for role, seconds in turn_timeout.items()}
+    return turn_timeout
+
+
+def _policies_for(policies: Policies, scenario: Scenario) -> PolicyMap:
+    return policies(scenario) if callable(policies) else policies
+
+
+def _timeout_field(turn_timeout: TurnTimeoutArg) -> Any:
+    if callable(turn_timeout):
+        return "per_scenario"
+    if isinstance(turn_timeout, Mapping):
+        return {str(getattr(k, "value", k)): v for k, v in turn_timeout.items()}
+    return turn_timeout
+
+
+# ------------------------------------------------------------------- async
+
+
+async def arun_episode(
+    env: ChaosOpsEnvironment,
+    scenario: Scenario,
+    policy_by_role: PolicyMap,
+    *,
+    max_turns: int | None = None,
+    turn_timeout: TurnTimeoutArg = None,
+) -> EpisodeResult:
+    """Play ``scenario`` on ``env`` (reset here) with one actor per role.
+
+    ``max_turns`` defaults to ``scenario.max_steps * len(env.turn_order)``.
+    ``turn_timeout``: see :data:`TurnTimeoutArg`.
+    """
+    if max_turns is None:
+        max_turns = scenario.max_steps * len(env.turn_order)
+    episode_id = uuid.uuid4().hex
+    breakdowns: list[StepRewardBreakdown | None] = []
+
+    def after_step(env: Any, record: actors.TurnRecord) -> None:
+        breakdowns.append(env.last_breakdown)
+
+    trace = await actors.run_episode(
+        env,
+        policies=_role_map(policy_by_role),
+        fallback=_noop,
+        is_action=_is_action,
+        reset_kwargs={"scenario": scenario, "episode_id": episode_id},
+        max_turns=max_turns,
+        turn_timeout=_timeouts(turn_timeout, scenario),
+        episode_id=episode_id,
+        log_fields={
+            "failure_type": scenario.failure_type,
+            "difficulty": scenario.difficulty,
+            "seed": scenario.seed,
+        },
+        describe_turn=_describe_turn,
+        describe_finish=_describe_finish,
+        after_step=after_step,
+    )
+    steps = [
+        EpisodeStep(
+            turn=r.turn,
+            role=r.role,
+            observation=r.observation,
+            action=r.action,
+            reward=r.next_observation.reward or 0.0,
+            breakdown=breakdown,
+            done=r.next_observation.done,
+            timed_out=r.timed_out,
+            error=r.error,
+            latency_s=r.latency_s,
+            info=r.info,
+        )
+        for r, breakdown in zip(trace.turns, breakdowns, strict=True)
+    ]
+    state = _state_of(env) if trace.turns or trace.status == "ok" else None
+    return EpisodeResult(
+        scenario=scenario,
+        steps=steps,
+        resolved=bool(state and state.resolved),
+        final_step=state.step_count if state else 0,
+        cumulative_reward=state.cumulative_reward if state else 0.0,
+        wrong_fixes=state.wrong_fixes if state else 0,
+        oversight_flags=list(state.oversight_flags) if state else [],
+        declared_root_cause=state.declared_root_cause if state else None,
+        episode_id=episode_id,
+        status=trace.status,
+        error=trace.error,
+        timeouts=trace.timeouts,
+        errors=trace.errors,
+        wall_s=trace.wall_s,
+    )
+
+
+def _episode_job(
+    policies: Policies,
+    turn_timeout: TurnTimeoutArg,
+    env_factory: Callable[[], ChaosOpsEnvironment],
+) -> Callable[[Scenario], Any]:
+    async def job(scenario: Scenario) -> EpisodeResult:
+        return await arun_episode(
+            env_factory(),
+            scenario,
+            _policies_for(policies, scenario),
+            turn_timeout=turn_timeout,
+        )
+
+    return job
+
+
+def _failed(result: EpisodeResult) -> bool:
+    return result.status != "ok"
+
+
+async def arun_batch(
+    scenarios: Iterable[Scenario],
+    policies: Policies,
+    *,
+    concurrency: int = 64,
+    turn_timeout: TurnTimeoutArg = None,
+    env_factory: Callable[[], ChaosOpsEnvironment] = ChaosOpsEnvironment,
+) -> list[EpisodeResult]:
+    """Run one episode per scenario (each on a fresh environment), at most
+    ``concurrency`` at a time; results in the order of ``scenarios``.
+
+    ``policies`` is a role map or a factory ``scenario -> role map``. With
+    deterministic policies and no deadline, the results equal running the
+    episodes one by one, whatever the concurrency — provided each episode gets
+    its own policies: a shared map of *stateful* policies (the scripted random
+    and heuristic ones keep a random generator) sees the turns of concurrent
+    episodes interleaved, so its results depend on scheduling unless
+    ``concurrency`` is 1. Use a factory seeded per scenario.
+
+    An environment failure marks that episode ``"failed"``; the batch goes on.
+    Cancelling the caller cancels every episode.
+    """
+    return await actors.run_jobs(
+        scenarios if isinstance(scenarios, Sequence) else list(scenarios),
+        _episode_job(policies, turn_timeout, env_factory),
+        concurrency=concurrency,
+        failed=_failed,
+        log_fields={"turn_timeout": _timeout_field(turn_timeout)},
+    )
+
+
+@asynccontextmanager
+async def open_batch(
+    scenarios: Iterable[Scenario],
+    policies: Policies,
+    *,
+    concurrency: int = 64,
+    turn_timeout: TurnTimeoutArg = None,
+    env_factory: Callable[[], ChaosOpsEnvironment] = ChaosOpsEnvironment,
+) -> AsyncIterator[AsyncIterator[tuple[int, EpisodeResult]]]:
+    """:func:`arun_batch` as a stream: ``(index, result)`` as each episode finishes.
+
+    ::
+
+        async with open_batch(scenarios, factory, concurrency=64) as results:
+            async for index, result in results:
+                progress.advance()
+
+    ``index`` is the scenario's position. Leaving the block early cancels the
+    episodes still running. Same notes on shared stateful policies as
+    :func:`arun_batch`.
+    """
+    async with actors.open_jobs(
+        scenarios if isinstance(scenarios, Sequence) else list(scenarios),
+        _episode_job(policies, turn_timeout, env_factory),
+        concurrency=concurrency,
+        failed=_failed,
+        log_fields={"turn_timeout": _timeout_field(turn_timeout)},
+    ) as results:
+        yield results
+
+
+# -------------------------------------------------------------------- sync
+
+
+def _no_running_loop(name: str) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError(
+        f"{name}() cannot run inside a running event loop (it starts its own); "
+        f"use 'await a{name}(...)' instead"
+    )
+
+
+def run_episode(
+    env: ChaosOpsEnvironment,
+    scenario: Scenario,
+    policy_by_role: PolicyMap,
+    *,
+    max_turns: int | None = None,
+    turn_timeout: TurnTimeoutArg = None,
+) -> EpisodeResult:
+    """Synchronous :func:`arun_episode` (same runtime, run with ``anyio.run``).
+
+    Raises RuntimeError when called from a running event loop: await
+    :func:`arun_episode` there.
+    """
+    _no_running_loop("run_episode")
+    return anyio.run(
+        functools.partial(
+            arun_episode,
+            env,
+            scenario,
+            policy_by_role,
+            max_turns=max_turns,
+            turn_timeout=turn_timeout,
+        )
+    )
+
+
+def run_batch(
+    scenarios: Iterable[Scenario],
+    policies: Policies,
+    *,
+    concurrency: int = 64,
+    turn_timeout: TurnTimeoutArg = None,
+    env_factory: Callable[[], ChaosOpsEnvironment] = ChaosOpsEnvironment,
+) -> list[EpisodeResult]:
+    """Synchronous :func:`arun_batch`: results in the order of ``scenarios``.
+
+    ``policies``: a role map, or (recommended) a factory ``scenario -> role
+    map``; a shared map of stateful policies sees the turns of concurrent
+    episodes interleaved unless ``concurrency`` is 1. Raises RuntimeError when
+    called from a running event loop: await :func:`arun_batch` there.
+    """
+    _no_running_loop("run_batch")
+    return anyio.run(
+        functools.partial(
+            arun_batch,
+            scenarios,
+            policies,
+            concurrency=concurrency,
+            turn_timeout=turn_timeout,
+            env_factory=env_factory,
+        )
+    )

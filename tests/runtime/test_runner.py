@@ -1,0 +1,225 @@
+"""chaosops.agents.runner: the public API over the actors runtime."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from actors import configure_logging, current_turn
+from actors._logging import reset_logging
+from chaosops.agents.policies import heuristic_policy, oracle_policy, random_policy
+from chaosops.agents.runner import (
+    EpisodeResult,
+    arun_batch,
+    arun_episode,
+    open_batch,
+    run_batch,
+    run_episode,
+)
+from chaosops.curriculum.generator import scenarios_for_tier
+from chaosops.env.environment import DEFAULT_TURN_ORDER, ChaosOpsEnvironment
+from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, FailureType
+from chaosops.env.world_sim import Scenario
+
+FACTORIES: dict[str, Callable[[Scenario], Any]] = {
+    "random": lambda sc: random_policy(sc.seed),
+    "heuristic": lambda sc: heuristic_policy(sc.seed),
+    "oracle": lambda sc: oracle_policy(sc.failure_type),
+}
+SUITE = [sc for tier in ("easy", "medium", "hard") for sc in scenarios_for_tier(tier)]
+
+
+def role_map(policy: Any) -> dict[AgentRole, Any]:
+    return dict.fromkeys(DEFAULT_TURN_ORDER, policy)
+
+
+def digest(result: EpisodeResult) -> tuple[Any, ...]:
+    return (
+        result.status,
+        result.resolved,
+        result.final_step,
+        result.cumulative_reward,
+        result.wrong_fixes,
+        tuple(result.oversight_flags),
+        result.declared_root_cause,
+        tuple(
+            (s.turn, s.role, s.action.model_dump_json(), s.reward, s.done, s.timed_out, s.error)
+            for s in result.steps
+        ),
+    )
+
+
+def bare_loop(scenario: Scenario, policy: Any) -> tuple[Any, ...]:
+    """The seed runner: a plain synchronous loop over the same environment."""
+    env = ChaosOpsEnvironment()
+    obs = env.reset(scenario=scenario)
+    steps = []
+    turn = 0
+    while not obs.done and turn < scenario.max_steps * len(env.turn_order):
+        role = obs.turn_role
+        action = policy(obs, role)
+        obs = env.step(action)
+        steps.append((turn, role, action.model_dump_json(), obs.reward, obs.done, False, None))
+        turn += 1
+    s = env.state
+    return (
+        "ok", s.resolved, s.step_count, s.cumulative_reward, s.wrong_fixes,
+        tuple(s.oversight_flags), s.declared_root_cause, tuple(steps),
+    )  # fmt: skip
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+async def test_batch_equals_sequential_and_the_bare_loop(name: str) -> None:
+    factory = FACTORIES[name]
+    batch = await arun_batch(SUITE, lambda sc: role_map(factory(sc)), concurrency=64)
+    sequential = [
+        await arun_episode(ChaosOpsEnvironment(), sc, role_map(factory(sc))) for sc in SUITE
+    ]
+    assert [r.scenario for r in batch] == SUITE
+    assert [digest(r) for r in batch] == [digest(r) for r in sequential]
+    assert [digest(r) for r in batch] == [bare_loop(sc, factory(sc)) for sc in SUITE]
+    if name == "oracle":
+        assert all(r.resolved for r in batch)
+
+
+def test_sync_api_and_result_fields() -> None:
+    scenario = Scenario.from_type(FailureType.DB_DEADLOCK, seed=3)
+    env = ChaosOpsEnvironment()
+    result = run_episode(env, scenario, role_map(oracle_policy(scenario.failure_type)))
+    assert result.status == "ok" and result.error is None and result.resolved
+    assert result.mttr_steps == result.final_step == env.state.step_count == len(result.steps)
+    assert result.episode_id == env.state.episode_id
+    assert result.declared_root_cause is FailureType.DB_DEADLOCK
+    assert result.cumulative_reward == env.state.cumulative_reward
+    assert result.timeouts == result.errors == 0 and result.wall_s > 0
+    for step in result.steps:
+        assert step.breakdown is not None and step.reward == step.breakdown.total
+        assert step.observation.turn_role is step.role and step.info == {}
+    assert result.steps[-1].done
+
+    unresolved = run_episode(ChaosOpsEnvironment(), scenario, {})
+    assert not unresolved.resolved and unresolved.mttr_steps == -1
+    assert len(unresolved.steps) == scenario.max_steps
+    assert all(s.action.action_type is ActionType.NOOP for s in unresolved.steps)
+
+    results = run_batch([scenario] * 3, lambda sc: role_map(heuristic_policy(sc.seed)))
+    assert len({digest(r) for r in results}) == 1
+
+
+def test_max_turns() -> None:
+    scenario = Scenario.from_type(FailureType.MEMORY_LEAK, seed=1)
+    result = run_episode(ChaosOpsEnvironment(), scenario, {}, max_turns=5)
+    assert len(result.steps) == 5 and result.status == "ok"
+
+
+@pytest.mark.anyio
+async def test_sync_api_inside_a_running_loop_says_to_await_the_async_one() -> None:
+    scenario = Scenario.from_type(FailureType.DB_DEADLOCK, seed=0)
+    with pytest.raises(RuntimeError, match=r"await arun_episode\(\.\.\.\)"):
+        run_episode(ChaosOpsEnvironment(), scenario, {})
+    with pytest.raises(RuntimeError, match=r"await arun_batch\(\.\.\.\)"):
+        run_batch([scenario], {})
+
+
+@pytest.mark.anyio
+async def test_timeouts_errors_and_annotations_in_steps() -> None:
+    async def hung(obs: Any, role: AgentRole) -> ChaosOpsAction:
+        await anyio.sleep_forever()
+        raise AssertionError
+
+    async def annotated(obs: Any, role: AgentRole) -> ChaosOpsAction:
+        current_turn().annotate(completion='{"action_type": "noop"}', usage={"total_tokens": 9})
+        return ChaosOpsAction(role=role, action_type=ActionType.ESCALATE)
+
+    def broken(obs: Any, role: AgentRole) -> ChaosOpsAction:
+        raise KeyError("nope")
+
+    scenario = Scenario.from_type(FailureType.DISK_FULL, seed=0, max_steps=4)
+    result = await arun_episode(
+        ChaosOpsEnvironment(),
+        scenario,
+        {"sre": hung, "oversight": annotated, "dev": broken, "manager": lambda o, r: "garbage"},
+        turn_timeout=lambda sc: {"sre": 0.05},
+    )
+    sre, oversight, dev, manager = result.steps
+    assert sre.timed_out and sre.action.action_type is ActionType.NOOP and sre.latency_s < 0.5
+    assert oversight.info["usage"] == {"total_tokens": 9}
+    assert oversight.action.action_type is ActionType.ESCALATE
+    assert dev.error == "KeyError: 'nope'" and manager.error.startswith("TypeError")
+    assert (result.timeouts, result.errors) == (1, 2)
+    assert result.status == "ok" and len(result.steps) == 4
+
+
+class FlakyEnv(ChaosOpsEnvironment):
+    def step(self, action: Any) -> Any:
+        if self.scenario is not None and self.scenario.seed == 666 and self.state.step_count == 2:
+            raise RuntimeError("simulator crashed")
+        return super().step(action)
+
+
+@pytest.mark.anyio
+async def test_failing_environment_in_a_batch_fails_that_episode_only() -> None:
+    scenarios = [Scenario.from_type(FailureType.DB_DEADLOCK, seed=s) for s in (1, 666, 2)]
+    results = await arun_batch(scenarios, {}, env_factory=FlakyEnv)
+    assert [r.status for r in results] == ["ok", "failed", "ok"]
+    assert results[1].error == "RuntimeError: simulator crashed"
+    assert len(results[1].steps) == 2 and results[1].final_step == 2
+
+
+@pytest.mark.anyio
+async def test_open_batch_streams_every_result() -> None:
+    scenarios = scenarios_for_tier("easy", episodes_per_type=2)
+    seen: dict[int, EpisodeResult] = {}
+    async with open_batch(scenarios, lambda sc: role_map(oracle_policy(sc.failure_type)),
+                          concurrency=3) as results:  # fmt: skip
+        async for index, result in results:
+            seen[index] = result
+    assert sorted(seen) == list(range(len(scenarios)))
+    assert all(seen[i].scenario == sc and seen[i].resolved for i, sc in enumerate(scenarios))
+
+
+def test_unknown_role_is_rejected() -> None:
+    scenario = Scenario.from_type(FailureType.DB_DEADLOCK, seed=0)
+    with pytest.raises(ValueError, match="unknown role"):
+        run_episode(ChaosOpsEnvironment(), scenario, {"janitor": lambda o, r: None})
+
+
+def test_json_log_of_a_batch(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    configure_logging(path, run_id="r1")
+    try:
+        scenarios = scenarios_for_tier("medium", episodes_per_type=1)
+        results = run_batch(scenarios, lambda sc: role_map(heuristic_policy(sc.seed)),
+                            concurrency=2, turn_timeout=5.0)  # fmt: skip
+    finally:
+        reset_logging()
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert all(r["run_id"] == "r1" for r in records)
+    assert records[0]["event"] == "run_started"
+    assert records[0]["episodes"] == 3 and records[0]["turn_timeout"] == 5.0
+    turns = [r for r in records if r["event"] == "turn"]
+    assert len(turns) == sum(len(r.steps) for r in results)
+    by_episode = {r.episode_id: r for r in results}
+    for line in turns:
+        step = by_episode[line["episode_id"]].steps[line["turn"]]
+        assert line["role"] == step.role.value and line["action_type"] == step.action.action_type
+        assert line["target"] == step.action.target and line["args"] == step.action.args
+        assert line["reward"] == step.reward and line["step"] == step.observation.step + 1
+    started = [r for r in records if r["event"] == "episode_started"]
+    assert {(r["failure_type"], r["difficulty"], r["seed"]) for r in started} == {
+        (sc.failure_type.value, sc.difficulty.value, sc.seed) for sc in scenarios
+    }
+    finished = [r for r in records if r["event"] == "episode_finished"]
+    for line in finished:
+        result = by_episode[line["episode_id"]]
+        assert (line["status"], line["resolved"], line["final_step"]) == (
+            result.status, result.resolved, result.final_step,
+        )  # fmt: skip
+        assert line["cumulative_reward"] == result.cumulative_reward
+    assert records[-1]["event"] == "run_finished" and records[-1]["failed"] == 0
