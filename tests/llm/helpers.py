@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import anyio
 
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import ChaosOpsObservation, FailureType
@@ -25,3 +28,12 @@ def first_observation(failure: FailureType = FailureType.DB_DEADLOCK) -> ChaosOp
     """The first observation (the SRE's) of an easy episode of ``failure``."""
     env = ChaosOpsEnvironment()
     return env.reset(scenario=Scenario.from_type(failure, seed=0))
+
+
+async def wait_for(predicate: Callable[[], bool]) -> bool:
+    """Poll a counter of the server (another party) for up to 2 s."""
+    for _ in range(200):
+        if predicate():
+            return True
+        await anyio.sleep(0.01)
+    return False

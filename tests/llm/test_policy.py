@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
 
 import anyio
 import pytest
@@ -19,7 +18,7 @@ from chaosops.agents.llm import (
 from chaosops.env.models import ActionType, ChaosOpsObservation
 
 from .conftest import StartMock
-from .helpers import FakeTurn
+from .helpers import FakeTurn, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -30,15 +29,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-async def _wait_for(predicate: Callable[[], bool]) -> bool:
-    """Poll a counter of the server (another party) for up to 2 s."""
-    for _ in range(200):
-        if predicate():
-            return True
-        await anyio.sleep(0.01)
-    return False
 
 
 async def test_answer_is_parsed_and_annotated(
@@ -172,7 +162,7 @@ async def test_deadline_bounds_the_request(
         with pytest.raises(LLMDeadlineError, match="deadline"):
             await policy(observation, "sre")
         assert anyio.current_time() - started < 0.1 + 0.15
-        assert await _wait_for(lambda: mock.stats["disconnected"] == 1)
+        assert await wait_for(lambda: mock.stats["disconnected"] == 1)
     assert mock.stats["requests"] == 1  # no retry that could not finish in time
 
 
@@ -198,7 +188,7 @@ async def test_cancellation_drops_the_http_request(
         with anyio.move_on_after(0.05):
             await policy(observation, "sre")
         assert anyio.current_time() - started < 0.05 + 0.1
-        ok = await _wait_for(lambda: mock.stats["disconnected"] == 1)
+        ok = await wait_for(lambda: mock.stats["disconnected"] == 1)
         assert ok, mock.stats
 
 

@@ -1,0 +1,130 @@
+"""Episodes end to end: runner -> actors -> LLMPolicy -> openai client -> mock server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from structlog.testing import capture_logs
+
+from actors import configure_logging
+from actors._logging import reset_logging
+from chaosops.agents.llm import LLMPolicy, check_endpoint
+from chaosops.agents.runner import arun_batch
+from chaosops.curriculum.generator import scenarios_for_tier
+from chaosops.env.models import ActionType, AgentRole, DifficultyTier, FailureType
+from chaosops.env.world_sim import Scenario
+
+from .conftest import StartMock
+from .helpers import wait_for
+
+pytestmark = pytest.mark.anyio
+
+MODEL = "chaosops-mock"
+SECRET = "sk-test-SECRET123"
+
+
+def _roles(policy: LLMPolicy) -> dict[AgentRole, LLMPolicy]:
+    return dict.fromkeys(AgentRole, policy)
+
+
+@pytest.mark.parametrize("use_tools", [False, True])
+async def test_easy_incidents_resolve(start_mock: StartMock, use_tools: bool) -> None:
+    mock = await start_mock(latency="uniform:1-5ms", answer_style="mixed")
+    scenarios = scenarios_for_tier(DifficultyTier.EASY, episodes_per_type=2)
+    async with LLMPolicy(
+        MODEL, base_url=mock.base_url, use_tools=use_tools, max_in_flight=4
+    ) as policy:
+        results = await arun_batch(scenarios, _roles(policy), concurrency=8, turn_timeout=5.0)
+    assert len(results) == 8
+    for result in results:
+        assert result.status == "ok" and result.resolved, result.scenario
+        assert result.wrong_fixes == 0 and result.timeouts == 0 and result.errors == 0
+        for step in result.steps:
+            info = step.info
+            assert info["prompt"][0]["role"] == "system"
+            assert info["completion"] and info["latency_ms"] > 0
+            assert info["usage"]["completion_tokens"] > 0
+    assert mock.stats["peak_in_flight"] <= 4
+
+
+async def test_deadline_gives_timed_out_steps_and_drops_requests(start_mock: StartMock) -> None:
+    mock = await start_mock(latency="2s")
+    scenarios = [Scenario.from_type(FailureType.DB_DEADLOCK, seed=s, max_steps=2) for s in range(4)]
+    deadline = 0.05
+    async with LLMPolicy(MODEL, base_url=mock.base_url) as policy:
+        started = anyio.current_time()
+        results = await arun_batch(scenarios, _roles(policy), concurrency=4, turn_timeout=deadline)
+        wall = anyio.current_time() - started
+        steps = [step for result in results for step in result.steps]
+        assert len(steps) == 4 * 2
+        assert all(s.timed_out and s.action.action_type == ActionType.NOOP for s in steps)
+        assert all(s.latency_s < deadline + 0.1 for s in steps)
+        assert wall < 2 * (deadline + 0.1) + 1.0  # nobody waited for the 2 s answers
+        # every request was abandoned by the client, and the server saw it
+        assert await wait_for(lambda: mock.stats["disconnected"] == len(steps))
+    assert mock.stats["completed"] == 0
+
+
+async def test_unparseable_answers_become_noop(start_mock: StartMock) -> None:
+    mock = await start_mock(rate_garbage=1.0)
+    scenario = Scenario.from_type(FailureType.MEMORY_LEAK, seed=0, max_steps=3)
+    with capture_logs() as logs:
+        async with LLMPolicy(MODEL, base_url=mock.base_url) as policy:
+            (result,) = await arun_batch([scenario], _roles(policy), turn_timeout=5.0)
+    assert not result.resolved and result.errors == 0
+    assert all(s.action.action_type == ActionType.NOOP for s in result.steps)
+    assert all(s.info["parse_error"] for s in result.steps)
+    parse_errors = [e for e in logs if e["event"] == "parse_error"]
+    assert len(parse_errors) == len(result.steps) == 3  # max_steps counts every role's step
+
+
+async def test_request_failures_are_step_errors(start_mock: StartMock) -> None:
+    mock = await start_mock(rate_500=1.0)
+    scenario = Scenario.from_type(FailureType.MEMORY_LEAK, seed=0, max_steps=1)
+    async with LLMPolicy(MODEL, base_url=mock.base_url, retries=1, backoff_base=0.001) as p:
+        (result,) = await arun_batch([scenario], _roles(p), turn_timeout=5.0)
+    assert result.status == "ok" and result.errors == len(result.steps) == 1
+    assert all(s.error and s.error.startswith("LLMRequestError:") for s in result.steps)
+
+
+async def test_api_key_leaves_no_trace(
+    start_mock: StartMock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key (from OPENAI_API_KEY) authenticates, and appears nowhere we write."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    mock = await start_mock(api_key=SECRET, rate_garbage=0.3, rate_500=0.2, seed=7)
+    await check_endpoint(mock.base_url, MODEL)
+    log_path = tmp_path / "run.jsonl"
+    configure_logging(log_path, level="debug")
+    texts: list[str] = []
+    try:
+        policy = LLMPolicy(MODEL, base_url=mock.base_url, retries=0, logprobs=True)
+        texts.append(repr(policy))
+        scenarios = scenarios_for_tier(DifficultyTier.HARD, episodes_per_type=1)
+        results = await arun_batch(scenarios, _roles(policy), concurrency=4, turn_timeout=5.0)
+        await policy.aclose()
+        for exc_call in (
+            check_endpoint(mock.base_url, "other-model"),
+            check_endpoint("http://127.0.0.1:9/v1", MODEL),
+        ):
+            try:
+                await exc_call
+            except Exception as exc:
+                texts.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        reset_logging()
+    assert any(step.error for r in results for step in r.steps)  # failures happened
+    assert any(step.info.get("parse_error") for r in results for step in r.steps)
+    assert any(r.resolved for r in results)  # the key worked
+    for result in results:
+        texts.append(repr(result))
+        for step in result.steps:
+            texts.append(json.dumps(step.info, default=str))
+            texts.append(str(step.error))
+    texts.append(log_path.read_text())
+    assert "turn" in texts[-1] and "parse_error" in texts[-1]
+    for text in texts:
+        assert SECRET not in text and "SECRET123" not in text
