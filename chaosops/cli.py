@@ -660,30 +660,37 @@ async def _run_batches(
     *,
     concurrency: int,
     on_result: Callable[[_Batch, int, Any], None],
+    close: Sequence[Any] = (),
 ) -> _Stop:
     """Run the batches one after the other, calling ``on_result(batch, plan_index,
     result)`` as each episode finishes.
 
     SIGINT or SIGTERM cancels the batch in flight (its episodes are cancelled by
     structured cancellation); what finished was already handed to ``on_result``.
+    The objects in ``close`` (LLM policies) are closed at the end, in this loop.
     """
     import anyio
 
     from chaosops.agents.runner import open_batch
 
     stop = _Stop()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(_watch_signals, tg.cancel_scope, stop)
-        for batch in batches:
-            async with open_batch(
-                batch.scenarios,
-                batch.factory,
-                concurrency=concurrency,
-                turn_timeout=batch.turn_timeout,
-            ) as results:
-                async for index, result in results:
-                    on_result(batch, batch.indices[index], result)
-        tg.cancel_scope.cancel()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch_signals, tg.cancel_scope, stop)
+            for batch in batches:
+                async with open_batch(
+                    batch.scenarios,
+                    batch.factory,
+                    concurrency=concurrency,
+                    turn_timeout=batch.turn_timeout,
+                ) as results:
+                    async for index, result in results:
+                        on_result(batch, batch.indices[index], result)
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            for resource in close:
+                await resource.aclose()
     return stop
 
 
@@ -766,7 +773,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         batches = _batches(args, planned, todo, factory)
         with progress:
             stop = anyio.run(
-                partial(_run_batches, batches, concurrency=args.concurrency, on_result=on_result)
+                partial(
+                    _run_batches,
+                    batches,
+                    concurrency=args.concurrency,
+                    on_result=on_result,
+                    close=[llm] if llm is not None else [],
+                )
             )
         records = outputs.records()
         summary = build_summary(records, keys)
@@ -847,7 +860,13 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     with progress:
         stop = anyio.run(
-            partial(_run_batches, batches, concurrency=args.concurrency, on_result=on_result)
+            partial(
+                _run_batches,
+                batches,
+                concurrency=args.concurrency,
+                on_result=on_result,
+                close=[llm] if llm is not None else [],
+            )
         )
     if stop.signum is not None:
         _note("interrupted; no evaluation written")

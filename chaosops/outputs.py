@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -213,7 +214,9 @@ def trajectory_records(
     turn (an LLM policy records the exact messages it sent and the raw text it
     got). For other policies the prompt is ``render(observation, role)`` (the
     LLM package's renderer, so scripted runs give training-ready prompts) and
-    the completion is the action's JSON text.
+    the completion is the action's JSON text. A turn that timed out or failed
+    without a recorded completion has ``completion`` null (its action is the
+    fallback, not something the policy produced).
     """
     records = []
     for index, step in enumerate(result.steps):
@@ -226,7 +229,7 @@ def trajectory_records(
             except Exception as exc:  # a renderer bug must not lose the episode
                 prompt = f"<render failed: {type(exc).__name__}: {exc}>"
         completion = info.get("completion")
-        if completion is None:
+        if completion is None and not (step.timed_out or step.error):
             completion = orjson.dumps(action).decode()
         breakdown = step.breakdown
         record: dict[str, Any] = {
@@ -257,10 +260,15 @@ def trajectory_records(
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file and ``os.replace``."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Write ``data`` to ``path`` via a temporary file and ``os.replace``.
+
+    The temporary file sits in the same folder (so the rename is atomic) and is
+    created with the usual permissions (umask applies).
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with open(tmp, "xb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())

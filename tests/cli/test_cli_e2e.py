@@ -1,0 +1,412 @@
+"""End-to-end tests of the installed ``chaosops`` command, run in subprocesses."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+
+def _command() -> str:
+    local = Path(sys.executable).parent / "chaosops"
+    if local.exists():
+        return str(local)
+    found = shutil.which("chaosops")
+    if found is None:
+        pytest.skip("the chaosops command is not installed (pip install -e .)")
+    return found
+
+
+CHAOSOPS = _command()
+TIMEOUT = 60
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env["COLUMNS"] = "200"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def chaosops(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CHAOSOPS, *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=_env(),
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+def spawn(*args: str | Path, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [CHAOSOPS, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        env=_env(),
+    )
+
+
+def jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every line of a JSONL file; fails on a torn or unparseable line."""
+    data = path.read_bytes()
+    assert data == b"" or data.endswith(b"\n"), f"{path.name} ends with a torn line"
+    return [orjson.loads(line) for line in data.splitlines()]
+
+
+def assert_one_error_line(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
+    assert proc.returncode != 0, proc
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("chaosops: error: "), lines[0]
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+TINY_SUITE = """\
+name = "tiny"
+difficulty = "easy"
+
+[[scenarios]]
+failure_type = "db_deadlock"
+seeds = [0, 1, 2, 3]
+
+[[scenarios]]
+failure_type = "memory_leak"
+seeds = [0, 1, 2, 3]
+"""
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cli")
+    (path / "tiny.toml").write_text(TINY_SUITE)
+    return path
+
+
+# ------------------------------------------------------------------ default run
+
+
+@pytest.fixture(scope="module")
+def default_run(work: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = work / "default"
+    return chaosops("run", "--out", out, cwd=work), out
+
+
+def test_default_run_prints_the_table_and_writes_outputs(
+    default_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    proc, out = default_run
+    assert proc.returncode == 0, proc.stderr
+    for word in ("policy", "tier", "success", "MTTR", "heuristic", "easy", "medium", "hard"):
+        assert word in proc.stdout
+    results = jsonl(out / "results.jsonl")
+    assert len(results) == 55
+    assert len({r["run_key"] for r in results}) == 55
+    assert {r["policy"] for r in results} == {"heuristic"}
+    trajectories = jsonl(out / "trajectories.jsonl")
+    assert len(trajectories) == sum(len(r["steps"]) for r in results)
+    assert {t["episode_id"] for t in trajectories} == {r["episode_id"] for r in results}
+    first = trajectories[0]
+    assert first["prompt"][0]["role"] == "system"
+    assert orjson.loads(first["completion"]) == first["action"]
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert summary["episodes"] == 55 and summary["complete"]
+    assert [(r["policy"], r["tier"]) for r in summary["rows"]] == [
+        ("heuristic", "easy"),
+        ("heuristic", "medium"),
+        ("heuristic", "hard"),
+    ]
+
+
+def test_replay_passes_then_fails_on_a_tampered_file(
+    default_run: tuple[subprocess.CompletedProcess[str], Path], work: Path
+) -> None:
+    _, out = default_run
+    ok = chaosops("replay", out, cwd=work)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "every reward matches" in ok.stdout
+    records = jsonl(out / "results.jsonl")
+    victim = next(r for r in records if len(r["steps"]) >= 2)
+    victim["steps"][1]["reward"] += 5.0
+    tampered = work / "tampered.jsonl"
+    tampered.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    bad = chaosops("replay", tampered, cwd=work)
+    assert bad.returncode == 1
+    assert f"episode {victim['episode_id']}" in bad.stdout
+    assert "step 2" in bad.stdout
+    assert bad.stdout.strip().splitlines()[-1].startswith("replay: 1 of 55 episodes differ")
+
+
+def test_existing_run_is_not_clobbered(
+    default_run: tuple[subprocess.CompletedProcess[str], Path], work: Path
+) -> None:
+    _, out = default_run
+    before = (out / "results.jsonl").read_bytes()
+    proc = chaosops("run", "--out", out, cwd=work)
+    assert proc.returncode == 2
+    assert_one_error_line(proc, str(out), "--resume")
+    assert (out / "results.jsonl").read_bytes() == before
+
+
+# ------------------------------------------------------------------- bad input
+
+
+BAD_TOML = 'name = "broken"\n[[scenarios]\nfailure_type = "db_deadlock"\n'
+BAD_FAILURE = (
+    'name = "typo"\ndifficulty = "easy"\n[[scenarios]]\nfailure_type = "db_dedlock"\nseeds = [1]\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (("run", "--policy", "nope"), ("'nope'", "heuristic")),
+        (("run", "missing.toml"), ("missing.toml",)),
+        (("run", "broken.toml"), ("broken.toml", "line")),
+        (("run", "typo.toml"), ("typo.toml", "db_dedlock", "db_deadlock")),
+        (("run", "--concurrency", "0"), ("--concurrency", "'0'", ">= 1")),
+        (("run", "--concurrency", "-3"), ("--concurrency", "'-3'")),
+        (("run", "--turn-timeout", "-1"), ("--turn-timeout", "'-1'", "positive")),
+        (("run", "--role-timeout", "boss=1"), ("boss=1", "sre")),
+        (("run", "--role-timeout", "dev=soon"), ("dev=soon",)),
+        (("eval", "--policies", "random,smart"), ("'smart'", "oracle")),
+        (("replay", "nothing-here.jsonl"), ("nothing-here.jsonl",)),
+        (("run", "--out", "blocker/out"), ("blocker",)),
+    ],
+    ids=lambda v: (
+        "-".join(v) if isinstance(v, tuple) and v and v[0] in {"run", "eval", "replay"} else None
+    ),
+)
+def test_bad_input_gets_one_line(
+    args: tuple[str, ...], needles: tuple[str, ...], work: Path
+) -> None:
+    (work / "broken.toml").write_text(BAD_TOML)
+    (work / "typo.toml").write_text(BAD_FAILURE)
+    (work / "blocker").write_text("a file, not a folder")
+    proc = chaosops(*args, cwd=work)
+    assert_one_error_line(proc, *needles)
+
+
+def test_scenarios_lists_the_canonical_suites_and_rejects_a_broken_file(work: Path) -> None:
+    ok = chaosops("scenarios", cwd=work)
+    assert ok.returncode == 0, ok.stderr
+    for name in ("easy", "medium", "hard", "rogue_deploy_bot", "55 scenarios"):
+        assert name in ok.stdout
+    (work / "typo.toml").write_text(BAD_FAILURE)
+    bad = chaosops("scenarios", work / "typo.toml", cwd=work)
+    assert bad.returncode == 2
+    assert_one_error_line(bad, "typo.toml", "scenarios[0].failure_type", "db_dedlock")
+
+
+def test_log_json_to_stdout(work: Path) -> None:
+    proc = chaosops(
+        "run",
+        "tiny.toml",
+        "--policy",
+        "oracle",
+        "--log-json",
+        "-",
+        "--out",
+        work / "logs",
+        cwd=work,
+    )
+    assert proc.returncode == 0, proc.stderr
+    events = [orjson.loads(line) for line in proc.stdout.splitlines()]
+    assert events, "no log lines on stdout"
+    names = {e["event"] for e in events}
+    assert {"run_started", "episode_finished", "turn"} <= names
+    assert all({"timestamp", "level", "event"} <= e.keys() for e in events)
+    # the progress bar and the table went to stderr
+    assert "ep/s" in proc.stderr and "success" in proc.stderr
+
+
+def test_eval_writes_json_and_chart(work: Path) -> None:
+    out = work / "eval"
+    proc = chaosops("eval", "--episodes-per-type", "1", "--no-progress", "--out", out, cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    data = orjson.loads((out / "eval.json").read_bytes())
+    rows = {(r["policy"], r["tier"]): r for r in data["rows"]}
+    assert len(rows) == 9
+    assert all(rows[("oracle", t)]["success_rate"] == 1.0 for t in ("easy", "medium", "hard"))
+    assert rows[("oracle", "hard")]["rogue_detection_rate"] == 1.0
+    assert "oracle" in proc.stdout and "random" in proc.stdout
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "matplotlib" in proc.stderr
+    else:
+        assert (out / "eval_reward_by_tier.png").read_bytes()[:4] == b"\x89PNG"
+
+
+# -------------------------------------------------------------- LLM, kills
+
+
+@pytest.fixture(scope="module")
+def mock_llm(work: Path) -> Iterator[str]:
+    """A slowed-down mock LLM server in its own process; yields its base URL."""
+    proc = spawn("mock-llm", "--port", "0", "--latency", "60ms", cwd=work)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "http://" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
+        yield line.split(" at ", 1)[1].split()[0]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_unreachable_llm_endpoint(work: Path) -> None:
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    proc = chaosops(
+        "run",
+        "tiny.toml",
+        "--policy",
+        "llm",
+        "--llm-base-url",
+        url,
+        "--out",
+        work / "unreachable",
+        cwd=work,
+    )
+    assert proc.returncode == 1
+    assert_one_error_line(proc, "127.0.0.1")
+    assert not (work / "unreachable" / "results.jsonl").exists()
+
+
+def test_unknown_llm_model(work: Path, mock_llm: str) -> None:
+    proc = chaosops(
+        "run",
+        "tiny.toml",
+        "--policy",
+        "llm",
+        "--llm-base-url",
+        mock_llm,
+        "--llm-model",
+        "gpt-nope",
+        "--llm-api-key",
+        "sk-secret-123",
+        "--out",
+        work / "nomodel",
+        cwd=work,
+    )
+    line = assert_one_error_line(proc, "gpt-nope", "chaosops-mock")
+    assert "sk-secret-123" not in line
+
+
+def _llm_run(work: Path, url: str, out: Path, *extra: str) -> list[str]:
+    return [
+        "run",
+        "tiny.toml",
+        "--policy",
+        "llm",
+        "--llm-base-url",
+        url,
+        "--concurrency",
+        "2",
+        "--no-progress",
+        "--out",
+        str(out),
+        *extra,
+    ]
+
+
+def _wait_for_results(proc: subprocess.Popen[str], path: Path, count: int) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_bytes().count(b"\n") >= count:
+            return
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        time.sleep(0.02)
+    raise AssertionError(f"no {count} results in {path} within {TIMEOUT}s")
+
+
+def _check_folder(out: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    results = jsonl(out / "results.jsonl")
+    keys = [r["run_key"] for r in results]
+    assert len(keys) == len(set(keys)), "duplicate results lines"
+    trajectories = jsonl(out / "trajectories.jsonl")
+    ids = [r["episode_id"] for r in results]
+    assert len(trajectories) == sum(len(r["steps"]) for r in results)
+    assert sorted({t["episode_id"] for t in trajectories}) == sorted(ids)
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    return results, summary
+
+
+@pytest.fixture(scope="module")
+def clean_llm_run(work: Path, mock_llm: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    out = work / "llm-clean"
+    proc = chaosops(*_llm_run(work, mock_llm, out), cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    return _check_folder(out)
+
+
+def test_sigkill_then_resume_gives_the_clean_summary(
+    work: Path, mock_llm: str, clean_llm_run: tuple[list[dict[str, Any]], dict[str, Any]]
+) -> None:
+    out = work / "llm-killed"
+    proc = spawn(*_llm_run(work, mock_llm, out), cwd=work)
+    try:
+        _wait_for_results(proc, out / "results.jsonl", 2)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=TIMEOUT)
+    finally:
+        proc.communicate()
+    partial = jsonl(out / "results.jsonl")  # whole lines only
+    jsonl(out / "trajectories.jsonl")
+    assert 2 <= len(partial) < 8
+    resumed = chaosops(*_llm_run(work, mock_llm, out, "--resume"), cwd=work)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming" in resumed.stderr
+    results, summary = _check_folder(out)
+    clean_results, clean_summary = clean_llm_run
+    assert summary == clean_summary
+    assert sorted(r["run_key"] for r in results) == sorted(r["run_key"] for r in clean_results)
+
+
+def test_sigint_exits_130_and_keeps_finished_episodes(work: Path, mock_llm: str) -> None:
+    out = work / "llm-interrupted"
+    proc = spawn(*_llm_run(work, mock_llm, out), cwd=work)
+    try:
+        _wait_for_results(proc, out / "results.jsonl", 1)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "interrupted" in stderr
+    results, summary = _check_folder(out)
+    assert 1 <= len(results) < 8
+    assert summary["complete"] is False and summary["episodes"] == len(results)
