@@ -365,8 +365,12 @@ def _check_folder(out: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 @pytest.fixture(scope="module")
 def clean_llm_run(work: Path, mock_llm: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     out = work / "llm-clean"
-    proc = chaosops(*_llm_run(work, mock_llm, out), cwd=work)
+    secret = "sk-test-secret-4242"
+    proc = chaosops(*_llm_run(work, mock_llm, out, "--llm-api-key", secret), cwd=work)
     assert proc.returncode == 0, proc.stderr
+    assert secret not in proc.stdout + proc.stderr
+    for path in out.iterdir():
+        assert secret.encode() not in path.read_bytes(), path.name
     return _check_folder(out)
 
 

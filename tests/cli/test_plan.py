@@ -1,0 +1,62 @@
+"""Unit tests of how the CLI plans episodes: deadlines and policy factories."""
+
+from __future__ import annotations
+
+from chaosops.agents.policies import heuristic_policy
+from chaosops.cli import (
+    PlannedEpisode,
+    build_parser,
+    effective_timeout,
+    policy_factory,
+    timeout_groups,
+)
+from chaosops.curriculum.generator import scenarios_for_tier
+from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.env.models import AgentRole
+
+SRE, DEV = AgentRole.SRE, AgentRole.DEV
+
+
+def args(*argv: str):
+    return build_parser().parse_args(["run", *argv])
+
+
+def test_deadline_precedence() -> None:
+    suite = {SRE: 5.0}
+    assert effective_timeout(args(), None) is None
+    assert effective_timeout(args(), suite) == {SRE: 5.0}
+    assert effective_timeout(args("--turn-timeout", "2"), suite) == 2.0
+    both = effective_timeout(args("--turn-timeout", "2", "--role-timeout", "dev=0.5"), suite)
+    assert both == {role: (0.5 if role is DEV else 2.0) for role in AgentRole}
+    assert effective_timeout(args("--role-timeout", "dev=0.5"), suite) == {SRE: 5.0, DEV: 0.5}
+
+
+def test_groups_keep_first_appearance_order() -> None:
+    scenarios = scenarios_for_tier("easy", episodes_per_type=1)
+    planned = [
+        PlannedEpisode(scenarios[0], {SRE: 1.0}),
+        PlannedEpisode(scenarios[1]),
+        PlannedEpisode(scenarios[2], {SRE: 1.0}),
+    ]
+    groups = timeout_groups(args(), planned)
+    assert groups == [([0, 2], {SRE: 1.0}), ([1], None)]
+
+
+def test_factory_shares_one_policy_per_episode_seeded_by_scenario() -> None:
+    scenario = scenarios_for_tier("hard", episodes_per_type=1)[3]
+    roles = policy_factory("heuristic")(scenario)
+    assert set(roles) == set(AgentRole)
+    assert len({id(p) for p in roles.values()}) == 1
+    # same draws as heuristic_policy(seed=scenario.seed)
+    env_a, env_b = ChaosOpsEnvironment(), ChaosOpsEnvironment()
+    obs_a, obs_b = env_a.reset(scenario=scenario), env_b.reset(scenario=scenario)
+    reference = heuristic_policy(seed=scenario.seed)
+    for _ in range(8):
+        act_a = roles[obs_a.turn_role](obs_a, obs_a.turn_role)
+        act_b = reference(obs_b, obs_b.turn_role)
+        assert act_a.model_dump() == act_b.model_dump()
+        obs_a, obs_b = env_a.step(act_a), env_b.step(act_b)
+        if obs_a.done:
+            break
+    oracle = policy_factory("oracle")(scenario)
+    assert len({id(p) for p in oracle.values()}) == 1
