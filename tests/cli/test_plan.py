@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from chaosops.agents.policies import heuristic_policy
 from chaosops.cli import (
     PlannedEpisode,
@@ -17,7 +19,7 @@ from chaosops.env.models import AgentRole
 SRE, DEV = AgentRole.SRE, AgentRole.DEV
 
 
-def args(*argv: str):
+def args(*argv: str) -> argparse.Namespace:
     return build_parser().parse_args(["run", *argv])
 
 
