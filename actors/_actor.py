@@ -37,7 +37,9 @@ class EpisodeState:
 class Actor:
     """The task playing one role of one episode (also its ``current_turn`` state)."""
 
-    __slots__ = ("deadline", "episode", "episode_id", "inbox", "info", "policy", "role", "turn")
+    __slots__ = (
+        "busy", "deadline", "episode", "episode_id", "inbox", "info", "policy", "role", "turn",
+    )  # fmt: skip
 
     def __init__(self, role: Any, policy: Policy, episode: EpisodeState, inbox: Mailbox[Request]):
         self.role = role
@@ -48,18 +50,21 @@ class Actor:
         self.turn = -1
         self.deadline: float | None = None
         self.info: dict[str, Any] | None = None
+        self.busy = False  # inside a policy call (or about to reply)
 
     async def run(self, replies: Mailbox[Reply]) -> None:
         """Serve turn requests until the inbox closes or the episode cancels us."""
         CURRENT.set(self)
         inbox, policy, role, episode = self.inbox, self.policy, self.role, self.episode
         while True:
+            self.busy = False
             try:
                 turn, observation, deadline = await inbox.get()
             except (EndOfStream, ClosedResourceError):
                 return
             if turn != episode.open_turn:
                 continue  # closed at its deadline while waiting in the inbox
+            self.busy = True
             self.turn, self.deadline, self.info = turn, deadline, None
             error: BaseException | None = None
             result: Any = None
@@ -93,7 +98,9 @@ class Actor:
                 # Came back after its deadline (e.g. shielded from cancellation).
                 log_late_reply(self.episode_id, turn, role)
                 continue
-            await replies.put((turn, role, result, error, info))
+            reply = (turn, role, result, error, info)
+            if not replies.try_put(reply):
+                await replies.put(reply)
 
 
 def log_late_reply(episode_id: str, turn: int, role: Any) -> None:

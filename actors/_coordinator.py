@@ -110,6 +110,7 @@ async def _play(
     }
     records = trace.turns
     log = _logging.STATE
+    now = loop.time if loop is not None else anyio.current_time
     try:
         async with anyio.create_task_group() as tg:
             for actor in actors.values():
@@ -130,14 +131,17 @@ async def _play(
                     state.open_turn = turn
                     reply: Reply | None = None
                     if timeout is None:
-                        await actor.inbox.put((turn, observation, None))
-                        reply = await _reply_for(turn, replies, trace.episode_id)
+                        # Without deadlines every turn is answered, so the inbox is empty.
+                        if not actor.inbox.try_put((turn, observation, None)):
+                            await actor.inbox.put((turn, observation, None))
+                        reply = await replies.get()
+                        if reply[0] != turn:
+                            reply = await _reply_for(turn, replies, trace.episode_id, reply)
                     else:
-                        deadline = anyio.current_time() + timeout
-                        request: Request = (turn, observation, deadline)
-                        with anyio.CancelScope(deadline=deadline):
-                            await actor.inbox.put(request)
-                            reply = await _reply_for(turn, replies, trace.episode_id)
+                        deadline = now() + timeout
+                        reply = await _reply_before(
+                            deadline, turn, actor, observation, replies, trace.episode_id
+                        )
                     state.open_turn = -1
                     latency = perf_counter() - sent
                     if reply is None:
@@ -178,20 +182,54 @@ async def _play(
                 observation = next_observation
                 turn += 1
             trace.final_observation = observation
-            tg.cancel_scope.cancel()  # the actors' work is done
+            # Idle actors leave when their inbox closes. Cancel only when one is
+            # still inside a policy call (a closed turn): anyio's cancel() from
+            # a task formats that task's repr, too dear for every episode.
+            _close(replies, actors)
+            if any(actor.busy for actor in actors.values()):
+                tg.cancel_scope.cancel()
     finally:
-        replies.close()
-        for actor in actors.values():
-            actor.inbox.close()
+        _close(replies, actors)
 
 
-async def _reply_for(turn: int, replies: Mailbox[Reply], episode_id: str) -> Reply:
-    """The reply for ``turn``; replies for earlier (closed) turns are dropped."""
+def _close(replies: Mailbox[Reply], actors: Mapping[Any, Actor]) -> None:
+    replies.close()
+    for actor in actors.values():
+        actor.inbox.close()
+
+
+async def _reply_before(
+    deadline: float,
+    turn: int,
+    actor: Actor,
+    observation: Any,
+    replies: Mailbox[Reply],
+    episode_id: str,
+) -> Reply | None:
+    """The reply for ``turn`` if it comes before ``deadline``, else None."""
+    request: Request = (turn, observation, deadline)
+    if not actor.inbox.try_put(request):
+        # The actor is still busy with a closed turn: wait for room until the deadline.
+        with anyio.move_on_after(max(0.0, deadline - anyio.current_time())) as scope:
+            await actor.inbox.put(request)
+        if scope.cancelled_caught:
+            return None
     while True:
-        reply = await replies.get()
+        try:
+            reply = await replies.get_before(deadline)
+        except TimeoutError:
+            return None
         if reply[0] == turn:
             return reply
         log_late_reply(episode_id, reply[0], reply[1])
+
+
+async def _reply_for(turn: int, replies: Mailbox[Reply], episode_id: str, reply: Reply) -> Reply:
+    """The reply for ``turn``, dropping ``reply`` and any other for a closed turn."""
+    while reply[0] != turn:
+        log_late_reply(episode_id, reply[0], reply[1])
+        reply = await replies.get()
+    return reply
 
 
 def _log_turn(

@@ -1,0 +1,142 @@
+"""Figure 1: the runtime's overhead against a bare synchronous loop.
+
+Turns per second with instant scripted policies (random, seeded per scenario)
+over the canonical suites: a bare synchronous loop over the same environment,
+the runtime at concurrency 1 and 64 with logging off and to a file, and a plain
+asyncio ping-pong (four tasks, a Queue inbox, a Future reply) for scale.
+
+Targets: runtime >= 0.5x the bare loop at both concurrencies; logging adds
+<= 25%; the runtime's own cost per turn (runtime minus bare loop) <= 2.5x the
+ping-pong's. Run: ``python benchmarks/overhead.py`` (best of several rounds:
+the machine is small and shared, so take the figures as +-10%).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import bare_loop, role_map, timed, verdict
+
+from actors import configure_logging
+from actors._logging import reset_logging
+from chaosops.agents.policies import random_policy
+from chaosops.agents.runner import arun_batch
+from chaosops.curriculum.generator import scenarios_for_tier
+
+
+def _scenarios(per_type: int) -> list[Any]:
+    return [
+        sc
+        for tier in ("easy", "medium", "hard")
+        for sc in scenarios_for_tier(tier, episodes_per_type=per_type)
+    ]
+
+
+def _factory(scenario: Any) -> dict[Any, Any]:
+    return role_map(random_policy(scenario.seed))
+
+
+def runtime_us_per_turn(scenarios: list[Any], concurrency: int) -> float:
+    async def main() -> int:
+        results = await arun_batch(scenarios, _factory, concurrency=concurrency)
+        return sum(len(r.steps) for r in results)
+
+    dt, turns = timed(lambda: anyio.run(main))
+    return dt / turns * 1e6
+
+
+def bare_us_per_turn(scenarios: list[Any]) -> float:
+    dt, turns = timed(lambda: bare_loop(scenarios, lambda sc: random_policy(sc.seed)))
+    return dt / turns * 1e6
+
+
+def pingpong_us_per_turn(turns: int = 40_000, roles: int = 4) -> float:
+    """Plain asyncio: four actor tasks, a Queue inbox each, a Future per reply."""
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        queues: list[asyncio.Queue[Any]] = [asyncio.Queue() for _ in range(roles)]
+
+        async def actor(queue: asyncio.Queue[Any]) -> None:
+            while (item := await queue.get()) is not None:
+                item[2].set_result((item[0], item[1]))
+
+        async with asyncio.TaskGroup() as tg:
+            for q in queues:
+                tg.create_task(actor(q))
+            start = time.perf_counter()
+            for turn in range(turns):
+                fut = loop.create_future()
+                queues[turn % roles].put_nowait((turn, turn, fut))
+                await fut
+            elapsed = time.perf_counter() - start
+            for q in queues:
+                q.put_nowait(None)
+        return elapsed / turns * 1e6
+
+    return asyncio.run(main())
+
+
+def measure(rounds: int = 5, per_type: int = 25) -> dict[str, float]:
+    scenarios = _scenarios(per_type)
+    samples: dict[str, list[float]] = {
+        k: [] for k in ("bare", "c1", "c64", "c1_log", "c64_log", "pp")
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(rounds):
+            samples["pp"].append(pingpong_us_per_turn())
+            samples["bare"].append(bare_us_per_turn(scenarios))
+            samples["c1"].append(runtime_us_per_turn(scenarios, 1))
+            samples["c64"].append(runtime_us_per_turn(scenarios, 64))
+            configure_logging(Path(tmp) / "run.jsonl")
+            try:
+                samples["c1_log"].append(runtime_us_per_turn(scenarios, 1))
+                samples["c64_log"].append(runtime_us_per_turn(scenarios, 64))
+            finally:
+                reset_logging()
+    return {k: min(v) for k, v in samples.items()}
+
+
+def report(m: dict[str, float]) -> list[tuple[str, str, str, bool]]:
+    """Rows (figure, value, target, ok)."""
+    rows = []
+    for c in ("c1", "c64"):
+        ratio = m["bare"] / m[c]
+        rows.append((f"runtime/bare turns/s, concurrency {c[1:]}", f"{ratio:.2f}x", ">= 0.5x",
+                     ratio >= 0.5))  # fmt: skip
+    for c in ("c1", "c64"):
+        added = m[f"{c}_log"] / m[c] - 1
+        rows.append((f"logging to file adds, concurrency {c[1:]}", f"{added:+.0%}", "<= 25%",
+                     added <= 0.25))  # fmt: skip
+    own = m["c1"] - m["bare"]
+    rows.append(("own cost/turn vs asyncio ping-pong", f"{own / m['pp']:.2f}x", "<= 2.5x",
+                 own / m["pp"] <= 2.5))  # fmt: skip
+    return rows
+
+
+def main() -> dict[str, Any]:
+    m = measure()
+    print("figure 1: overhead (best of 5 rounds, us per turn; turns/s in brackets)")
+    for key, label in (("bare", "bare sync loop"), ("c1", "runtime, concurrency 1"),
+                       ("c64", "runtime, concurrency 64"), ("c1_log", "runtime c1, JSON log file"),
+                       ("c64_log", "runtime c64, JSON log file"),
+                       ("pp", "asyncio ping-pong (no env)")):  # fmt: skip
+        print(f"  {label:30s} {m[key]:8.1f} us  ({1e6 / m[key]:9,.0f} turns/s)")
+    print(f"  runtime own cost per turn      {m['c1'] - m['bare']:8.1f} us (c1), "
+          f"{m['c64'] - m['bare']:.1f} us (c64)")  # fmt: skip
+    rows = report(m)
+    for name, value, target, ok in rows:
+        print(f"  {name:42s} {value:>8s}  target {target:8s} {verdict(ok)}")
+    return {"measures": m, "rows": rows}
+
+
+if __name__ == "__main__":
+    main()
