@@ -24,7 +24,20 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-__all__ = ["CLIError", "main"]
+__all__ = [
+    "CLIError",
+    "Mismatch",
+    "PlannedEpisode",
+    "build_parser",
+    "build_summary",
+    "effective_timeout",
+    "expand_episodes_per_type",
+    "load_suites",
+    "main",
+    "policy_factory",
+    "replay_records",
+    "timeout_groups",
+]
 
 PROG = "chaosops"
 POLICIES: tuple[str, ...] = ("random", "heuristic", "oracle", "llm")
@@ -915,6 +928,7 @@ class Mismatch:
     what: str
 
     def line(self) -> str:
+        """The report line: episode id, run key, step and what differs."""
         return f"episode {self.episode_id} ({self.run_key}) step {self.step}: {self.what}"
 
 

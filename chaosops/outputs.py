@@ -34,7 +34,7 @@ import contextlib
 import os
 import tempfile
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -47,10 +47,12 @@ __all__ = [
     "SUMMARY_FILE",
     "TRAJECTORIES_FILE",
     "OutputError",
+    "ResumeState",
     "RunOutputs",
     "action_json",
     "atomic_write_bytes",
     "dumps_line",
+    "iter_lines",
     "plan_keys",
     "read_results",
     "result_record",
@@ -505,8 +507,3 @@ def iter_lines(path: Path) -> Iterator[dict[str, Any]]:
     lines, _ = _split_lines(path.read_bytes())
     for line in lines:
         yield orjson.loads(line)
-
-
-def unique(items: Iterable[str]) -> list[str]:
-    """Items in first-seen order, without repeats."""
-    return list(dict.fromkeys(items))
