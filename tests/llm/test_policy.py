@@ -250,3 +250,9 @@ async def test_check_endpoint_hides_credentials_in_url(start_mock: StartMock) ->
     message = str(info.value)
     assert "rejected the API key" in message
     assert "hunter2" not in message and "wrong-key-XYZ" not in message
+
+
+@pytest.mark.parametrize("url", ["localhost:8000/v1", "ftp://host/v1", "", "http://256.1.1.1/v1"])
+async def test_check_endpoint_invalid_url(url: str) -> None:
+    with pytest.raises(LLMEndpointError, match="invalid LLM endpoint URL"):
+        await check_endpoint(url, MODEL)

@@ -91,6 +91,15 @@ def _safe_url(url: str) -> str:
     return urlunsplit(parts)
 
 
+def _valid_url(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        httpx2.URL(url)
+    except (ValueError, httpx2.InvalidURL):
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
 def _redact(text: str, secret: str | None) -> str:
     if secret and secret != _NO_KEY and len(secret) >= 4:
         text = text.replace(secret, "***")
@@ -519,6 +528,10 @@ async def check_endpoint(
     """
     key = api_key or os.environ.get("OPENAI_API_KEY") or _NO_KEY
     url = _safe_url(base_url)
+    if not _valid_url(base_url):
+        raise LLMEndpointError(
+            f"invalid LLM endpoint URL {url!r}: expected http(s)://host[:port]/v1"
+        )
     failure: str | None = None
     async with AsyncOpenAI(
         base_url=base_url,
