@@ -216,7 +216,8 @@ def trajectory_records(
     turn (an LLM policy records the exact messages it sent and the raw text it
     got). For other policies the prompt is ``render(observation, role)`` (the
     LLM package's renderer, so scripted runs give training-ready prompts) and
-    the completion is the action's JSON text. A turn that timed out or failed
+    the completion is the action's JSON in the prompt's answer format
+    (action_type, target, args). A turn that timed out or failed
     without a recorded completion has ``completion`` null (its action is the
     fallback, not something the policy produced).
     """
@@ -232,7 +233,14 @@ def trajectory_records(
                 prompt = f"<render failed: {type(exc).__name__}: {exc}>"
         completion = info.get("completion")
         if completion is None and not (step.timed_out or step.error):
-            completion = orjson.dumps(action).decode()
+            # A scripted policy's answer, written in the format the prompt asks for.
+            completion = orjson.dumps(
+                {
+                    "action_type": action["action_type"],
+                    "target": action["target"],
+                    "args": action["args"],
+                }
+            ).decode()
         breakdown = step.breakdown
         record: dict[str, Any] = {
             "episode_id": result.episode_id,

@@ -125,7 +125,8 @@ def test_default_run_prints_the_table_and_writes_outputs(
     assert {t["episode_id"] for t in trajectories} == {r["episode_id"] for r in results}
     first = trajectories[0]
     assert first["prompt"][0]["role"] == "system"
-    assert orjson.loads(first["completion"]) == first["action"]
+    answer = {k: first["action"][k] for k in ("action_type", "target", "args")}
+    assert orjson.loads(first["completion"]) == answer
     summary = orjson.loads((out / "summary.json").read_bytes())
     assert summary["episodes"] == 55 and summary["complete"]
     assert [(r["policy"], r["tier"]) for r in summary["rows"]] == [

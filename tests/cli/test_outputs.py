@@ -101,7 +101,8 @@ def test_results_and_trajectories(tmp_path: Path) -> None:
     assert sum(len(r["steps"]) for r in results) == len(trajectories)
     first = trajectories[0]
     assert first["prompt"][0]["role"] == "system" and "ChaosOps" in first["prompt"][1]["content"]
-    assert orjson.loads(first["completion"]) == first["action"]
+    answer = {k: first["action"][k] for k in ("action_type", "target", "args")}
+    assert orjson.loads(first["completion"]) == answer
     assert first["token_ids"] == [1, 2]
     assert {"team_reward", "oversight_reward", "run_key", "turn", "step"} <= first.keys()
     assert scenario_from_record(results[0]) == SCENARIOS[0]
