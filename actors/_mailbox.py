@@ -20,20 +20,17 @@ import asyncio
 from typing import Generic, TypeVar
 
 import anyio
-import sniffio
 from anyio import WouldBlock
 
 T = TypeVar("T")
 
 
 def asyncio_loop() -> asyncio.AbstractEventLoop | None:
-    """The running asyncio loop, or None on another backend."""
+    """The running asyncio loop, or None on another backend (e.g. trio)."""
     try:
-        if sniffio.current_async_library() != "asyncio":
-            return None
-    except sniffio.AsyncLibraryNotFoundError:
+        return asyncio.get_running_loop()
+    except RuntimeError:
         return None
-    return asyncio.get_running_loop()
 
 
 class Mailbox(Generic[T]):
