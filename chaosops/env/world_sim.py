@@ -11,8 +11,15 @@ Performance notes (the step runs once per turn of every episode):
   built with ``model_construct``.
 * Log lines, alerts and fleet records are never changed once emitted, so a
   "public" copy (hidden marks cleared) is made once at emission and shared by
-  every later view. Metrics change, so each view gets its own copies. Every list
-  in a view is a new list, so an observation is a snapshot.
+  every later view.
+* Views are read-only snapshots that share what has not changed: a service's
+  metrics snapshot is copied only when its live metrics differ from the last
+  copy, and a list (log tail, alerts, chat tail, inbox, fleet records) only when
+  its source has grown. Nothing the world does later changes an observation it
+  handed out; an observation shares unchanged parts with its neighbours, so
+  treat observations as read-only (as a policy should). This keeps the per-step
+  allocation small, which matters to the garbage collector when a batch keeps
+  every observation of thousands of episodes.
 
 Where SPEC.md is silent:
 
@@ -160,6 +167,39 @@ class WorldSim:
         # parallel to state.all_logs / state.fleet_actions.
         self._public_logs: list[LogLine] = []
         self._public_fleet: list[FleetAgentLog] = []
+        self._clear_view_cache()
+
+    def _clear_view_cache(self) -> None:
+        # Read-only pieces shared by consecutive views (see the module notes).
+        self._metric_snapshots: dict[str, ServiceMetrics] = {}
+        self._metrics_view: dict[str, ServiceMetrics] = {}
+        self._tails: dict[str, tuple[int, int, list[Any]]] = {}
+
+    def _tail(self, key: str, source: list[Any], n: int) -> list[Any]:
+        """``source[-n:]`` (all of it for n == 0), reused while ``source`` has not grown.
+
+        The sources are append-only, so (identity, length) identifies their content.
+        """
+        size = len(source)
+        cached = self._tails.get(key)
+        if cached is not None and cached[0] == id(source) and cached[1] == size:
+            return cached[2]
+        tail = source[-n:] if n else source[:]
+        self._tails[key] = (id(source), size, tail)
+        return tail
+
+    def _metrics(self) -> dict[str, ServiceMetrics]:
+        """Snapshots of every service's metrics, copying only those that changed."""
+        snapshots = self._metric_snapshots
+        changed = False
+        for name, live in self.state.services.items():
+            snap = snapshots.get(name)
+            if snap is None or snap.__dict__ != live.__dict__:
+                snapshots[name] = _copy_metrics(live)
+                changed = True
+        if changed or len(self._metrics_view) != len(snapshots):
+            self._metrics_view = {name: snapshots[name] for name in self.state.services}
+        return self._metrics_view
 
     # ------------------------------------------------------------------ reset
     def reset(self, scenario: Scenario) -> ChaosOpsState:
@@ -196,6 +236,7 @@ class WorldSim:
         )
         self._public_logs = []
         self._public_fleet = []
+        self._clear_view_cache()
         _INJECTORS[self.state.failure_type](self)
         if scenario.inject_misleading_logs:
             for _ in range(3):
@@ -606,16 +647,18 @@ class WorldSim:
         s = self.state
         self._sync_public()
         inbox = s.private_chat.get(role.value)
+        tail = self._tail
         if role is AgentRole.MANAGER:
             metrics: dict[str, ServiceMetrics] = {}
             logs: list[LogLine] = []
         else:
-            metrics = {name: _copy_metrics(m) for name, m in s.services.items()}
-            logs = self._public_logs[
-                -DEV_LOG_COUNT if role is AgentRole.DEV else -PUBLIC_LOG_COUNT :
-            ]
+            metrics = self._metrics()
+            if role is AgentRole.DEV:
+                logs = tail("dev_logs", self._public_logs, DEV_LOG_COUNT)
+            else:
+                logs = tail("logs", self._public_logs, PUBLIC_LOG_COUNT)
         if role is AgentRole.OVERSIGHT:
-            fleet = self._public_fleet[:]
+            fleet = tail("fleet", self._public_fleet, 0)
             note = OVERSIGHT_NOTE if fleet else None
         else:
             fleet = []
@@ -626,11 +669,11 @@ class WorldSim:
                 "role": role,
                 "visible_metrics": metrics,
                 "visible_logs": logs,
-                "visible_alerts": s.all_alerts[:],
+                "visible_alerts": tail("alerts", s.all_alerts, 0),
                 "visible_fleet_actions": fleet,
-                "shared_chat": s.chat_history[-CHAT_TAIL:],
+                "shared_chat": tail("chat", s.chat_history, CHAT_TAIL),
                 "private_note": note,
-                "private_inbox": inbox[-INBOX_TAIL:] if inbox else [],
+                "private_inbox": tail(role.value, inbox, INBOX_TAIL) if inbox else [],
             },
         )
 

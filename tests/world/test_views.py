@@ -124,15 +124,25 @@ def test_observation_is_a_snapshot() -> None:
     ]
 
 
-def test_views_do_not_share_metrics_objects() -> None:
+def test_views_share_unchanged_snapshots_never_the_truth() -> None:
     world = make_world(FailureType.DB_DEADLOCK)
     a = world.project_view("sre")
     b = world.project_view("dev")
-    assert a.visible_metrics["db"] is not b.visible_metrics["db"]
+    # Unchanged metrics are one read-only snapshot, never the live object.
+    assert a.visible_metrics["db"] is b.visible_metrics["db"]
     assert a.visible_metrics["db"] is not world.state.services["db"]
     assert a.visible_metrics["db"] == world.state.services["db"]
+    # A policy that scribbles on its view changes neither the truth nor later views.
     a.visible_metrics["db"].cpu_pct = 1.0
     assert world.state.services["db"].cpu_pct == 22.0
+    assert world.project_view("sre").visible_metrics["db"].cpu_pct == 22.0
+    # A service whose truth changed gets a fresh snapshot; the old view keeps its own.
+    before = world.project_view("sre")
+    world.state.services["db"].latency_ms = 99.0
+    after = world.project_view("sre")
+    assert before.visible_metrics["db"].latency_ms == 1800.0
+    assert after.visible_metrics["db"].latency_ms == 99.0
+    assert after.visible_metrics["auth"] is before.visible_metrics["auth"]
 
 
 def test_views_follow_directly_appended_truth() -> None:
