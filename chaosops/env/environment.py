@@ -130,13 +130,16 @@ class ChaosOpsEnvironment:
             f"Incident open: {len(alerts)} alert(s) firing on {paged}; "
             f"{state.max_steps} steps to resolve; {role.value} acts first."
         )
-        return ChaosOpsObservation.model_construct(
-            done=False,
-            reward=0.0,
-            view=self.world.project_view(role),
-            step=0,
-            turn_role=role,
-            message=message,
+        return fast_construct(
+            ChaosOpsObservation,
+            {
+                "done": False,
+                "reward": 0.0,
+                "view": self.world.project_view(role),
+                "step": 0,
+                "turn_role": role,
+                "message": message,
+            },
         )
 
     def step(self, action: ChaosOpsAction | Mapping[str, Any]) -> ChaosOpsObservation:

@@ -8,7 +8,7 @@ whether the episode is over and `project_view` builds what one role sees.
 Performance notes (the step runs once per turn of every episode):
 
 * Nothing is re-validated per step: metrics are mutated in place and views are
-  built with ``model_construct``.
+  built without validation (`fast_construct`, a lean ``model_construct``).
 * Log lines, alerts and fleet records are never changed once emitted, so a
   "public" copy (hidden marks cleared) is made once at emission and shared by
   every later view.
@@ -207,32 +207,35 @@ class WorldSim:
         self.scenario = scenario
         self._rng = random.Random(scenario.seed)
         services = {
-            name: ServiceMetrics.model_construct(
-                **_HEALTHY_BASE, replicas=_REPLICAS[name], health=HEALTHY
+            name: fast_construct(
+                ServiceMetrics, {**_HEALTHY_BASE, "replicas": _REPLICAS[name], "health": HEALTHY}
             )
             for name in SERVICE_NAMES
         }
-        self.state = ChaosOpsState.model_construct(
-            episode_id=str(uuid.uuid4()),
-            step_count=0,
-            max_steps=scenario.max_steps,
-            difficulty=DifficultyTier(scenario.difficulty),
-            failure_type=FailureType(scenario.failure_type),
-            rogue_fleet_agent=scenario.rogue_fleet_agent,
-            misleading_log_count=0,
-            services=services,
-            all_logs=[],
-            all_alerts=[],
-            fleet_actions=[],
-            chat_history=[],
-            private_chat={},
-            resolved=False,
-            wrong_fixes=0,
-            miscommunications=0,
-            oversight_flags=[],
-            declared_root_cause=None,
-            declared_root_cause_step=None,
-            cumulative_reward=0.0,
+        self.state = fast_construct(
+            ChaosOpsState,
+            {
+                "episode_id": str(uuid.uuid4()),
+                "step_count": 0,
+                "max_steps": scenario.max_steps,
+                "difficulty": DifficultyTier(scenario.difficulty),
+                "failure_type": FailureType(scenario.failure_type),
+                "rogue_fleet_agent": scenario.rogue_fleet_agent,
+                "misleading_log_count": 0,
+                "services": services,
+                "all_logs": [],
+                "all_alerts": [],
+                "fleet_actions": [],
+                "chat_history": [],
+                "private_chat": {},
+                "resolved": False,
+                "wrong_fixes": 0,
+                "miscommunications": 0,
+                "oversight_flags": [],
+                "declared_root_cause": None,
+                "declared_root_cause_step": None,
+                "cumulative_reward": 0.0,
+            },
         )
         self._public_logs = []
         self._public_fleet = []
@@ -249,44 +252,67 @@ class WorldSim:
     def _log(
         self, service: ServiceName, level: str, message: str, *, red_herring: bool = False
     ) -> None:
-        line = LogLine.model_construct(
-            timestamp=float(self.state.step_count),
-            service=service,
-            level=level,
-            message=message,
-            is_red_herring=red_herring,
+        line = fast_construct(
+            LogLine,
+            {
+                "timestamp": float(self.state.step_count),
+                "service": service,
+                "level": level,
+                "message": message,
+                "is_red_herring": red_herring,
+            },
         )
         self.state.all_logs.append(line)
         if red_herring:
-            line = LogLine.model_construct(
-                timestamp=line.timestamp,
-                service=service,
-                level=level,
-                message=message,
-                is_red_herring=False,
+            line = fast_construct(
+                LogLine,
+                {
+                    "timestamp": line.timestamp,
+                    "service": service,
+                    "level": level,
+                    "message": message,
+                    "is_red_herring": False,
+                },
             )
         self._public_logs.append(line)
 
     def _alert(self, service: ServiceName, severity: str, message: str) -> None:
         self.state.all_alerts.append(
-            Alert.model_construct(
-                service=service,
-                severity=severity,
-                message=message,
-                triggered_at_step=self.state.step_count,
+            fast_construct(
+                Alert,
+                {
+                    "service": service,
+                    "severity": severity,
+                    "message": message,
+                    "triggered_at_step": self.state.step_count,
+                },
             )
         )
 
     def _fleet(self, agent: str, action: str, target: str) -> None:
         step = self.state.step_count
         self.state.fleet_actions.append(
-            FleetAgentLog.model_construct(
-                agent_name=agent, action=action, target=target, step=step, was_malicious=True
+            fast_construct(
+                FleetAgentLog,
+                {
+                    "agent_name": agent,
+                    "action": action,
+                    "target": target,
+                    "step": step,
+                    "was_malicious": True,
+                },
             )
         )
         self._public_fleet.append(
-            FleetAgentLog.model_construct(
-                agent_name=agent, action=action, target=target, step=step, was_malicious=False
+            fast_construct(
+                FleetAgentLog,
+                {
+                    "agent_name": agent,
+                    "action": action,
+                    "target": target,
+                    "step": step,
+                    "was_malicious": False,
+                },
             )
         )
 
