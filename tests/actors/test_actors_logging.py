@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import enum
 import io
 import json
+import re
+import threading
+import time
+import types
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
+import structlog
 from actors_toy import ToyEnv, act, instant_policies, run_kwargs
+from structlog.contextvars import bound_contextvars
 
-from actors import configure_logging, get_logger, log_enabled, run_episode, run_jobs
+from actors import _logging, configure_logging, get_logger, log_enabled, run_episode, run_jobs
 from actors._logging import reset_logging
 
 pytestmark = pytest.mark.anyio
@@ -87,3 +96,195 @@ async def test_pretty_console() -> None:
     configure_logging(stream, pretty=True)
     get_logger().info("hello", who="world")
     assert "hello" in stream.getvalue() and "who" in stream.getvalue()
+
+
+# ------------------------------------------------------- lines, fields, values
+
+ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_bytes().decode().splitlines()]
+
+
+def test_a_whole_line_per_event_with_the_common_fields(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    run_id = configure_logging(path)
+    log = get_logger()
+    for i in range(50):
+        log.info("turn", turn=i, note="line\nbreak")  # a newline in a value stays escaped
+        assert path.read_bytes().count(b"\n") == i + 1  # on disk before the call returns
+    log.debug("too_fine")  # below the configured level
+    records = _records(path)
+    assert [r["turn"] for r in records] == list(range(50))
+    for record in records:
+        assert record["event"] == "turn" and record["level"] == "info"
+        assert record["run_id"] == run_id and record["note"] == "line\nbreak"
+        assert ISO_UTC.match(record["timestamp"]), record["timestamp"]
+    stamp = datetime.fromisoformat(records[-1]["timestamp"].replace("Z", "+00:00"))
+    assert abs((datetime.now(UTC) - stamp).total_seconds()) < 60
+
+
+def test_lines_from_many_threads_never_interleave(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    configure_logging(path)
+    log = get_logger()
+    payload = "x" * 20_000  # well over any stream buffer: one write call per line
+
+    def spam(n: int) -> None:
+        for i in range(100):
+            log.info("spam", thread=n, i=i, payload=payload)
+
+    threads = [threading.Thread(target=spam, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    data = path.read_bytes()
+    assert data.endswith(b"\n")
+    records = _records(path)
+    assert len(records) == 400 and all(r["payload"] == payload for r in records)
+    assert sorted((r["thread"], r["i"]) for r in records) == [
+        (n, i) for n in range(4) for i in range(100)
+    ]
+
+
+def test_timestamps_are_utc_and_follow_the_clock_across_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = iter([1_700_000_000_999_999_500, 1_700_000_001_000_000_400, 1_700_003_600_000_042_000])
+    fake = types.SimpleNamespace(
+        time_ns=lambda: next(clock), strftime=time.strftime, gmtime=time.gmtime
+    )
+    monkeypatch.setattr(_logging, "time", fake)
+    path = tmp_path / "run.jsonl"
+    configure_logging(path)
+    for _ in range(3):
+        get_logger().info("tick")
+    assert [r["timestamp"] for r in _records(path)] == [
+        "2023-11-14T22:13:20.999999Z",
+        "2023-11-14T22:13:21.000000Z",
+        "2023-11-14T23:13:20.000042Z",
+    ]
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+class Role(enum.StrEnum):
+    SRE = "sre"
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+class Model(pydantic.BaseModel):
+    name: str
+    when: Path
+
+
+def test_values_json_cannot_hold_are_still_rendered(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    configure_logging(path)
+    get_logger().info(
+        "values",
+        color=Color.RED,
+        role=Role.SRE,
+        level_=Level.HIGH,
+        path=Path("/tmp/x.json"),
+        model=Model(name="m", when=Path("a/b")),
+        tags={"only"},
+        exc=ValueError("bad"),
+        args={1: "int key", Role.SRE: "enum key"},
+        obj=object(),
+    )
+    (record,) = _records(path)
+    assert record["color"] == "red" and record["role"] == "sre" and record["level_"] == 3
+    assert record["path"] == "/tmp/x.json"
+    assert record["model"] == {"name": "m", "when": "a/b"}
+    assert record["tags"] == ["only"]
+    assert record["exc"] == "ValueError: bad"
+    assert record["args"] == {"1": "int key", "sre": "enum key"}
+    assert record["obj"].startswith("<object object")
+
+
+def test_exception_traceback_is_rendered(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    configure_logging(path)
+    try:
+        1 / 0  # noqa: B018
+    except ZeroDivisionError as exc:
+        get_logger().error("policy_error", role="a", exc_info=exc)
+        get_logger().exception("crashed")
+    first, second = _records(path)
+    for record in (first, second):
+        assert record["level"] == "error" and "exc_info" not in record
+        assert record["exception"].startswith("Traceback (most recent call last)")
+        assert "ZeroDivisionError: division by zero" in record["exception"]
+
+
+async def test_policy_error_line_carries_the_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    configure_logging(path)
+
+    def broken(obs: Any, role: str) -> Any:
+        raise RuntimeError("policy bug")
+
+    policies = instant_policies()
+    policies["b"] = broken
+    trace = await run_episode(ToyEnv(steps=4), policies=policies, **run_kwargs())
+    assert trace.errors == 1
+    (error,) = [r for r in _records(path) if r["event"] == "policy_error"]
+    assert error["role"] == "b" and error["episode_id"] == trace.episode_id
+    assert "Traceback" in error["exception"] and "RuntimeError: policy bug" in error["exception"]
+
+
+def test_context_bound_fields_and_explicit_fields(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    configure_logging(path, run_id="r")
+    with bound_contextvars(episode_id="from-context", user="alice"):
+        get_logger().info("one")
+        get_logger().info("two", episode_id="explicit")  # explicit beats the context
+        get_logger().bind(job=7).info("three", n=1)
+        get_logger().info("four %s of %d", "part", 2)
+    get_logger().info("five")  # context gone
+    one, two, three, four, five = _records(path)
+    assert one["episode_id"] == "from-context" and one["user"] == "alice"
+    assert two["episode_id"] == "explicit" and two["user"] == "alice"
+    assert three["job"] == 7 and three["n"] == 1 and three["user"] == "alice"
+    assert four["event"] == "four part of 2"
+    assert "user" not in five and five["run_id"] == "r"
+
+
+def test_levels_and_capture_logs_after_configuring(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    configure_logging(path, level="warning")
+    log = get_logger()
+    log.info("dropped")
+    log.warning("kept")
+    with structlog.testing.capture_logs() as captured:
+        log.error("captured", x=1)
+    assert [(e["event"], e["log_level"], e["x"]) for e in captured] == [("captured", "error", 1)]
+    assert [r["event"] for r in _records(path)] == ["kept"]
+
+
+def test_unconfigured_logging_writes_nothing_below_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    log = get_logger()
+    assert not log_enabled(_logging.INFO) and log_enabled(_logging.ERROR)
+    for name in ("debug", "info"):
+        getattr(log, name)("quiet", x=1)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_reconfiguring_closes_the_previous_file(tmp_path: Path) -> None:
+    first, second = tmp_path / "1.jsonl", tmp_path / "2.jsonl"
+    configure_logging(first)
+    get_logger().info("a")
+    configure_logging(second)
+    get_logger().info("b")
+    assert [r["event"] for r in _records(first)] == ["a"]
+    assert [r["event"] for r in _records(second)] == ["b"]
