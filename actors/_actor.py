@@ -24,21 +24,50 @@ class EpisodeState:
     """What the coordinator shares with its actors: the turn that is open.
 
     ``open_turn`` is -1 between turns; an actor whose reply is for another turn
-    drops it (the turn was closed at its deadline).
+    drops it (the turn was closed at its deadline). :meth:`close_turn` closes a
+    turn at its deadline.
     """
 
-    __slots__ = ("episode_id", "open_turn")
+    __slots__ = ("closed_info", "episode_id", "open_turn", "replies")
 
-    def __init__(self, episode_id: str) -> None:
+    def __init__(self, episode_id: str, replies: Mailbox[Reply]) -> None:
         self.episode_id = episode_id
         self.open_turn = -1
+        self.replies = replies
+        # Annotations a timed-out call made before its deadline (see close_turn).
+        self.closed_info: dict[str, Any] | None = None
+
+    def close_turn(self, actor: Actor, turn: int) -> None:
+        """Close ``turn`` at its deadline (``actor`` plays it); no-op once it is closed.
+
+        Runs as the coordinator's timer callback on asyncio (one timer per turn),
+        or from the coordinator on other backends. Synchronously: no reply for
+        the turn can be accepted any more, the annotations made so far are kept
+        for the record, the policy call in flight is cancelled through its
+        cancel scope (from a loop callback there is no current task, so anyio's
+        ``cancel()`` stays cheap), and the coordinator's wait wakes up.
+        """
+        if self.open_turn != turn:
+            return
+        self.open_turn = -1
+        if actor.turn == turn:
+            info = actor.info
+            if info:
+                # A copy: a call still running (say, in a thread) cannot write
+                # into the record any more; later annotate() calls are dropped.
+                actor.info = None
+                self.closed_info = dict(info)
+            scope = actor.scope
+            if scope is not None:
+                scope.cancel()
+        self.replies.expire()
 
 
 class Actor:
     """The task playing one role of one episode (also its ``current_turn`` state)."""
 
     __slots__ = (
-        "busy", "deadline", "episode", "episode_id", "inbox", "info", "policy", "role", "turn",
+        "deadline", "episode", "episode_id", "inbox", "info", "policy", "role", "scope", "turn",
     )  # fmt: skip
 
     def __init__(self, role: Any, policy: Policy, episode: EpisodeState, inbox: Mailbox[Request]):
@@ -50,40 +79,38 @@ class Actor:
         self.turn = -1
         self.deadline: float | None = None
         self.info: dict[str, Any] | None = None
-        self.busy = False  # inside a policy call (or about to reply)
+        # The cancel scope of the async policy call in flight, None between calls.
+        self.scope: anyio.CancelScope | None = None
 
     async def run(self, replies: Mailbox[Reply]) -> None:
         """Serve turn requests until the inbox closes or the episode cancels us."""
         CURRENT.set(self)
         inbox, policy, role, episode = self.inbox, self.policy, self.role, self.episode
         while True:
-            self.busy = False
             try:
                 turn, observation, deadline = await inbox.get()
             except (EndOfStream, ClosedResourceError):
                 return
             if turn != episode.open_turn:
                 continue  # closed at its deadline while waiting in the inbox
-            self.busy = True
             self.turn, self.deadline, self.info = turn, deadline, None
             error: BaseException | None = None
             result: Any = None
             try:
-                if deadline is None:
-                    result = policy(observation, role)
-                    if isawaitable(result):
+                result = policy(observation, role)
+                if isawaitable(result):
+                    # The coordinator closes the turn at its deadline (or stops
+                    # the episode) by cancelling this scope: the call sees a
+                    # cancellation, and its shielded parts are honoured.
+                    with anyio.CancelScope() as scope:
+                        self.scope = scope
                         result = await result
-                else:
-                    # The coordinator closes the turn at the same deadline; this
-                    # scope cancels the call in flight.
-                    with anyio.CancelScope(deadline=deadline) as scope:
-                        result = policy(observation, role)
-                        if isawaitable(result):
-                            result = await result
+                    self.scope = None
                     if scope.cancelled_caught:
                         self.turn = -1
                         continue
             except Exception as exc:  # a policy bug costs its turn only
+                self.scope = None
                 error = exc
                 if _logging.log_enabled(_logging.ERROR):
                     _logging.STATE.logger.error(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Mapping
 from time import perf_counter
@@ -11,7 +12,7 @@ import anyio
 from structlog.contextvars import bound_contextvars
 
 from . import _logging
-from ._actor import Actor, EpisodeState, Reply, Request, log_late_reply
+from ._actor import Actor, EpisodeState, Reply, log_late_reply
 from ._deadline import timeouts_by_role
 from ._mailbox import Mailbox, asyncio_loop
 from ._types import EpisodeTrace, Policy, TurnEnv, TurnRecord, TurnTimeout
@@ -49,8 +50,12 @@ async def run_episode(
     ``after_step(env, record)`` runs after every step (read what the
     environment computed for it). Logging (when configured): ``episode_started``
     with ``log_fields``, one ``turn`` event per step with the fields returned by
-    ``describe_turn(record)`` and the policy's annotations, ``episode_finished``
-    with ``describe_finish(env, trace)``.
+    ``describe_turn(record)`` and the small annotations of :data:`LOGGED_ANNOTATIONS`
+    (the record's ``info`` keeps them all), ``episode_finished`` with
+    ``describe_finish(env, trace)``.
+
+    A turn closed at its deadline keeps in ``info`` what the policy annotated
+    before the deadline (an LLM policy records its prompt before its request).
 
     An exception from ``env.reset`` or ``env.step`` ends the episode with
     status ``"failed"``; it is not raised. All actor tasks are gone when this
@@ -102,94 +107,51 @@ async def _play(
     after_step: Callable[[TurnEnv, TurnRecord], None] | None,
 ) -> None:
     loop = asyncio_loop()
-    state = EpisodeState(trace.episode_id)
-    # Late replies: at most one in flight per actor plus one queued request each.
-    replies: Mailbox[Reply] = Mailbox(2 * len(policies) + 2, loop)
+    # At most one reply is ever queued: an actor replies only while its turn is open.
+    replies: Mailbox[Reply] = Mailbox(len(policies) + 1, loop)
+    state = EpisodeState(trace.episode_id, replies)
     actors = {
         role: Actor(role, policy, state, Mailbox(1, loop)) for role, policy in policies.items()
     }
-    records = trace.turns
-    log = _logging.STATE
-    now = loop.time if loop is not None else anyio.current_time
-    try:
+    args = (
+        env, trace, observation, state, actors, timeouts, fallback, is_action, max_turns,
+        describe_turn, after_step, loop,
+    )  # fmt: skip
+    if loop is None:
         async with anyio.create_task_group() as tg:
             for actor in actors.values():
                 tg.start_soon(actor.run, replies)
-            turn = 0
-            while not observation.done and turn < max_turns:
-                role = observation.turn_role
-                actor = actors.get(role)
-                timed_out = False
-                error: str | None = None
-                info: dict[str, Any] | None = None
-                if actor is None:
-                    action = fallback(role)
-                    latency = 0.0
-                else:
-                    timeout = timeouts[role]
-                    sent = perf_counter()
-                    state.open_turn = turn
-                    reply: Reply | None = None
-                    if timeout is None:
-                        # Without deadlines every turn is answered, so the inbox is empty.
-                        if not actor.inbox.try_put((turn, observation, None)):
-                            await actor.inbox.put((turn, observation, None))
-                        reply = await replies.get()
-                        if reply[0] != turn:
-                            reply = await _reply_for(turn, replies, trace.episode_id, reply)
-                    else:
-                        deadline = now() + timeout
-                        reply = await _reply_before(
-                            deadline, turn, actor, observation, replies, trace.episode_id
-                        )
-                    state.open_turn = -1
-                    latency = perf_counter() - sent
-                    if reply is None:
-                        timed_out = True
-                        trace.timeouts += 1
-                        action = fallback(role)
-                    else:
-                        _, _, action, exc, info = reply
-                        if exc is not None:
-                            error = f"{type(exc).__name__}: {exc}"
-                        elif not is_action(action):
-                            error = f"TypeError: policy returned {action!r:.200}, not an action"
-                            if _logging.log_enabled(_logging.ERROR):
-                                log.logger.error(
-                                    "policy_error",
-                                    episode_id=trace.episode_id,
-                                    turn=turn,
-                                    role=role,
-                                    exception=error,
-                                )
-                        if error is not None:
-                            trace.errors += 1
-                            action = fallback(role)
-                try:
-                    next_observation = env.step(action)
-                except Exception as exc:
-                    trace.status, trace.error = "failed", f"{type(exc).__name__}: {exc}"
-                    break
-                record = TurnRecord(
-                    turn, role, observation, action, next_observation,
-                    timed_out, error, latency, info if info is not None else {},
-                )  # fmt: skip
-                records.append(record)
-                if after_step is not None:
-                    after_step(env, record)
-                if log.threshold <= _logging.INFO:
-                    _log_turn(record, trace.episode_id, describe_turn)
-                observation = next_observation
-                turn += 1
-            trace.final_observation = observation
-            # Idle actors leave when their inbox closes. Cancel only when one is
-            # still inside a policy call (a closed turn): anyio's cancel() from
-            # a task formats that task's repr, too dear for every episode.
+            try:
+                await _turns(*args)
+            finally:
+                # Idle actors leave when their inbox closes; one still in a
+                # closed turn's call was cancelled at that turn's deadline.
+                _close(replies, actors)
+        return
+    # asyncio: a native task group (a quarter of the cost of anyio's, which
+    # wraps every task in a handle with its own cancel scope and event).
+    async with asyncio.TaskGroup() as tg:
+        tasks = [tg.create_task(actor.run(replies)) for actor in actors.values()]
+        try:
+            await _turns(*args)
+        finally:
             _close(replies, actors)
-            if any(actor.busy for actor in actors.values()):
-                tg.cancel_scope.cancel()
-    finally:
-        _close(replies, actors)
+            if any(actor.scope is not None for actor in actors.values()):
+                await _stop_calls(actors, tasks)
+
+
+async def _stop_calls(actors: Mapping[Any, Actor], tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel the policy calls still in flight through their cancel scopes; wait for them.
+
+    On the way out of an error or a cancellation the task group would cancel
+    its tasks natively, which breaks a policy's shielded section; anyio's
+    delivery honours it. Idle actors need nothing: their inbox is closed.
+    """
+    for actor in actors.values():
+        if actor.scope is not None:
+            actor.scope.cancel()
+    with anyio.CancelScope(shield=True):
+        await asyncio.wait(tasks)
 
 
 def _close(replies: Mailbox[Reply], actors: Mapping[Any, Actor]) -> None:
@@ -198,30 +160,108 @@ def _close(replies: Mailbox[Reply], actors: Mapping[Any, Actor]) -> None:
         actor.inbox.close()
 
 
-async def _reply_before(
-    deadline: float,
-    turn: int,
-    actor: Actor,
+async def _turns(
+    env: TurnEnv,
+    trace: EpisodeTrace,
     observation: Any,
-    replies: Mailbox[Reply],
-    episode_id: str,
-) -> Reply | None:
-    """The reply for ``turn`` if it comes before ``deadline``, else None."""
-    request: Request = (turn, observation, deadline)
-    if not actor.inbox.try_put(request):
-        # The actor is still busy with a closed turn: wait for room until the deadline.
-        with anyio.move_on_after(max(0.0, deadline - anyio.current_time())) as scope:
-            await actor.inbox.put(request)
-        if scope.cancelled_caught:
-            return None
-    while True:
+    state: EpisodeState,
+    actors: Mapping[Any, Actor],
+    timeouts: Mapping[Any, float | None],
+    fallback: Callable[[Any], Any],
+    is_action: Callable[[object], bool],
+    max_turns: int,
+    describe_turn: Callable[[TurnRecord], Mapping[str, Any]] | None,
+    after_step: Callable[[TurnEnv, TurnRecord], None] | None,
+    loop: asyncio.AbstractEventLoop | None,
+) -> None:
+    """The turn loop: send, wait for the reply or the deadline, step, record, log."""
+    records = trace.turns
+    log = _logging.STATE
+    replies = state.replies
+    episode_id = trace.episode_id
+    now = loop.time if loop is not None else anyio.current_time
+    turn = 0
+    while not observation.done and turn < max_turns:
+        role = observation.turn_role
+        actor = actors.get(role)
+        timed_out = False
+        error: str | None = None
+        info: dict[str, Any] | None = None
+        if actor is None:
+            action = fallback(role)
+            latency = 0.0
+        else:
+            timeout = timeouts[role]
+            sent = perf_counter()
+            state.open_turn = turn
+            reply: Reply | None
+            if timeout is None:
+                # A request still queued is for a closed turn: replace it.
+                actor.inbox.put_latest((turn, observation, None))
+                reply = await replies.get()
+                if reply[0] != turn:
+                    reply = await _reply_for(turn, replies, episode_id, reply)
+            else:
+                deadline = now() + timeout
+                actor.inbox.put_latest((turn, observation, deadline))
+                if loop is not None:
+                    # One timer per turn: it closes the turn, cancels the call
+                    # in flight and wakes us (EpisodeState.close_turn).
+                    replies.expired = False
+                    timer = loop.call_at(deadline, state.close_turn, actor, turn)
+                    reply = await replies.get_unless_expired()
+                    while reply is not None and reply[0] != turn:
+                        log_late_reply(episode_id, reply[0], reply[1])
+                        reply = await replies.get_unless_expired()
+                    timer.cancel()
+                else:
+                    reply = await replies.get_before(deadline)
+                    while reply is not None and reply[0] != turn:
+                        log_late_reply(episode_id, reply[0], reply[1])
+                        reply = await replies.get_before(deadline)
+                    if reply is None:
+                        state.close_turn(actor, turn)
+            state.open_turn = -1
+            latency = perf_counter() - sent
+            if reply is None:
+                timed_out = True
+                trace.timeouts += 1
+                info, state.closed_info = state.closed_info, None
+                action = fallback(role)
+            else:
+                _, _, action, exc, info = reply
+                if exc is not None:
+                    error = f"{type(exc).__name__}: {exc}"
+                elif not is_action(action):
+                    error = f"TypeError: policy returned {action!r:.200}, not an action"
+                    if _logging.log_enabled(_logging.ERROR):
+                        log.logger.error(
+                            "policy_error",
+                            episode_id=episode_id,
+                            turn=turn,
+                            role=role,
+                            exception=error,
+                        )
+                if error is not None:
+                    trace.errors += 1
+                    action = fallback(role)
         try:
-            reply = await replies.get_before(deadline)
-        except TimeoutError:
-            return None
-        if reply[0] == turn:
-            return reply
-        log_late_reply(episode_id, reply[0], reply[1])
+            next_observation = env.step(action)
+        except Exception as exc:
+            trace.status, trace.error = "failed", f"{type(exc).__name__}: {exc}"
+            break
+        record = TurnRecord(
+            turn, role, observation, action, next_observation,
+            timed_out, error, latency, info if info is not None else {},
+        )  # fmt: skip
+        records.append(record)
+        if after_step is not None:
+            after_step(env, record)
+        if log.threshold <= _logging.INFO:
+            _log_turn(record, episode_id, describe_turn)
+        observation = next_observation
+        turn += 1
+    trace.final_observation = observation
 
 
 async def _reply_for(turn: int, replies: Mailbox[Reply], episode_id: str, reply: Reply) -> Reply:
@@ -230,6 +270,43 @@ async def _reply_for(turn: int, replies: Mailbox[Reply], episode_id: str, reply:
         log_late_reply(episode_id, reply[0], reply[1])
         reply = await replies.get()
     return reply
+
+
+LOGGED_ANNOTATIONS: frozenset[str] = frozenset(
+    {
+        "usage", "prompt_tokens", "completion_tokens", "total_tokens", "attempts",
+        "parse_error", "model", "finish_reason", "policy_latency_ms", "llm_latency_ms",
+    }
+)  # fmt: skip
+"""Annotations copied into the ``turn`` log event (``TurnRecord.info`` keeps them all).
+
+The rule: a key of this allow-list whose value is small: None, a bool, a
+number, a string (cut to :data:`MAX_LOGGED_TEXT` characters), or a flat
+mapping of at most 16 such numbers (token usage). The annotation ``latency_ms``
+(the policy's own latency) is logged as ``policy_latency_ms``, since
+``latency_ms`` in a ``turn`` event is the turn's. Everything else (an LLM
+prompt, completion, token ids, logprobs) belongs to trajectories, not to a log
+line per turn.
+"""
+
+MAX_LOGGED_TEXT = 200
+
+_SKIP = object()
+
+
+def _small(value: Any) -> Any:
+    """``value`` if fit for a log line (see :data:`LOGGED_ANNOTATIONS`), else ``_SKIP``."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str):
+        return value if len(value) <= MAX_LOGGED_TEXT else value[:MAX_LOGGED_TEXT] + "..."
+    if (
+        isinstance(value, Mapping)
+        and len(value) <= 16
+        and all(v is None or isinstance(v, bool | int | float) for v in value.values())
+    ):
+        return dict(value)
+    return _SKIP
 
 
 def _log_turn(
@@ -252,5 +329,11 @@ def _log_turn(
     fields["latency_ms"] = round(record.latency_s * 1000.0, 3)
     if record.info:
         for key, value in record.info.items():
-            fields.setdefault(key, value)
+            if key == "latency_ms":
+                key = "policy_latency_ms"
+            elif key not in LOGGED_ANNOTATIONS:
+                continue
+            value = _small(value)
+            if value is not _SKIP:
+                fields.setdefault(key, value)
     _logging.STATE.logger.info("turn", **fields)

@@ -9,9 +9,11 @@ after ``send_nowait``, then takes the item with ``receive_nowait``; on other
 backends it falls back to ``receive()``. Cancellation works the same either
 way (awaiting a future is a cancellation point).
 
-Waiting with a deadline (:meth:`Mailbox.get_before`) uses a loop timer that
-only wakes the reader: no cancel scope, nothing to cancel, so closing a turn
-at its deadline costs the coordinator almost nothing.
+Waiting with a deadline on asyncio (:meth:`Mailbox.get_unless_expired`) has no
+timer of its own: whoever owns the deadline (the coordinator's one timer per
+turn) calls :meth:`Mailbox.expire`, which only wakes the reader. No cancel
+scope, nothing to cancel, so closing a turn costs the coordinator almost
+nothing. Other backends use :meth:`Mailbox.get_before` (``move_on_after``).
 """
 
 from __future__ import annotations
@@ -36,14 +38,15 @@ def asyncio_loop() -> asyncio.AbstractEventLoop | None:
 class Mailbox(Generic[T]):
     """One reader, any number of writers in the same event loop."""
 
-    __slots__ = ("_closed", "_count", "_expired", "_loop", "_recv", "_send", "_waiter")
+    __slots__ = ("_closed", "_count", "_loop", "_recv", "_send", "_waiter", "expired")
 
     def __init__(self, size: int, loop: asyncio.AbstractEventLoop | None) -> None:
         self._send, self._recv = anyio.create_memory_object_stream(size)
         self._loop = loop
         self._waiter: asyncio.Future[None] | None = None
-        self._expired = False
         self._closed = False
+        # Set by expire(), cleared by the reader when it starts a new wait.
+        self.expired = False
         # Items known to be in the buffer: on asyncio every item goes through
         # the buffer (the reader never waits in receive()), so the reader can
         # skip receive_nowait() when it would raise WouldBlock.
@@ -68,6 +71,20 @@ class Mailbox(Generic[T]):
         self._count += 1
         self._wake()
 
+    def put_latest(self, item: T) -> None:
+        """Send ``item`` now, first dropping what is still queued if the buffer is full.
+
+        For a sender that knows every queued item is stale (the coordinator:
+        a request still in an actor's inbox is for a turn already closed).
+        """
+        while not self.try_put(item):
+            try:
+                self._recv.receive_nowait()
+            except WouldBlock:  # another backend's reader holds no count
+                pass
+            else:
+                self._count -= 1
+
     async def get(self) -> T:
         """Next item; raises ``anyio.EndOfStream`` (or ``ClosedResourceError``) once closed."""
         loop = self._loop
@@ -81,30 +98,33 @@ class Mailbox(Generic[T]):
             waiter = self._waiter = loop.create_future()
             await waiter
 
-    async def get_before(self, deadline: float) -> T:
-        """Next item, or ``TimeoutError`` at ``deadline`` (``anyio.current_time()`` clock)."""
-        loop = self._loop
-        if loop is None:
-            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
-                return await self._recv.receive()
-            raise TimeoutError
-        self._expired = False
-        timer = loop.call_at(deadline, self._expire)
-        try:
-            while True:
-                if self._count or self._closed:
-                    item = self._recv.receive_nowait()
-                    self._count -= 1
-                    return item
-                if self._expired:
-                    raise TimeoutError
-                waiter = self._waiter = loop.create_future()
-                await waiter
-        finally:
-            timer.cancel()
+    async def get_unless_expired(self) -> T | None:
+        """Next item, or None once :meth:`expire` was called (asyncio only).
 
-    def _expire(self) -> None:
-        self._expired = True
+        An item already queued wins over the expiry. The caller clears
+        ``expired`` before the wait it arms a timer for.
+        """
+        loop = self._loop
+        assert loop is not None
+        while True:
+            if self._count or self._closed:
+                item = self._recv.receive_nowait()
+                self._count -= 1
+                return item
+            if self.expired:
+                return None
+            waiter = self._waiter = loop.create_future()
+            await waiter
+
+    async def get_before(self, deadline: float) -> T | None:
+        """Next item, or None at ``deadline`` (``anyio.current_time()`` clock)."""
+        with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+            return await self.get()
+        return None
+
+    def expire(self) -> None:
+        """Make a pending :meth:`get_unless_expired` return None (a loop callback may call it)."""
+        self.expired = True
         self._wake()
 
     def _wake(self) -> None:

@@ -204,7 +204,64 @@ async def test_current_turn_and_annotations() -> None:
     assert trace.turns[2].info == {"usage": {"tokens": 2}, "completion": "ok"}
     assert trace.turns[0].info == {}
     turn2 = next(e for e in events if e["event"] == "turn" and e["turn"] == 2)
-    assert turn2["usage"] == {"tokens": 2} and turn2["completion"] == "ok"
+    # The log line carries the small, known fields only (see the next test).
+    assert turn2["usage"] == {"tokens": 2} and "completion" not in turn2
+
+
+async def test_turn_event_logs_only_small_known_annotations() -> None:
+    async def policy(obs: Any, role: str) -> Any:
+        current_turn().annotate(
+            prompt=[{"role": "user", "content": "x" * 2000}],
+            completion="y" * 2000,
+            token_ids=list(range(100)),
+            usage={"prompt_tokens": 700, "completion_tokens": 12},
+            attempts=2,
+            model="m",
+            latency_ms=12.5,
+            parse_error="z" * 1000,
+            custom="not on the allow-list",
+        )
+        return act(role)
+
+    policies = instant_policies()
+    policies["a"] = policy
+    with captured_events() as events:
+        trace = await run_episode(ToyEnv(steps=1), policies=policies, **run_kwargs())
+    assert len(trace.turns[0].info["completion"]) == 2000  # the record keeps everything
+    (turn,) = [e for e in events if e["event"] == "turn"]
+    assert turn["usage"] == {"prompt_tokens": 700, "completion_tokens": 12}
+    assert turn["attempts"] == 2 and turn["model"] == "m"
+    assert turn["policy_latency_ms"] == 12.5 and turn["latency_ms"] != 12.5
+    assert turn["parse_error"].startswith("zzz") and len(turn["parse_error"]) <= 203
+    assert not {"prompt", "completion", "token_ids", "custom"} & turn.keys()
+
+
+async def test_timed_out_turn_keeps_the_annotations_made_before_its_deadline() -> None:
+    async def slow(obs: Any, role: str) -> Any:
+        current_turn().annotate(prompt="the prompt")
+        await anyio.sleep_forever()
+
+    def blocking(obs: Any, role: str) -> Any:
+        import time
+
+        ctx = current_turn()
+        ctx.annotate(prompt="threaded")
+        time.sleep(0.15)
+        ctx.annotate(completion="too late")  # after the deadline: dropped
+        return act(role)
+
+    policies = instant_policies()
+    policies["a"] = slow
+    policies["b"] = in_thread(blocking)
+    with anyio.fail_after(5):
+        trace = await run_episode(
+            ToyEnv(steps=4), policies=policies, **run_kwargs(turn_timeout={"a": 0.05, "b": 0.05})
+        )
+    a, b = trace.turns[:2]
+    assert a.timed_out and a.info == {"prompt": "the prompt"}
+    assert b.timed_out and b.info == {"prompt": "threaded"}
+    await anyio.sleep(0.2)  # the abandoned thread annotates after its deadline
+    assert b.info == {"prompt": "threaded"}
 
 
 async def test_current_turn_outside_a_policy_raises() -> None:
