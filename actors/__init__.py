@@ -9,7 +9,9 @@ Public API:
 
 - :func:`run_episode`: play one episode -> :class:`EpisodeTrace` of :class:`TurnRecord`.
 - :func:`run_jobs`, :func:`open_jobs`: bounded-concurrency batches (in order, or
-  streamed as they finish).
+  streamed as they finish, with live counters: :class:`JobResults`).
+- :func:`gc_frozen`: keep what a batch accumulates out of the garbage
+  collector's full collections (on by default in batches).
 - :func:`in_thread`: run a blocking policy in a worker thread so its deadline holds.
 - :func:`current_turn`: inside a policy, the :class:`TurnContext` of the turn
   (``annotate(**fields)`` attaches data to the step and its log event).
@@ -21,9 +23,10 @@ This package imports nothing from the environments it drives: see
 
 from __future__ import annotations
 
-from ._batch import open_jobs, run_jobs
+from ._batch import JobResults, open_jobs, run_jobs
 from ._context import TurnContext, current_turn
-from ._coordinator import run_episode
+from ._coordinator import LOGGED_ANNOTATIONS, run_episode
+from ._gc import gc_frozen
 from ._logging import configure_logging, get_logger, log_enabled
 from ._threads import in_thread
 from ._types import (
@@ -37,7 +40,9 @@ from ._types import (
 )
 
 __all__ = [
+    "LOGGED_ANNOTATIONS",
     "EpisodeTrace",
+    "JobResults",
     "Policy",
     "Role",
     "TurnContext",
@@ -47,6 +52,7 @@ __all__ = [
     "TurnTimeout",
     "configure_logging",
     "current_turn",
+    "gc_frozen",
     "get_logger",
     "in_thread",
     "log_enabled",

@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from time import perf_counter
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 import anyio
+import anyio.lowlevel
+from anyio import EndOfStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from . import _logging
+from ._gc import gc_frozen
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -36,6 +39,20 @@ def _log_finish(n: int, failed: int, started: float) -> None:
         )
 
 
+async def _start_workers(count: int, spawn: Callable[[], object]) -> None:
+    """Call ``spawn()`` ``count`` times, one per event-loop iteration.
+
+    Each worker starts its first job at once (an episode's reset and first
+    request); starting them all in one go would hold every timer and wake-up
+    already due behind the whole burst (the first turns of 1,000 episodes
+    waited ~0.2 s). Yielding in between lets the jobs already running go on.
+    """
+    for i in range(count):
+        spawn()
+        if i + 1 < count:
+            await anyio.lowlevel.checkpoint()
+
+
 async def run_jobs(
     items: Iterable[T],
     job: Callable[[T], Awaitable[R]],
@@ -43,16 +60,25 @@ async def run_jobs(
     concurrency: int,
     failed: Callable[[R], bool] | None = None,
     log_fields: Mapping[str, Any] | None = None,
+    gc_freeze: bool = True,
 ) -> list[R]:
     """Run ``job(item)`` for every item, at most ``concurrency`` at a time.
 
     Results come in the order of ``items``. ``min(concurrency, len(items))``
     worker tasks pull the next index from a shared cursor, so memory does not
-    grow with the number of items beyond the results themselves. A job that
-    raises cancels the batch (the exception propagates in an ExceptionGroup);
-    cancelling the caller cancels every job. Logs ``run_started`` (with
-    ``log_fields``) and ``run_finished`` (``failed`` counts results for which
-    the predicate holds).
+    grow with the number of items beyond the results themselves; they start
+    one per event-loop iteration so that the jobs already running are not
+    held back by the start-up of the others. A job that raises cancels the
+    batch (the exception propagates in an ExceptionGroup); cancelling the
+    caller cancels every job. Logs ``run_started`` (with ``log_fields``) and
+    ``run_finished`` (``failed`` counts results for which the predicate holds).
+
+    ``gc_freeze`` (default on): while the batch runs, what survives the
+    garbage collector's older-generation collections is frozen out of its
+    sight, so full collections no longer walk every result and trace kept so
+    far (each such walk stalls every job in flight); it is unfrozen when the
+    last batch of the process ends. The cost: cyclic garbage that was alive at
+    a freeze is only collected after the batch. See :func:`actors.gc_frozen`.
     """
     _check(concurrency)
     seq: Sequence[T] = items if isinstance(items, Sequence) else list(items)
@@ -65,12 +91,56 @@ async def run_jobs(
         for index in cursor:
             results[index] = await job(seq[index])
 
-    async with anyio.create_task_group() as tg:
-        for _ in range(min(concurrency, n)):
-            tg.start_soon(worker)
+    with gc_frozen(gc_freeze):
+        async with anyio.create_task_group() as tg:
+            await _start_workers(min(concurrency, n), lambda: tg.start_soon(worker))
     done = cast("list[R]", results)
     _log_finish(n, sum(map(failed, done)) if failed else 0, started)
     return done
+
+
+class JobResults(Generic[R]):
+    """What :func:`open_jobs` yields: ``(index, result)`` pairs as jobs finish,
+    plus live counters for progress displays.
+
+    ``total`` jobs in the batch, ``started`` so far, ``finished`` so far
+    (including results not yet read), ``failed`` (finished results for which
+    the ``failed`` predicate holds), and ``in_flight`` (started, not finished:
+    the exact number of jobs running right now).
+    """
+
+    __slots__ = ("_receive", "failed", "finished", "started", "total")
+
+    def __init__(self, receive: MemoryObjectReceiveStream[tuple[int, R]], total: int) -> None:
+        self._receive = receive
+        self.total = total
+        self.started = 0
+        self.finished = 0
+        self.failed = 0
+
+    @property
+    def in_flight(self) -> int:
+        """Jobs started and not finished yet."""
+        return self.started - self.finished
+
+    async def receive(self) -> tuple[int, R]:
+        """The next ``(index, result)``; raises ``anyio.EndOfStream`` once all are read."""
+        return await self._receive.receive()
+
+    def __aiter__(self) -> JobResults[R]:
+        return self
+
+    async def __anext__(self) -> tuple[int, R]:
+        try:
+            return await self._receive.receive()
+        except EndOfStream:
+            raise StopAsyncIteration from None
+
+    def __repr__(self) -> str:
+        return (
+            f"JobResults(total={self.total}, started={self.started}, "
+            f"finished={self.finished}, in_flight={self.in_flight}, failed={self.failed})"
+        )
 
 
 @asynccontextmanager
@@ -81,42 +151,51 @@ async def open_jobs(
     concurrency: int,
     failed: Callable[[R], bool] | None = None,
     log_fields: Mapping[str, Any] | None = None,
-) -> AsyncIterator[MemoryObjectReceiveStream[tuple[int, R]]]:
+    gc_freeze: bool = True,
+) -> AsyncIterator[JobResults[R]]:
     """Like :func:`run_jobs`, streaming ``(index, result)`` as each job finishes.
 
     ::
 
         async with open_jobs(items, job, concurrency=8) as results:
             async for index, result in results:
-                ...
+                print(f"{results.finished}/{results.total}, {results.in_flight} running")
 
-    The stream ends when every job is done. Leaving the block early (break,
-    error, cancellation) cancels the jobs still running; none outlives it.
+    The value is a :class:`JobResults`: an async iterator with live counters
+    (``started``, ``finished``, ``in_flight``, ``failed``, ``total``). It ends
+    when every job is done. Leaving the block early (break, error,
+    cancellation) cancels the jobs still running; none outlives it.
+    ``gc_freeze``: as in :func:`run_jobs`.
     """
     _check(concurrency)
     seq: Sequence[T] = items if isinstance(items, Sequence) else list(items)
     n = len(seq)
     cursor = iter(range(n))
-    count = {"done": 0, "failed": 0}
     started = _log_start(n, concurrency, log_fields)
     send, receive = anyio.create_memory_object_stream[tuple[int, R]](concurrency)
+    results = JobResults(receive, n)
 
     async def worker(out: MemoryObjectSendStream[tuple[int, R]]) -> None:
         async with out:
             for index in cursor:
+                results.started += 1
                 result = await job(seq[index])
-                count["done"] += 1
+                results.finished += 1
                 if failed is not None and failed(result):
-                    count["failed"] += 1
+                    results.failed += 1
                 await out.send((index, result))
 
+    async def start_workers() -> None:
+        async with send:  # the stream ends once this and every worker's clone are closed
+            await _start_workers(min(concurrency, n), lambda: tg.start_soon(worker, send.clone()))
+
     try:
-        async with anyio.create_task_group() as tg:
-            async with send:
-                for _ in range(min(concurrency, n)):
-                    tg.start_soon(worker, send.clone())
-            async with receive:
-                yield receive
-            tg.cancel_scope.cancel()  # the consumer left early: stop what is left
+        with gc_frozen(gc_freeze):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(start_workers)
+                async with receive:
+                    yield results
+                tg.cancel_scope.cancel()  # the consumer left early: stop what is left
     finally:
-        _log_finish(count["done"], count["failed"], started)
+        send.close()  # in case the workers' starter never ran
+        _log_finish(results.finished, results.failed, started)

@@ -12,6 +12,12 @@ returns anything but a ``ChaosOpsAction`` plays noop and is marked
 (``timed_out`` / ``error``); an environment error ends the episode with
 status ``"failed"``.
 
+Batches: :func:`arun_batch` / :func:`run_batch` return results in order;
+:func:`open_batch` streams them as episodes finish and counts them live
+(``started``, ``finished``, ``in_flight``, ``failed``, ``total``) for progress
+displays. By default a batch keeps what it accumulates out of the garbage
+collector's full collections while it runs (``gc_freeze``).
+
 Example::
 
     from chaosops.agents.policies import heuristic_policy
@@ -296,6 +302,7 @@ async def arun_batch(
     concurrency: int = 64,
     turn_timeout: TurnTimeoutArg = None,
     env_factory: Callable[[], ChaosOpsEnvironment] = ChaosOpsEnvironment,
+    gc_freeze: bool = True,
 ) -> list[EpisodeResult]:
     """Run one episode per scenario (each on a fresh environment), at most
     ``concurrency`` at a time; results in the order of ``scenarios``.
@@ -310,6 +317,11 @@ async def arun_batch(
 
     An environment failure marks that episode ``"failed"``; the batch goes on.
     Cancelling the caller cancels every episode.
+
+    ``gc_freeze`` (default on): the results and traces a batch accumulates are
+    kept out of the garbage collector's full collections while it runs (each
+    would stall every episode in flight); the cost is that cyclic garbage alive
+    at a freeze is only collected after the batch. See ``actors.gc_frozen``.
     """
     return await actors.run_jobs(
         scenarios if isinstance(scenarios, Sequence) else list(scenarios),
@@ -317,6 +329,7 @@ async def arun_batch(
         concurrency=concurrency,
         failed=_failed,
         log_fields={"turn_timeout": _timeout_field(turn_timeout)},
+        gc_freeze=gc_freeze,
     )
 
 
@@ -328,18 +341,22 @@ async def open_batch(
     concurrency: int = 64,
     turn_timeout: TurnTimeoutArg = None,
     env_factory: Callable[[], ChaosOpsEnvironment] = ChaosOpsEnvironment,
-) -> AsyncIterator[AsyncIterator[tuple[int, EpisodeResult]]]:
+    gc_freeze: bool = True,
+) -> AsyncIterator[actors.JobResults[EpisodeResult]]:
     """:func:`arun_batch` as a stream: ``(index, result)`` as each episode finishes.
 
     ::
 
         async with open_batch(scenarios, factory, concurrency=64) as results:
             async for index, result in results:
-                progress.advance()
+                progress.update(done=results.finished, running=results.in_flight)
 
-    ``index`` is the scenario's position. Leaving the block early cancels the
-    episodes still running. Same notes on shared stateful policies as
-    :func:`arun_batch`.
+    ``index`` is the scenario's position. The stream (an ``actors.JobResults``)
+    also counts episodes live: ``total``, ``started``, ``finished`` (including
+    results not read yet), ``failed`` and ``in_flight`` (started and not
+    finished: the exact number running now). Leaving the block early cancels
+    the episodes still running. Same notes on shared stateful policies and on
+    ``gc_freeze`` as :func:`arun_batch`.
     """
     async with actors.open_jobs(
         scenarios if isinstance(scenarios, Sequence) else list(scenarios),
@@ -347,6 +364,7 @@ async def open_batch(
         concurrency=concurrency,
         failed=_failed,
         log_fields={"turn_timeout": _timeout_field(turn_timeout)},
+        gc_freeze=gc_freeze,
     ) as results:
         yield results
 
@@ -398,12 +416,14 @@ def run_batch(
     concurrency: int = 64,
     turn_timeout: TurnTimeoutArg = None,
     env_factory: Callable[[], ChaosOpsEnvironment] = ChaosOpsEnvironment,
+    gc_freeze: bool = True,
 ) -> list[EpisodeResult]:
     """Synchronous :func:`arun_batch`: results in the order of ``scenarios``.
 
     ``policies``: a role map, or (recommended) a factory ``scenario -> role
     map``; a shared map of stateful policies sees the turns of concurrent
-    episodes interleaved unless ``concurrency`` is 1. Raises RuntimeError when
+    episodes interleaved unless ``concurrency`` is 1. ``gc_freeze``: see
+    :func:`arun_batch`. Raises RuntimeError when
     called from a running event loop: await :func:`arun_batch` there.
     """
     _no_running_loop("run_batch")
@@ -415,5 +435,6 @@ def run_batch(
             concurrency=concurrency,
             turn_timeout=turn_timeout,
             env_factory=env_factory,
+            gc_freeze=gc_freeze,
         )
     )

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from actors_toy import ToyEnv, act, captured_events, instant_policies, run_kwargs
 
@@ -140,3 +142,103 @@ async def test_batch_equals_sequential_for_a_deterministic_policy() -> None:
 
     sequential = [await job(seed) for seed in range(40)]
     assert await run_jobs(range(40), job, concurrency=16) == sequential
+
+
+async def test_stream_counts_jobs_started_finished_and_in_flight() -> None:
+    gates = [anyio.Event() for _ in range(6)]
+    three_running = anyio.Event()
+    calls = 0
+
+    async def job(n: int) -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            three_running.set()
+        await gates[n].wait()
+        return n
+
+    with anyio.fail_after(5):
+        async with open_jobs(range(6), job, concurrency=3, failed=lambda r: r == 0) as results:
+            await three_running.wait()
+            assert (results.total, results.started, results.finished) == (6, 3, 0)
+            assert results.in_flight == 3
+            gates[0].set()
+            assert await results.receive() == (0, 0)
+            assert (results.finished, results.failed) == (1, 1)
+            assert results.started == 4 and results.in_flight == 3  # the worker took the next
+            for gate in gates[1:]:
+                gate.set()
+            rest = [item async for item in results]
+    assert sorted(rest) == [(n, n) for n in range(1, 6)]
+    assert (results.started, results.finished, results.in_flight) == (6, 6, 0)
+    assert "in_flight=0" in repr(results)
+
+
+async def test_batches_freeze_gc_survivors_and_unfreeze_when_the_last_one_ends() -> None:
+    assert gc.get_freeze_count() == 0
+    seen: list[int] = []
+
+    async def job(n: int) -> int:
+        gc.collect(1)  # survivors of an older-generation collection are frozen
+        seen.append(gc.get_freeze_count())
+        await anyio.lowlevel.checkpoint()
+        return n
+
+    await run_jobs(range(4), job, concurrency=2)
+    assert len(seen) == 4 and all(count > 0 for count in seen)
+    assert gc.get_freeze_count() == 0
+
+    seen.clear()
+    async with open_jobs(range(3), job, concurrency=3, gc_freeze=False) as results:
+        assert sorted([index async for index, _ in results]) == [0, 1, 2]
+    assert seen == [0, 0, 0]
+
+    async def outer(n: int) -> int:
+        await run_jobs(range(2), job, concurrency=1)  # nested: ends first
+        gc.collect(1)
+        seen.append(gc.get_freeze_count())
+        return n
+
+    seen.clear()
+    await run_jobs(range(2), outer, concurrency=2)
+    assert all(count > 0 for count in seen)  # still frozen after the inner batches ended
+    assert gc.get_freeze_count() == 0
+
+
+async def test_gc_is_unfrozen_after_a_failed_or_cancelled_batch() -> None:
+    async def boom(n: int) -> int:
+        gc.collect(1)
+        raise ValueError(n)
+
+    with pytest.raises(ExceptionGroup):
+        await run_jobs(range(3), boom, concurrency=3)
+    assert gc.get_freeze_count() == 0
+
+    async def hung(n: int) -> int:
+        gc.collect(1)
+        await anyio.sleep_forever()
+        return n
+
+    with anyio.move_on_after(0.05):
+        async with open_jobs(range(3), hung, concurrency=3) as results:
+            async for _ in results:
+                pass
+    assert gc.get_freeze_count() == 0
+
+
+async def test_an_application_that_froze_objects_itself_is_left_alone() -> None:
+    gc.freeze()
+    try:
+        grew: list[bool] = []
+
+        async def job(n: int) -> int:
+            before = gc.get_freeze_count()
+            gc.collect(1)
+            grew.append(gc.get_freeze_count() > before)
+            return n
+
+        assert await run_jobs(range(3), job, concurrency=3) == [0, 1, 2]
+        assert grew == [False, False, False]
+        assert gc.get_freeze_count() > 0  # not unfrozen either
+    finally:
+        gc.unfreeze()

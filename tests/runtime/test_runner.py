@@ -166,7 +166,7 @@ class FlakyEnv(ChaosOpsEnvironment):
 @pytest.mark.anyio
 async def test_failing_environment_in_a_batch_fails_that_episode_only() -> None:
     scenarios = [Scenario.from_type(FailureType.DB_DEADLOCK, seed=s) for s in (1, 666, 2)]
-    results = await arun_batch(scenarios, {}, env_factory=FlakyEnv)
+    results = await arun_batch(scenarios, {}, env_factory=FlakyEnv, gc_freeze=False)
     assert [r.status for r in results] == ["ok", "failed", "ok"]
     assert results[1].error == "RuntimeError: simulator crashed"
     assert len(results[1].steps) == 2 and results[1].final_step == 2
@@ -180,6 +180,9 @@ async def test_open_batch_streams_every_result() -> None:
                           concurrency=3) as results:  # fmt: skip
         async for index, result in results:
             seen[index] = result
+            assert 0 <= results.in_flight <= 3 and results.finished >= len(seen)
+    assert (results.total, results.started, results.finished) == (len(scenarios),) * 3
+    assert results.in_flight == 0 and results.failed == 0
     assert sorted(seen) == list(range(len(scenarios)))
     assert all(seen[i].scenario == sc and seen[i].resolved for i, sc in enumerate(scenarios))
 
