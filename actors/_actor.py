@@ -28,12 +28,15 @@ class EpisodeState:
     turn at its deadline.
     """
 
-    __slots__ = ("closed_info", "episode_id", "open_turn", "replies")
+    __slots__ = ("closed_info", "episode_id", "open_turn", "replies", "scope_class")
 
     def __init__(self, episode_id: str, replies: Mailbox[Reply]) -> None:
         self.episode_id = episode_id
         self.open_turn = -1
         self.replies = replies
+        # The running backend's CancelScope class: ``anyio.CancelScope()`` looks
+        # the backend up on every call (a few us), once per episode is enough.
+        self.scope_class: type[anyio.CancelScope] = type(anyio.CancelScope())
         # Annotations a timed-out call made before its deadline (see close_turn).
         self.closed_info: dict[str, Any] | None = None
 
@@ -86,6 +89,7 @@ class Actor:
         """Serve turn requests until the inbox closes or the episode cancels us."""
         CURRENT.set(self)
         inbox, policy, role, episode = self.inbox, self.policy, self.role, self.episode
+        cancel_scope = episode.scope_class
         while True:
             try:
                 turn, observation, deadline = await inbox.get()
@@ -102,7 +106,7 @@ class Actor:
                     # The coordinator closes the turn at its deadline (or stops
                     # the episode) by cancelling this scope: the call sees a
                     # cancellation, and its shielded parts are honoured.
-                    with anyio.CancelScope() as scope:
+                    with cancel_scope() as scope:
                         self.scope = scope
                         result = await result
                     self.scope = None

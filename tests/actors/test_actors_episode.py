@@ -300,3 +300,26 @@ async def test_episode_events_and_fields() -> None:
         and fin["wall_s"] == pytest.approx(trace.wall_s, abs=1e-5)
     )
     assert fin["timeouts"] == 0 and fin["errors"] == 0
+
+
+@pytest.mark.parametrize("turn_timeout", [None, 5.0])
+async def test_cancelling_an_episode_cancels_its_calls_and_honours_their_shields(
+    turn_timeout: float | None,
+) -> None:
+    cleaned: list[str] = []
+
+    async def policy(obs: Any, role: str) -> Any:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(0.05)  # cleanup that awaits
+                cleaned.append(role)
+
+    with anyio.fail_after(5):
+        with anyio.move_on_after(0.05) as scope:
+            await run_episode(
+                ToyEnv(), policies={"a": policy}, **run_kwargs(turn_timeout=turn_timeout)
+            )
+    assert scope.cancelled_caught
+    assert cleaned == ["a"]
