@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from chaosops.agents.runner import EpisodeResult, EpisodeStep
 from chaosops.env.environment import DEFAULT_TURN_ORDER, ChaosOpsEnvironment
 from chaosops.env.world_sim import Scenario
 
@@ -17,19 +18,51 @@ def role_map(policy: Any) -> dict[Any, Any]:
 
 
 def bare_loop(scenarios: list[Scenario], factory: Callable[[Scenario], Any]) -> int:
-    """The seed runner: a plain synchronous loop; returns the number of turns."""
-    turns = 0
+    """The seed runner's loop, synchronous; returns the number of turns.
+
+    Like the seed's ``run_episode`` it records every step (an ``EpisodeStep``
+    with the observation, action, reward and reward breakdown) and builds an
+    ``EpisodeResult`` per episode from the environment's state, and the results
+    are kept until the end, as a batch keeps them: the same work the runtime
+    does for a turn, minus the actors.
+    """
+    results: list[EpisodeResult] = []
     for scenario in scenarios:
         env = ChaosOpsEnvironment()
         policy = factory(scenario)
         obs = env.reset(scenario=scenario)
         limit = scenario.max_steps * len(env.turn_order)
-        n = 0
-        while not obs.done and n < limit:
-            obs = env.step(policy(obs, obs.turn_role))
-            n += 1
-        turns += n
-    return turns
+        steps: list[EpisodeStep] = []
+        while not obs.done and len(steps) < limit:
+            role = obs.turn_role
+            action = policy(obs, role)
+            next_obs = env.step(action)
+            steps.append(
+                EpisodeStep(
+                    turn=len(steps),
+                    role=role,
+                    observation=obs,
+                    action=action,
+                    reward=next_obs.reward or 0.0,
+                    breakdown=env.last_breakdown,
+                    done=next_obs.done,
+                )
+            )
+            obs = next_obs
+        state = env.state
+        results.append(
+            EpisodeResult(
+                scenario=scenario,
+                steps=steps,
+                resolved=state.resolved,
+                final_step=state.step_count,
+                cumulative_reward=state.cumulative_reward,
+                wrong_fixes=state.wrong_fixes,
+                oversight_flags=list(state.oversight_flags),
+                declared_root_cause=state.declared_root_cause,
+            )
+        )
+    return sum(len(result.steps) for result in results)
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:

@@ -1,7 +1,8 @@
 """Figure 1: the runtime's overhead against a bare synchronous loop.
 
 Turns per second with instant scripted policies (random, seeded per scenario)
-over the canonical suites: a bare synchronous loop over the same environment,
+over the canonical suites: a bare synchronous loop over the same environment
+(the seed runner's loop, recording every step as an ``EpisodeStep``),
 the runtime at concurrency 1 and 64 with logging off and to a file, and a plain
 asyncio ping-pong (four tasks, a Queue inbox, a Future reply) for scale.
 
