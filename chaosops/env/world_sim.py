@@ -705,6 +705,7 @@ class WorldSim:
 
 
 _new_object = object.__new__
+_FIELDS_SET: dict[type[BaseModel], set[str]] = {}
 _set_slot = object.__setattr__
 
 
@@ -718,7 +719,14 @@ def fast_construct(cls: type[_M], values: dict[str, Any]) -> _M:
     """
     obj = _new_object(cls)
     _set_slot(obj, "__dict__", values)
-    _set_slot(obj, "__pydantic_fields_set__", set(values))
+    # Every field is set, so the fields-set is the same for every instance of a
+    # class: one shared set (adding a name that is already in it, as pydantic's
+    # __setattr__ does, changes nothing). One object fewer per model for the
+    # garbage collector to walk.
+    fields_set = _FIELDS_SET.get(cls)
+    if fields_set is None:
+        fields_set = _FIELDS_SET[cls] = set(cls.model_fields)
+    _set_slot(obj, "__pydantic_fields_set__", fields_set)
     _set_slot(obj, "__pydantic_extra__", None)
     _set_slot(obj, "__pydantic_private__", None)
     return obj

@@ -152,3 +152,15 @@ def test_views_follow_directly_appended_truth() -> None:
     world.state.all_logs.append(herring)
     view = world.project_view("sre")
     assert view.visible_logs[-1].message == "x" and not view.visible_logs[-1].is_red_herring
+
+
+def test_lean_views_behave_like_validated_models() -> None:
+    """Views built without validation report every field as set, like a validated model."""
+    world = make_world(FailureType.ROGUE_DEPLOY_BOT)
+    view = world.project_view("oversight")
+    assert view.model_fields_set == set(RoleView.model_fields)
+    assert view.model_dump(exclude_unset=True) == view.model_dump()
+    metrics = view.visible_metrics["payments"]
+    assert metrics.model_dump(exclude_unset=True) == metrics.model_dump()
+    metrics.cpu_pct = 50.0  # assignment keeps working and changes no other instance
+    assert world.project_view("sre").visible_metrics["payments"].cpu_pct != 50.0
