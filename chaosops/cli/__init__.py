@@ -1,0 +1,47 @@
+"""The ``chaosops`` command: run, eval, replay, scenarios, mock-llm.
+
+See ``docs/cli.md`` for the commands, their options and the output files.
+
+Exit codes: 0 success; 1 a runtime failure (an unreachable LLM endpoint, an
+unwritable output folder, a replay mismatch, an episode that failed); 2 bad
+input (an unknown option value, a missing or invalid scenario file, an output
+folder that already holds a run); 130 interrupted by Ctrl-C (SIGINT), 143 by
+SIGTERM. Every error is one line on stderr, ``chaosops: error: ...``.
+
+Modules: ``_args`` (parser and value types), ``_plan`` (suites, planned
+episodes, deadlines), ``_policies`` (policy factories, LLM setup),
+``_batches`` (batch execution, signals), ``_progress`` (the progress bar),
+``_terminal`` (consoles, notes, JSON logs), one module per command (``_run``,
+``_eval``, ``_replay``, ``_scenarios``, ``_mock``) and ``_main`` (dispatch).
+"""
+
+from __future__ import annotations
+
+from ._args import build_parser
+from ._errors import CLIError
+from ._main import main
+from ._plan import (
+    PlannedEpisode,
+    effective_timeout,
+    expand_episodes_per_type,
+    load_suites,
+    timeout_groups,
+)
+from ._policies import policy_factory
+from ._replay import Mismatch, replay_records
+from ._run import build_summary
+
+__all__ = [
+    "CLIError",
+    "Mismatch",
+    "PlannedEpisode",
+    "build_parser",
+    "build_summary",
+    "effective_timeout",
+    "expand_episodes_per_type",
+    "load_suites",
+    "main",
+    "policy_factory",
+    "replay_records",
+    "timeout_groups",
+]

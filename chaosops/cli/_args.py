@@ -1,0 +1,258 @@
+"""The argument parser of the ``chaosops`` command and its value types."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from ._errors import PROG, one_line
+
+POLICIES: tuple[str, ...] = ("random", "heuristic", "oracle", "llm")
+DEFAULT_RUN_OUT = Path("runs") / "latest"
+DEFAULT_EVAL_OUT = Path("runs") / "eval"
+DEFAULT_EVAL_POLICIES: tuple[str, ...] = ("random", "heuristic", "oracle")
+ROLES: tuple[str, ...] = ("sre", "oversight", "dev", "manager")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``chaosops: error: ...``, exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{PROG}: error: {one_line(message)} (see '{self.prog} --help')\n")
+        sys.exit(2)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def _role_timeout(text: str) -> tuple[str, float]:
+    role, sep, seconds = text.partition("=")
+    role = role.strip().lower()
+    if not sep or role not in ROLES:
+        raise argparse.ArgumentTypeError(
+            f"expected ROLE=SECONDS with ROLE one of {', '.join(ROLES)}, got {text!r}"
+        )
+    try:
+        value = float(seconds)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected ROLE=SECONDS with a positive number of seconds, got {text!r}"
+        )
+    return role, value
+
+
+def _policy_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    bad = [name for name in names if name not in POLICIES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown policy {', '.join(map(repr, bad)) or repr(text)}; "
+            f"choose from {', '.join(POLICIES)} (comma separated)"
+        )
+    return names
+
+
+def _add_batch_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="scenario suite files (.toml) or folders of them; default: the canonical "
+        "easy, medium and hard suites",
+    )
+    parser.add_argument(
+        "--episodes-per-type",
+        type=_positive_int,
+        metavar="N",
+        help="replace the suites' seeds: N seeds per (failure type, tier) entry, "
+        "seed = seed offset + 97*i + 31*r as in scenarios_for_tier",
+    )
+    parser.add_argument(
+        "--seed-offset",
+        type=_int,
+        default=0,
+        metavar="N",
+        help="added to every seed (default 0)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=64,
+        metavar="N",
+        help="episodes in flight at once (>= 1, default 64)",
+    )
+    parser.add_argument(
+        "--turn-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="deadline of every turn (default: none; suites may set per-role ones)",
+    )
+    parser.add_argument(
+        "--role-timeout",
+        type=_role_timeout,
+        action="append",
+        default=[],
+        metavar="ROLE=SECONDS",
+        help="deadline of one role's turns (repeatable), e.g. --role-timeout dev=2.5",
+    )
+    parser.add_argument(
+        "--log-json",
+        metavar="PATH",
+        help="write structured JSON logs to PATH ('-' for stdout; the table then goes to stderr)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    llm = parser.add_argument_group("LLM policy (--policy llm)")
+    llm.add_argument(
+        "--llm-base-url",
+        "--base-url",
+        default=os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1"),
+        metavar="URL",
+        help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL or "
+        "http://127.0.0.1:8000/v1, the mock-llm default)",
+    )
+    llm.add_argument(
+        "--llm-model",
+        "--model",
+        default="chaosops-mock",
+        metavar="NAME",
+        help="model name (default chaosops-mock, the mock-llm's)",
+    )
+    llm.add_argument(
+        "--llm-api-key",
+        default=None,
+        metavar="KEY",
+        help="API key (default $OPENAI_API_KEY); never printed or written",
+    )
+    llm.add_argument(
+        "--llm-max-in-flight",
+        type=_positive_int,
+        default=64,
+        metavar="N",
+        help="requests in flight at once, across all episodes (default 64)",
+    )
+    llm.add_argument("--temperature", type=_non_negative, default=0.0, help="sampling temperature")
+    llm.add_argument(
+        "--max-tokens", type=_positive_int, default=256, metavar="N", help="completion limit"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``chaosops`` command."""
+    parser = Parser(
+        prog=PROG,
+        description="Run, evaluate and replay ChaosOps incident-response episodes.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run",
+        help="run scenario suites with one policy",
+        description="Run scenario suites with one policy; write results.jsonl, "
+        "trajectories.jsonl and summary.json to the output folder; print the table.",
+    )
+    _add_batch_options(run)
+    run.add_argument(
+        "--policy",
+        choices=POLICIES,
+        default="heuristic",
+        help="policy playing the four roles (default heuristic)",
+    )
+    run.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_RUN_OUT,
+        metavar="DIR",
+        help=f"output folder (default {DEFAULT_RUN_OUT})",
+    )
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out: skip episodes already in results.jsonl",
+    )
+    run.add_argument(
+        "--fsync", action="store_true", help="fsync after every episode (power-loss safety)"
+    )
+
+    ev = sub.add_parser(
+        "eval",
+        help="evaluation table across policies and tiers",
+        description="Run several policies over the suites and print the evaluation table "
+        "(SPEC section 13); write it as JSON and a PNG chart when matplotlib is installed.",
+    )
+    _add_batch_options(ev)
+    ev.add_argument(
+        "--policies",
+        type=_policy_list,
+        default=list(DEFAULT_EVAL_POLICIES),
+        metavar="LIST",
+        help="comma-separated policies (default random,heuristic,oracle)",
+    )
+    ev.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_EVAL_OUT,
+        metavar="DIR",
+        help=f"folder for eval.json and eval_reward_by_tier.png (default {DEFAULT_EVAL_OUT})",
+    )
+    ev.add_argument("--json", metavar="PATH", help="write the JSON table here ('-' for stdout)")
+    ev.add_argument("--chart", metavar="PATH", help="write the PNG chart here")
+    ev.add_argument("--no-chart", action="store_true", help="do not draw the chart")
+
+    rp = sub.add_parser(
+        "replay",
+        help="replay recorded actions and check every reward",
+        description="Replay every episode of a results.jsonl through a fresh environment "
+        "and report each step whose reward or done flag differs (exit 1 if any).",
+    )
+    rp.add_argument("results", metavar="RESULTS", help="results.jsonl or a run folder")
+
+    sc = sub.add_parser(
+        "scenarios",
+        help="list and validate scenario suites",
+        description="List scenario suites and validate them (default: the canonical suites).",
+    )
+    sc.add_argument("paths", nargs="*", metavar="PATH", help="suite files or folders")
+
+    # listed for --help; its options are parsed by _mock.cmd_mock_llm
+    sub.add_parser("mock-llm", help="local OpenAI-compatible server for demos and tests")
+    return parser

@@ -1,0 +1,103 @@
+"""Batch execution: planned episodes grouped into runner batches, run one after
+the other, stopped cleanly by SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import signal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ._plan import PlannedEpisode, TurnTimeout, timeout_groups
+
+
+@dataclasses.dataclass
+class Stop:
+    """Which signal stopped the batch, if any."""
+
+    signum: int | None = None
+
+
+@dataclasses.dataclass
+class Batch:
+    """One call to the runner: scenarios sharing a deadline, with their plan indices."""
+
+    scenarios: list[Any]
+    indices: list[int]
+    factory: Callable[[Any], Mapping[Any, Any]]
+    turn_timeout: TurnTimeout
+    tag: str = ""
+
+
+def plan_batches(
+    args: argparse.Namespace,
+    planned: Sequence[PlannedEpisode],
+    todo: Sequence[int],
+    factory: Callable[[Any], Mapping[Any, Any]],
+    tag: str = "",
+) -> list[Batch]:
+    """The batches running the plan indices ``todo``: one per deadline group of
+    :func:`timeout_groups`, in its order, indices ascending within each."""
+    wanted = set(todo)
+    batches = []
+    for indices, timeout in timeout_groups(args, planned):
+        kept = [i for i in indices if i in wanted]
+        if kept:
+            scenarios = [planned[i].scenario for i in kept]
+            batches.append(Batch(scenarios, kept, factory, timeout, tag))
+    return batches
+
+
+async def _watch_signals(scope: Any, stop: Stop) -> None:
+    import anyio
+
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            stop.signum = int(signum)
+            scope.cancel()
+            return
+
+
+async def run_batches(
+    batches: Sequence[Batch],
+    *,
+    concurrency: int,
+    on_result: Callable[[Batch, int, Any], None],
+    close: Sequence[Any] = (),
+) -> Stop:
+    """Run the batches one after the other, calling ``on_result(batch, plan_index,
+    result)`` as each episode finishes.
+
+    SIGINT or SIGTERM cancels the batch in flight (its episodes are cancelled by
+    structured cancellation); what finished was already handed to ``on_result``.
+    The objects in ``close`` (LLM policies) are closed at the end, in this loop.
+    """
+    import anyio
+
+    from chaosops.agents.runner import open_batch
+
+    stop = Stop()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch_signals, tg.cancel_scope, stop)
+            for batch in batches:
+                async with open_batch(
+                    batch.scenarios,
+                    batch.factory,
+                    concurrency=concurrency,
+                    turn_timeout=batch.turn_timeout,
+                ) as results:
+                    async for index, result in results:
+                        on_result(batch, batch.indices[index], result)
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            for resource in close:
+                await resource.aclose()
+    return stop
+
+
+def stop_code(stop: Stop) -> int:
+    """The exit code of a stopped run: 128 + the signal (130 SIGINT, 143 SIGTERM)."""
+    return 128 + (stop.signum or signal.SIGINT)

@@ -1,0 +1,106 @@
+"""``chaosops eval``: several policies over the suites, the evaluation table,
+its JSON and chart."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from ._batches import Batch, plan_batches, run_batches, stop_code
+from ._errors import CLIError
+from ._plan import plan_episodes
+from ._policies import policy_factory, prepare_llm
+from ._terminal import configure_logs, console_for, note
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """``chaosops eval``; returns the exit code."""
+    import anyio
+    import orjson
+
+    from chaosops.evaluation import (
+        evaluate_records,
+        render_table,
+        rows_to_json,
+        write_reward_chart,
+    )
+    from chaosops.outputs import atomic_write_bytes, plan_keys, result_record
+
+    from ._progress import ProgressBar
+
+    if args.json == "-" and args.log_json == "-":
+        raise CLIError("--json - and --log-json - both write to stdout; send one to a file")
+    policies = list(dict.fromkeys(args.policies))
+    planned = plan_episodes(args)
+    scenarios = [p.scenario for p in planned]
+    llm = prepare_llm(args, policies)
+    table_stream = configure_logs(args)
+    if args.json == "-":
+        table_stream = sys.stderr
+
+    keys = {name: plan_keys(name, scenarios) for name in policies}
+    batches = [
+        batch
+        for name in policies
+        for batch in plan_batches(
+            args, planned, range(len(planned)), policy_factory(name, llm), tag=name
+        )
+    ]
+    by_policy: dict[str, dict[int, dict[str, Any]]] = {name: {} for name in policies}
+    progress = ProgressBar(
+        enabled=not args.no_progress,
+        total=len(planned) * len(policies),
+        concurrency=args.concurrency,
+        label="eval",
+    )
+
+    def on_result(batch: Batch, index: int, result: Any) -> None:
+        record = result_record(result, policy=batch.tag, key=keys[batch.tag][index])
+        by_policy[batch.tag][index] = record
+        progress.advance(result)
+
+    with progress:
+        stop = anyio.run(
+            partial(
+                run_batches,
+                batches,
+                concurrency=args.concurrency,
+                on_result=on_result,
+                close=[llm] if llm is not None else [],
+            )
+        )
+    if stop.signum is not None:
+        note("interrupted; no evaluation written")
+        return stop_code(stop)
+
+    records = [done[i] for name in policies for done in [by_policy[name]] for i in sorted(done)]
+    rows = evaluate_records(records)
+    console_for(table_stream).print(render_table(rows, title="chaosops eval"))
+    payload = {
+        "policies": policies,
+        "episodes_per_policy": len(planned),
+        "rows": rows_to_json(rows),
+    }
+    data = orjson.dumps(payload, option=orjson.OPT_INDENT_2) + b"\n"
+    try:
+        if args.json == "-":
+            sys.stdout.write(data.decode())
+            sys.stdout.flush()
+        else:
+            json_path = Path(args.json) if args.json else args.out / "eval.json"
+            json_path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(json_path, data)
+            note(f"wrote {json_path}")
+        if not args.no_chart:
+            chart = Path(args.chart) if args.chart else args.out / "eval_reward_by_tier.png"
+            chart.parent.mkdir(parents=True, exist_ok=True)
+            if write_reward_chart(rows, chart):
+                note(f"wrote {chart}")
+            else:
+                note("matplotlib is not installed; no chart (pip install 'chaosops[plot]')")
+    except OSError as exc:
+        raise CLIError(f"cannot write the evaluation: {exc.strerror or exc}", code=1) from None
+    return 0

@@ -1,0 +1,46 @@
+"""The entry point: parse the command line, dispatch, turn errors into exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from ._args import build_parser
+from ._errors import PROG, CLIError, one_line
+from ._eval import cmd_eval
+from ._mock import cmd_mock_llm
+from ._replay import cmd_replay
+from ._run import cmd_run
+from ._scenarios import cmd_scenarios
+from ._terminal import note
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": cmd_run,
+    "eval": cmd_eval,
+    "replay": cmd_replay,
+    "scenarios": cmd_scenarios,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``chaosops`` console script; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv[:1] == ["mock-llm"]:
+            return cmd_mock_llm(argv[1:])
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.error(f"missing command; choose from {', '.join([*_COMMANDS, 'mock-llm'])}")
+        return _COMMANDS[args.command](args)
+    except CLIError as exc:
+        sys.stderr.write(f"{PROG}: error: {one_line(exc)}\n")
+        return exc.code
+    except KeyboardInterrupt:
+        note("interrupted")
+        return 130
+    except BrokenPipeError:
+        # stdout closed by a pager or `head`: nothing more to say.
+        sys.stderr.close()
+        return 1

@@ -1,0 +1,167 @@
+"""What to run: suite files, planned episodes and their turn deadlines."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._errors import CLIError, one_line
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedEpisode:
+    """One episode to run: its scenario and the turn deadline that applies to it."""
+
+    scenario: Any
+    suite_timeout: Mapping[Any, float] | None = None
+
+
+def _tier_pools() -> dict[str, list[str]]:
+    from chaosops.curriculum.generator import TIER_POOLS
+
+    return {tier.value: [ft.value for ft in pool] for tier, pool in TIER_POOLS.items()}
+
+
+def suite_files(paths: Sequence[str]) -> list[Path]:
+    """The suite files named by ``paths`` (folders give their ``*.toml``, sorted);
+    the canonical suites when ``paths`` is empty."""
+    from chaosops.scenarios import canonical_suite_paths
+
+    if not paths:
+        return [Path(p) for p in canonical_suite_paths()]
+    files: list[Path] = []
+    for text in paths:
+        path = Path(text)
+        if not path.exists():
+            raise CLIError(
+                f"no such scenario file or folder: {text} "
+                "(expected a .toml suite file or a folder of them)"
+            )
+        if path.is_dir():
+            found = sorted(p for p in path.glob("*.toml") if p.is_file())
+            if not found:
+                raise CLIError(f"folder {text} holds no .toml suite files")
+            files.extend(found)
+        else:
+            files.append(path)
+    return files
+
+
+def load_suites(paths: Sequence[str]) -> list[Any]:
+    """The suites named on the command line (default: the canonical ones).
+
+    Raises :class:`CLIError` with the loader's one-line message on a bad file.
+    """
+    from chaosops.scenarios import ScenarioFileError, read_suite
+
+    suites = []
+    for path in suite_files(paths):
+        try:
+            suites.append(read_suite(path))
+        except ScenarioFileError as exc:
+            raise CLIError(one_line(exc)) from None
+        except OSError as exc:
+            raise CLIError(f"cannot read scenario file {path}: {exc.strerror or exc}") from None
+    return suites
+
+
+def expand_episodes_per_type(
+    planned: Sequence[PlannedEpisode], episodes_per_type: int, seed_offset: int = 0
+) -> list[PlannedEpisode]:
+    """Replace the suites' seeds with ``episodes_per_type`` seeds per entry.
+
+    An entry is a (failure type, tier) pair, in order of first appearance; its
+    first scenario is the template (max steps, misleading logs, rogue agent,
+    turn timeouts). Seeds follow ``scenarios_for_tier``: ``seed_offset + 97*i +
+    31*r`` where ``i`` is the failure's position in the tier's pool (failures
+    outside the pool come after it, in order of appearance), so on the
+    canonical suites this gives exactly ``scenarios_for_tier(tier,
+    seed_offset=..., episodes_per_type=N)`` per tier.
+    """
+    pools = _tier_pools()
+    templates: dict[tuple[str, str], PlannedEpisode] = {}
+    for item in planned:
+        key = (item.scenario.failure_type.value, item.scenario.difficulty.value)
+        templates.setdefault(key, item)
+    extra: dict[str, list[str]] = {}
+    out = []
+    for (failure, tier), template in templates.items():
+        pool = pools.get(tier, [])
+        if failure in pool:
+            i = pool.index(failure)
+        else:
+            others = extra.setdefault(tier, [])
+            others.append(failure)
+            i = len(pool) + others.index(failure)
+        for r in range(episodes_per_type):
+            scenario = dataclasses.replace(template.scenario, seed=seed_offset + 97 * i + 31 * r)
+            out.append(PlannedEpisode(scenario, template.suite_timeout))
+    return out
+
+
+def plan_episodes(args: argparse.Namespace) -> list[PlannedEpisode]:
+    """The episodes of a ``run`` or ``eval`` invocation, in suite order, with
+    ``--episodes-per-type`` and ``--seed-offset`` applied."""
+    planned = [
+        PlannedEpisode(entry.scenario, entry.turn_timeout)
+        for suite in load_suites(args.paths)
+        for entry in suite.entries
+    ]
+    if args.episodes_per_type is not None:
+        return expand_episodes_per_type(planned, args.episodes_per_type, args.seed_offset)
+    if args.seed_offset:
+        return [
+            PlannedEpisode(
+                dataclasses.replace(p.scenario, seed=p.scenario.seed + args.seed_offset),
+                p.suite_timeout,
+            )
+            for p in planned
+        ]
+    return planned
+
+
+TurnTimeout = float | dict[Any, float] | None
+
+
+def effective_timeout(
+    args: argparse.Namespace, suite_timeout: Mapping[Any, float] | None
+) -> TurnTimeout:
+    """The deadline of one episode: ``--role-timeout`` over ``--turn-timeout``
+    over the suite entry's per-role timeouts; ``None`` when nothing sets one."""
+    from chaosops.env.models import AgentRole
+
+    if args.turn_timeout is None and not args.role_timeout:
+        return dict(suite_timeout) if suite_timeout else None
+    if not args.role_timeout:
+        return float(args.turn_timeout)
+    per_role: dict[Any, float] = (
+        {role: float(args.turn_timeout) for role in AgentRole}
+        if args.turn_timeout is not None
+        else dict(suite_timeout or {})
+    )
+    for role, seconds in args.role_timeout:
+        per_role[AgentRole(role)] = seconds
+    return per_role
+
+
+def timeout_groups(
+    args: argparse.Namespace, planned: Sequence[PlannedEpisode]
+) -> list[tuple[list[int], TurnTimeout]]:
+    """Indices of ``planned`` grouped by deadline, in order of first appearance.
+
+    The runner takes one deadline per batch, so each group runs as its own
+    batch, one after the other (with the canonical suites there is one group).
+    """
+    groups: dict[Any, tuple[list[int], TurnTimeout]] = {}
+    for index, item in enumerate(planned):
+        timeout = effective_timeout(args, item.suite_timeout)
+        key = (
+            tuple(sorted((getattr(k, "value", k), v) for k, v in timeout.items()))
+            if isinstance(timeout, dict)
+            else timeout
+        )
+        groups.setdefault(key, ([], timeout))[0].append(index)
+    return list(groups.values())
