@@ -7,9 +7,12 @@ import argparse
 import dataclasses
 import signal
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._plan import PlannedEpisode, TurnTimeout, timeout_groups
+
+if TYPE_CHECKING:
+    from actors import JobResults
 
 
 @dataclasses.dataclass
@@ -64,10 +67,15 @@ async def run_batches(
     *,
     concurrency: int,
     on_result: Callable[[Batch, int, Any], None],
+    on_batch: Callable[[JobResults[Any] | None], None] | None = None,
     close: Sequence[Any] = (),
 ) -> Stop:
     """Run the batches one after the other, calling ``on_result(batch, plan_index,
     result)`` as each episode finishes.
+
+    ``on_batch(results)`` gets each batch's live counters (the runner's
+    ``actors.JobResults``: ``in_flight``, ``started``, ``finished``...) as it
+    opens, and ``None`` once the batches are over (also when stopped).
 
     SIGINT or SIGTERM cancels the batch in flight (its episodes are cancelled by
     structured cancellation); what finished was already handed to ``on_result``.
@@ -88,10 +96,14 @@ async def run_batches(
                     concurrency=concurrency,
                     turn_timeout=batch.turn_timeout,
                 ) as results:
+                    if on_batch is not None:
+                        on_batch(results)
                     async for index, result in results:
                         on_result(batch, batch.indices[index], result)
             tg.cancel_scope.cancel()
     finally:
+        if on_batch is not None:
+            on_batch(None)
         with anyio.CancelScope(shield=True):
             for resource in close:
                 await resource.aclose()

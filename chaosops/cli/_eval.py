@@ -53,7 +53,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     progress = ProgressBar(
         enabled=not args.no_progress,
         total=len(planned) * len(policies),
-        concurrency=args.concurrency,
         label="eval",
     )
 
@@ -69,6 +68,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 batches,
                 concurrency=args.concurrency,
                 on_result=on_result,
+                on_batch=progress.watch,
                 close=[llm] if llm is not None else [],
             )
         )

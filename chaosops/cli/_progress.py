@@ -1,41 +1,82 @@
-"""The progress bar of ``run`` and ``eval`` (rich, on stderr)."""
+"""The progress bar of ``run`` and ``eval`` (rich, on stderr).
+
+Imported by the commands when they start, so ``chaosops --help`` and the
+other commands do not pay for importing rich's progress machinery.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from rich.progress import Task
+
+    from actors import JobResults
+
+
+class _LiveText(ProgressColumn):
+    """A column whose text is computed each time the bar is drawn (rich redraws it
+    on a timer), so figures that change while no episode finishes stay live."""
+
+    def __init__(self, text: Callable[[], str]) -> None:
+        super().__init__()
+        self._text = text
+
+    def render(self, task: Task) -> Text:
+        return Text(self._text())
 
 
 class ProgressBar:
-    """A rich progress bar on stderr: done/total, in flight, timeouts, errors, rate."""
+    """A rich progress bar on stderr: done/total, in flight, timeouts, errors, rate.
 
-    def __init__(self, *, enabled: bool, total: int, concurrency: int, label: str) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    ``in flight`` is the exact number of episodes running, read from the live
+    counters of the batch being run (:meth:`watch`) each time the bar is drawn,
+    four times a second; timeouts, errors and failed episodes are summed over
+    the results handed to :meth:`advance`.
+    """
 
+    def __init__(
+        self, *, enabled: bool, total: int, label: str, console: Console | None = None
+    ) -> None:
         self.total = total
-        self.concurrency = concurrency
         self.done = 0
         self.timeouts = 0
         self.errors = 0
         self.failed = 0
         self.started = time.monotonic()
+        self._results: JobResults[Any] | None = None
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[stats]}"),
-            console=Console(stderr=True),
+            _LiveText(self.stats),
+            console=console or Console(stderr=True),
             disable=not enabled,
             refresh_per_second=4,
         )
-        self._task = self._progress.add_task(label, total=total, stats=self._stats())
+        self._task = self._progress.add_task(label, total=total)
 
-    def _stats(self) -> str:
+    def watch(self, results: JobResults[Any] | None) -> None:
+        """Read ``in flight`` from ``results`` (the live counters of the batch now
+        running, an ``actors.JobResults``) from now on; ``None``: no batch runs."""
+        self._results = results
+
+    @property
+    def in_flight(self) -> int:
+        """Episodes started and not finished in the batch being watched."""
+        return 0 if self._results is None else self._results.in_flight
+
+    def stats(self) -> str:
+        """The text after the bar: in flight, timeouts, errors, rate, failed if any."""
         elapsed = max(time.monotonic() - self.started, 1e-9)
-        in_flight = min(self.concurrency, self.total - self.done)
         text = (
-            f"in flight {in_flight} · timeouts {self.timeouts} · errors {self.errors}"
+            f"in flight {self.in_flight} · timeouts {self.timeouts} · errors {self.errors}"
             f" · {self.done / elapsed:.1f} ep/s"
         )
         if self.failed:
@@ -48,12 +89,12 @@ class ProgressBar:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._progress.update(self._task, stats=self._stats())
         self._progress.stop()
 
     def advance(self, result: Any) -> None:
+        """Count one finished episode (its timeouts, errors and status)."""
         self.done += 1
         self.timeouts += int(result.timeouts)
         self.errors += int(result.errors)
         self.failed += int(result.status != "ok")
-        self._progress.update(self._task, advance=1, stats=self._stats())
+        self._progress.update(self._task, advance=1)

@@ -69,7 +69,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         progress = ProgressBar(
             enabled=not args.no_progress,
             total=len(todo),
-            concurrency=args.concurrency,
             label=args.policy,
         )
 
@@ -85,6 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     batches,
                     concurrency=args.concurrency,
                     on_result=on_result,
+                    on_batch=progress.watch,
                     close=[llm] if llm is not None else [],
                 )
             )

@@ -234,14 +234,20 @@ def test_log_json_to_stdout(work: Path) -> None:
     names = {e["event"] for e in events}
     assert {"run_started", "episode_finished", "turn"} <= names
     assert all({"timestamp", "level", "event"} <= e.keys() for e in events)
-    # the progress bar and the table went to stderr
+    # the progress bar and the table went to stderr; the bar's last line is the
+    # finished run: every episode done, none in flight
     assert "ep/s" in proc.stderr and "success" in proc.stderr
+    last_bar = [line for line in proc.stderr.splitlines() if "ep/s" in line][-1]
+    assert "in flight 0 · timeouts 0 · errors 0" in last_bar
+    total = len(jsonl(work / "logs" / "results.jsonl"))
+    assert f"{total}/{total}" in last_bar
 
 
 def test_eval_writes_json_and_chart(work: Path) -> None:
     out = work / "eval"
     proc = chaosops("eval", "--episodes-per-type", "1", "--no-progress", "--out", out, cwd=work)
     assert proc.returncode == 0, proc.stderr
+    assert "ep/s" not in proc.stderr and "in flight" not in proc.stderr  # no progress bar
     data = orjson.loads((out / "eval.json").read_bytes())
     rows = {(r["policy"], r["tier"]): r for r in data["rows"]}
     assert len(rows) == 9
