@@ -2,8 +2,12 @@
 
 Concurrent episodes whose policies never answer, 50 ms turn deadline; the
 overshoot of a turn is ``latency_s - deadline`` (from sending the observation
-to closing the turn). All episodes start together, so their deadlines fall due
-at the same instant. Targets: p99 <= 10 ms at 100 episodes, <= 100 ms at 1,000.
+to closing the turn). All episodes are started together by one batch, so their
+deadlines fall due together. Not literally at one instant: the batch starts its
+episodes one per event-loop iteration (an episode's start costs ~0.3-0.4 ms of
+CPU here), so the first deadlines of 1,000 episodes fall due within the start
+window that is printed, and every later round of 1,000 deadlines stays as
+bunched. Targets: p99 <= 10 ms at 100 episodes, <= 100 ms at 1,000.
 Run: ``python benchmarks/deadlines.py``.
 """
 
@@ -19,8 +23,9 @@ import anyio
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import role_map, verdict
 
-from chaosops.agents.runner import arun_batch
-from chaosops.env.models import FailureType
+from chaosops.agents.runner import arun_batch, open_batch
+from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, FailureType
 from chaosops.env.world_sim import Scenario
 
 DEADLINE = 0.05
@@ -31,18 +36,70 @@ async def never(observation: Any, role: Any) -> Any:
     await anyio.sleep_forever()
 
 
-def overshoots_ms(episodes: int) -> list[float]:
+def overshoots_ms(episodes: int) -> tuple[list[float], float]:
+    """Overshoots of every turn (ms), and the window over which the episodes started (ms)."""
+    scenarios = [
+        Scenario.from_type(FailureType.DB_DEADLOCK, seed=i, max_steps=TURNS)
+        for i in range(episodes)
+    ]
+    starts: list[float] = []
+
+    def env_factory() -> ChaosOpsEnvironment:
+        starts.append(anyio.current_time())
+        return ChaosOpsEnvironment()
+
+    async def main() -> list[float]:
+        results = await arun_batch(
+            scenarios,
+            lambda sc: role_map(never),
+            concurrency=episodes,
+            turn_timeout=DEADLINE,
+            env_factory=env_factory,
+        )
+        assert all(s.timed_out for r in results for s in r.steps)
+        return [(s.latency_s - DEADLINE) * 1000 for r in results for s in r.steps]
+
+    values = anyio.run(main)
+    return values, (max(starts) - min(starts)) * 1000
+
+
+def aligned_overshoots_ms(episodes: int) -> list[float]:
+    """The worst case: deadlines aligned across episodes by a barrier.
+
+    Every episode's first turn (sre, no deadline) waits for one event, set when
+    the last episode's sre is asked; sre then answers at once, and the other roles
+    (50 ms deadline) never answer. So the deadlines of all episodes' second
+    turns are set within the time it takes to process the 1,000 released sre
+    replies, and every later round stays bunched. Overshoots of deadline turns.
+    """
     scenarios = [
         Scenario.from_type(FailureType.DB_DEADLOCK, seed=i, max_steps=TURNS)
         for i in range(episodes)
     ]
 
     async def main() -> list[float]:
-        results = await arun_batch(
-            scenarios, lambda sc: role_map(never), concurrency=episodes, turn_timeout=DEADLINE
-        )
-        assert all(s.timed_out for r in results for s in r.steps)
-        return [(s.latency_s - DEADLINE) * 1000 for r in results for s in r.steps]
+        gate = anyio.Event()
+        waiting = [0]
+
+        async def sre(observation: Any, role: Any) -> ChaosOpsAction:
+            waiting[0] += 1
+            if waiting[0] == episodes:
+                gate.set()  # every episode is at its first turn: release them together
+            await gate.wait()
+            return ChaosOpsAction(role=role, action_type=ActionType.NOOP)
+
+        def policies(sc: Scenario) -> dict[Any, Any]:
+            return {**role_map(never), AgentRole.SRE: sre}
+
+        timeouts = {AgentRole.OVERSIGHT: DEADLINE, AgentRole.DEV: DEADLINE,
+                    AgentRole.MANAGER: DEADLINE}  # fmt: skip
+        values: list[float] = []
+        async with open_batch(
+            scenarios, policies, concurrency=episodes, turn_timeout=timeouts
+        ) as results:
+            async for _, result in results:
+                values += [(s.latency_s - DEADLINE) * 1000 for s in result.steps if s.timed_out]
+        return values
 
     return anyio.run(main)
 
@@ -55,9 +112,17 @@ def main() -> dict[str, Any]:
     print(f"figure 3: never-answering policies, {DEADLINE * 1000:.0f} ms deadline, {TURNS} turns")
     out = {}
     for episodes, target in ((100, 10.0), (1000, 100.0)):
-        values = overshoots_ms(episodes)
+        values, window = overshoots_ms(episodes)
         p50, p99 = _pct(values, 50), _pct(values, 99)
-        out[episodes] = {"p50_ms": p50, "p99_ms": p99, "max_ms": max(values)}
+        out[episodes] = {"p50_ms": p50, "p99_ms": p99, "max_ms": max(values), "start_ms": window}
+        print(f"  {episodes:5d} episodes: overshoot p50 {p50:6.2f} ms, p99 {p99:6.2f} ms, "
+              f"max {max(values):6.2f} ms  target p99 <= {target:.0f} ms  "
+              f"{verdict(p99 <= target)}  (episodes started within {window:.0f} ms)")  # fmt: skip
+    print("  aligned by a barrier (the deadlines of all episodes set together, worst case):")
+    for episodes, target in ((100, 10.0), (1000, 100.0)):
+        values = aligned_overshoots_ms(episodes)
+        p50, p99 = _pct(values, 50), _pct(values, 99)
+        out[f"aligned_{episodes}"] = {"p50_ms": p50, "p99_ms": p99, "max_ms": max(values)}
         print(f"  {episodes:5d} episodes: overshoot p50 {p50:6.2f} ms, p99 {p99:6.2f} ms, "
               f"max {max(values):6.2f} ms  target p99 <= {target:.0f} ms  "
               f"{verdict(p99 <= target)}")  # fmt: skip

@@ -54,7 +54,7 @@ from chaosops.env.models import (
     ChaosOpsObservation,
     FailureType,
 )
-from chaosops.env.world_sim import Scenario
+from chaosops.env.world_sim import Scenario, fast_construct
 from chaosops.rewards.reward_fn import StepRewardBreakdown
 
 __all__ = [
@@ -135,7 +135,12 @@ class EpisodeResult:
 
 
 def _noop(role: Any) -> ChaosOpsAction:
-    return ChaosOpsAction(role=role, action_type=ActionType.NOOP)
+    # The fallback of every timed-out or failed turn: built without validation
+    # (the role comes from the environment's turn order).
+    return fast_construct(
+        ChaosOpsAction,
+        {"role": AgentRole(role), "action_type": ActionType.NOOP, "target": None, "args": {}},
+    )
 
 
 def _is_action(value: object) -> bool:
