@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from inspect import isawaitable
+from types import GeneratorType
 from typing import Any
 
 import anyio
@@ -10,7 +11,7 @@ from anyio import ClosedResourceError, EndOfStream
 
 from . import _logging
 from ._context import CURRENT
-from ._mailbox import Mailbox
+from ._mailbox import Mailbox, Replies
 from ._types import Policy
 
 Request = tuple[int, Any, float | None]
@@ -18,6 +19,13 @@ Request = tuple[int, Any, float | None]
 
 Reply = tuple[int, Any, Any, BaseException | None, dict[str, Any] | None]
 """(turn index, role, result, exception raised or None, annotations or None)."""
+
+# Types of sync policy results known not to be awaitable: ``inspect.isawaitable``
+# runs an ABC check on every call, a set lookup is cheaper. Bounded (a few
+# action types in practice); generators are never cached (awaitable or not
+# depends on the instance).
+_PLAIN_TYPES: set[type] = set()
+_MAX_PLAIN_TYPES = 256
 
 
 class EpisodeState:
@@ -30,7 +38,7 @@ class EpisodeState:
 
     __slots__ = ("closed_info", "episode_id", "open_turn", "replies", "scope_class")
 
-    def __init__(self, episode_id: str, replies: Mailbox[Reply]) -> None:
+    def __init__(self, episode_id: str, replies: Mailbox[Reply] | Replies[Reply]) -> None:
         self.episode_id = episode_id
         self.open_turn = -1
         self.replies = replies
@@ -85,7 +93,7 @@ class Actor:
         # The cancel scope of the async policy call in flight, None between calls.
         self.scope: anyio.CancelScope | None = None
 
-    async def run(self, replies: Mailbox[Reply]) -> None:
+    async def run(self, replies: Mailbox[Reply] | Replies[Reply]) -> None:
         """Serve turn requests until the inbox closes or the episode cancels us."""
         CURRENT.set(self)
         inbox, policy, role, episode = self.inbox, self.policy, self.role, self.episode
@@ -102,7 +110,9 @@ class Actor:
             result: Any = None
             try:
                 result = policy(observation, role)
-                if isawaitable(result):
+                if type(result) in _PLAIN_TYPES:
+                    pass
+                elif isawaitable(result):
                     # The coordinator closes the turn at its deadline (or stops
                     # the episode) by cancelling this scope: the call sees a
                     # cancellation, and its shielded parts are honoured.
@@ -113,6 +123,8 @@ class Actor:
                     if scope.cancelled_caught:
                         self.turn = -1
                         continue
+                elif type(result) is not GeneratorType and len(_PLAIN_TYPES) < _MAX_PLAIN_TYPES:
+                    _PLAIN_TYPES.add(type(result))
             except Exception as exc:  # a policy bug costs its turn only
                 self.scope = None
                 error = exc

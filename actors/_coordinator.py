@@ -14,7 +14,7 @@ from structlog.contextvars import bound_contextvars
 from . import _logging
 from ._actor import Actor, EpisodeState, Reply, log_late_reply
 from ._deadline import timeouts_by_role
-from ._mailbox import Mailbox, asyncio_loop
+from ._mailbox import Mailbox, Replies, asyncio_loop
 from ._types import EpisodeTrace, Policy, TurnEnv, TurnRecord, TurnTimeout
 
 
@@ -108,7 +108,10 @@ async def _play(
 ) -> None:
     loop = asyncio_loop()
     # At most one reply is ever queued: an actor replies only while its turn is open.
-    replies: Mailbox[Reply] = Mailbox(len(policies) + 1, loop)
+    # On asyncio a queue and a future (no stream to build, close and go through).
+    replies: Mailbox[Reply] | Replies[Reply] = (
+        Mailbox(len(policies) + 1, loop) if loop is None else Replies(loop)
+    )
     state = EpisodeState(trace.episode_id, replies)
     actors = {
         role: Actor(role, policy, state, Mailbox(1, loop)) for role, policy in policies.items()
@@ -154,7 +157,7 @@ async def _stop_calls(actors: Mapping[Any, Actor], tasks: list[asyncio.Task[None
         await asyncio.wait(tasks)
 
 
-def _close(replies: Mailbox[Reply], actors: Mapping[Any, Actor]) -> None:
+def _close(replies: Mailbox[Reply] | Replies[Reply], actors: Mapping[Any, Actor]) -> None:
     replies.close()
     for actor in actors.values():
         actor.inbox.close()
@@ -264,7 +267,9 @@ async def _turns(
     trace.final_observation = observation
 
 
-async def _reply_for(turn: int, replies: Mailbox[Reply], episode_id: str, reply: Reply) -> Reply:
+async def _reply_for(
+    turn: int, replies: Mailbox[Reply] | Replies[Reply], episode_id: str, reply: Reply
+) -> Reply:
     """The reply for ``turn``, dropping ``reply`` and any other for a closed turn."""
     while reply[0] != turn:
         log_late_reply(episode_id, reply[0], reply[1])
