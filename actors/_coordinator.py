@@ -9,7 +9,7 @@ from time import perf_counter
 from typing import Any
 
 import anyio
-from structlog.contextvars import bound_contextvars
+from structlog.contextvars import bind_contextvars, reset_contextvars, unbind_contextvars
 
 from . import _logging
 from ._actor import Actor, EpisodeState, Reply, log_late_reply
@@ -62,7 +62,10 @@ async def run_episode(
     returns, also when the caller is cancelled.
     """
     episode_id = episode_id or uuid.uuid4().hex
-    with bound_contextvars(episode_id=episode_id):
+    # What ``bound_contextvars`` does, minus its walk over every context
+    # variable to save the previous value: the token restores it.
+    tokens = bind_contextvars(episode_id=episode_id)
+    try:
         trace = EpisodeTrace(episode_id=episode_id)
         started = perf_counter()
         if _logging.log_enabled(_logging.INFO):
@@ -92,6 +95,11 @@ async def run_episode(
                 wall_s=round(trace.wall_s, 6),
             )
         return trace
+    finally:
+        try:
+            reset_contextvars(**tokens)
+        except ValueError:  # closed from another context (a coroutine collected unfinished)
+            unbind_contextvars("episode_id")
 
 
 async def _play(

@@ -92,13 +92,25 @@ class Mailbox(Generic[T]):
         For a sender that knows every queued item is stale (the coordinator:
         a request still in an actor's inbox is for a turn already closed).
         """
-        while not self.try_put(item):
+        send = self._send
+        while True:
             try:
-                self._recv.receive_nowait()
-            except WouldBlock:  # another backend's reader holds no count
-                pass
+                send.send_nowait(item)
+            except WouldBlock:
+                try:
+                    self._recv.receive_nowait()
+                except WouldBlock:  # another backend's reader holds no count
+                    pass
+                else:
+                    self._count -= 1
             else:
-                self._count -= 1
+                break
+        self._count += 1
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def get(self) -> T:
         """Next item; raises ``anyio.EndOfStream`` (or ``ClosedResourceError``) once closed."""

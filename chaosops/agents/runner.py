@@ -139,7 +139,12 @@ def _noop(role: Any) -> ChaosOpsAction:
     # (the role comes from the environment's turn order).
     return fast_construct(
         ChaosOpsAction,
-        {"role": AgentRole(role), "action_type": ActionType.NOOP, "target": None, "args": {}},
+        {
+            "role": role if type(role) is AgentRole else AgentRole(role),
+            "action_type": ActionType.NOOP,
+            "target": None,
+            "args": {},
+        },
     )
 
 
@@ -176,6 +181,8 @@ def _state_of(env: Any) -> Any:
 
 
 def _role_map(policies: PolicyMap) -> dict[AgentRole, actors.Policy]:
+    if all(type(role) is AgentRole for role in policies):
+        return dict(policies)  # type: ignore[arg-type]
     try:
         return {AgentRole(role): policy for role, policy in policies.items()}
     except ValueError as exc:
@@ -222,10 +229,21 @@ async def arun_episode(
     if max_turns is None:
         max_turns = scenario.max_steps * len(env.turn_order)
     episode_id = uuid.uuid4().hex
-    breakdowns: list[StepRewardBreakdown | None] = []
+    steps: list[EpisodeStep] = []
+    add_step = steps.append
 
-    def after_step(env: Any, record: actors.TurnRecord) -> None:
-        breakdowns.append(env.last_breakdown)
+    def after_step(env: Any, r: actors.TurnRecord) -> None:
+        # Each step recorded as it is applied (one pass, positional fields):
+        # turn, role, observation, action, reward, breakdown, done, timed_out,
+        # error, latency_s, info.
+        next_observation = r.next_observation
+        add_step(
+            EpisodeStep(
+                r.turn, r.role, r.observation, r.action, next_observation.reward or 0.0,
+                env.last_breakdown, next_observation.done, r.timed_out, r.error,
+                r.latency_s, r.info,
+            )
+        )  # fmt: skip
 
     trace = await actors.run_episode(
         env,
@@ -245,22 +263,6 @@ async def arun_episode(
         describe_finish=_describe_finish,
         after_step=after_step,
     )
-    steps = [
-        EpisodeStep(
-            turn=r.turn,
-            role=r.role,
-            observation=r.observation,
-            action=r.action,
-            reward=r.next_observation.reward or 0.0,
-            breakdown=breakdown,
-            done=r.next_observation.done,
-            timed_out=r.timed_out,
-            error=r.error,
-            latency_s=r.latency_s,
-            info=r.info,
-        )
-        for r, breakdown in zip(trace.turns, breakdowns, strict=True)
-    ]
     state = _state_of(env) if trace.turns or trace.status == "ok" else None
     return EpisodeResult(
         scenario=scenario,
