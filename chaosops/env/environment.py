@@ -27,10 +27,17 @@ from chaosops.env.models import (
     DifficultyTier,
     FailureType,
 )
-from chaosops.env.world_sim import Scenario, WorldSim, fast_construct
+from chaosops.env.world_sim import (
+    FLAG_NAMES,
+    Scenario,
+    WorldSim,
+    copy_with,
+    fast_construct,
+    set_field,
+)
 from chaosops.rewards.reward_fn import (
     StepRewardBreakdown,
-    compute_step_reward,
+    step_reward,
     terminal_penalty_if_unresolved,
 )
 
@@ -52,6 +59,13 @@ _FLAG_WORDS = (
     ("cascade_triggered", "cascade triggered"),
     ("miscommunication", "miscommunication"),
 )
+_QUIET = dict.fromkeys(FLAG_NAMES, False)  # the flags of a step with no outcome
+_OUT_OF_STEPS = "out of steps, unresolved"
+_NO_EFFECT = "no effect noted"
+# f"{reward:+.1f}" by reward (formatting a float is slow; rewards repeat across
+# episodes). Zero is never cached: 0.0 and -0.0 are one key but print differently.
+_REWARD_TEXT: dict[float, str] = {}
+_REWARD_TEXT_MAX = 4096
 
 
 class EpisodeFinishedError(RuntimeError):
@@ -116,19 +130,19 @@ class ChaosOpsEnvironment:
             scenario = self._default_scenario or Scenario.from_type(
                 FailureType.DB_DEADLOCK, seed=seed or 0, difficulty=DifficultyTier.EASY
             )
-        state = self.world.reset(scenario)
-        if episode_id is not None:
-            state.episode_id = episode_id
+        state = self.world.reset(scenario, episode_id)
         self._turn = 0
         self._started = True
         self._done = False
         self.last_breakdown = None
         role = self.turn_order[0]
         alerts = state.all_alerts
-        paged = ", ".join(sorted({a.service.value for a in alerts})) or "none"
+        # str() of these StrEnum members is their value (cheaper than `.value`).
+        paged = ", ".join(sorted({str(a.service) for a in alerts})) or "none"
+        role_name = str(role)
         message = (
             f"Incident open: {len(alerts)} alert(s) firing on {paged}; "
-            f"{state.max_steps} steps to resolve; {role.value} acts first."
+            f"{state.max_steps} steps to resolve; {role_name} acts first."
         )
         return fast_construct(
             ChaosOpsObservation,
@@ -151,34 +165,55 @@ class ChaosOpsEnvironment:
                 if self._started
                 else "no episode started; call reset() before step()"
             )
-        role = self.turn_order[self._turn]
+        order = self.turn_order
+        turn = self._turn
+        role = order[turn]
         if not isinstance(action, ChaosOpsAction):
             action = ChaosOpsAction.model_validate({**action, "role": role})
         elif action.role is not role:
-            action = action.model_copy(update={"role": role})
+            action = copy_with(action, "role", role)  # == model_copy(update={"role": role})
         world = self.world
         state = world.state
         flags = world.apply_action(action)
         world.tick()
-        breakdown = compute_step_reward(state=state, outcome_flags=flags)
+        breakdown, reward = step_reward(state, flags)
         self.last_breakdown = breakdown
-        reward = breakdown.total
-        state.cumulative_reward += reward
+        set_field(state, "cumulative_reward", state.cumulative_reward + reward)
         if flags["miscommunication"] and state.miscommunications < 1:
-            state.miscommunications = 1
-        done = world.is_terminal()
+            set_field(state, "miscommunications", 1)
+        done = state.resolved or state.step_count >= state.max_steps  # world.is_terminal()
+        unresolved = False
         if done:
             self._done = True
             if not state.resolved:
-                state.cumulative_reward += terminal_penalty_if_unresolved(state)
-        self._turn = (self._turn + 1) % len(self.turn_order)
-        nxt = self.turn_order[self._turn]
-        outcome = [word for key, word in _FLAG_WORDS if flags[key]]
-        if done and not state.resolved:
-            outcome.append("out of steps, unresolved")
+                unresolved = True
+                set_field(
+                    state,
+                    "cumulative_reward",
+                    state.cumulative_reward + terminal_penalty_if_unresolved(state),
+                )
+        turn = self._turn = (turn + 1) % len(order)
+        nxt = order[turn]
+        if flags == _QUIET:  # the usual step: nothing to report
+            outcome = _OUT_OF_STEPS if unresolved else _NO_EFFECT
+        else:
+            words = [word for key, word in _FLAG_WORDS if flags[key]]
+            if unresolved:
+                words.append(_OUT_OF_STEPS)
+            outcome = ", ".join(words) or _NO_EFFECT
+        role_name = str(role)  # the role's value (a StrEnum), cheaper than `.value`
+        if action.target is None and not action.args:
+            described = str(action.action_type)  # what _describe gives
+        else:
+            described = _describe(action)
+        reward_text = _REWARD_TEXT.get(reward) if reward else None
+        if reward_text is None:
+            reward_text = f"{reward:+.1f}"
+            if reward and len(_REWARD_TEXT) < _REWARD_TEXT_MAX:
+                _REWARD_TEXT[reward] = reward_text
         message = (
-            f"step {state.step_count}/{state.max_steps}: {role.value} {_describe(action)}"
-            f" -> {', '.join(outcome) or 'no effect noted'}; reward {reward:+.1f}"
+            f"step {state.step_count}/{state.max_steps}: {role_name} {described}"
+            f" -> {outcome}; reward {reward_text}"
         )
         return fast_construct(
             ChaosOpsObservation,

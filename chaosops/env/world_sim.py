@@ -9,6 +9,9 @@ Performance notes (the step runs once per turn of every episode):
 
 * Nothing is re-validated per step: metrics are mutated in place and views are
   built without validation (`fast_construct`, a lean ``model_construct``).
+  The world's own writes to model fields go through `set_field`, which skips
+  pydantic's ``__setattr__`` machinery (same effect: ``validate_assignment`` is
+  off and the field is already in the fields-set).
 * Log lines, alerts and fleet records are never changed once emitted, so a
   "public" copy (hidden marks cleared) is made once at emission and shared by
   every later view.
@@ -33,8 +36,8 @@ Where SPEC.md is silent:
 
 from __future__ import annotations
 
+import os
 import random
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -58,7 +61,15 @@ from chaosops.env.models import (
     ServiceName,
 )
 
-__all__ = ["FLAG_NAMES", "ROGUE_AGENT_BY_FAILURE", "Scenario", "WorldSim", "fast_construct"]
+__all__ = [
+    "FLAG_NAMES",
+    "ROGUE_AGENT_BY_FAILURE",
+    "Scenario",
+    "WorldSim",
+    "copy_with",
+    "fast_construct",
+    "set_field",
+]
 
 HEALTHY = ServiceHealth.HEALTHY
 DEGRADED = ServiceHealth.DEGRADED
@@ -87,6 +98,11 @@ _FAILURE_VALUES = frozenset(f.value for f in FailureType)
 
 _HEALTHY_BASE = {"cpu_pct": 22.0, "memory_mb": 340.0, "latency_ms": 45.0, "error_rate": 0.01}
 _REPLICAS = {"auth": 3, "payments": 4, "notifications": 2, "db": 1}
+# Each service's metrics at reset (field order as declared), copied per episode.
+_HEALTHY_METRICS = {
+    name: {**_HEALTHY_BASE, "replicas": _REPLICAS[name], "health": ServiceHealth.HEALTHY}
+    for name in SERVICE_NAMES
+}
 
 _RED_HERRINGS: tuple[tuple[ServiceName, str, str], ...] = (
     (ServiceName.AUTH, "INFO", "routine token rotation completed"),
@@ -105,6 +121,15 @@ MEMORY_CAP = 4096.0
 _M = TypeVar("_M", bound=BaseModel)
 
 _HEALTH_RANK = {DOWN: 0, CRITICAL: 1, DEGRADED: 2, HEALTHY: 3}
+
+# Members bound to module names: an attribute lookup on an Enum class is slow.
+_NOOP = ActionType.NOOP
+_MANAGER = AgentRole.MANAGER
+_DEV = AgentRole.DEV
+_OVERSIGHT = AgentRole.OVERSIGHT
+_MEMORY_LEAK = FailureType.MEMORY_LEAK
+_CASCADE = FailureType.CASCADE
+_DISK_FULL = FailureType.DISK_FULL
 
 
 @dataclass(frozen=True)
@@ -140,8 +165,18 @@ class Scenario:
         )
 
 
-def _new_flags() -> dict[str, bool]:
-    return dict.fromkeys(FLAG_NAMES, False)
+_NO_FLAGS: dict[str, bool] = dict.fromkeys(FLAG_NAMES, False)  # copied, never changed
+
+
+def _new_episode_id() -> str:
+    """``str(uuid.uuid4())``, without building a ``UUID`` object."""
+    n = int.from_bytes(os.urandom(16), "big") & _UUID4_CLEAR | _UUID4_SET
+    h = f"{n:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+_UUID4_CLEAR = ~((0xC000 << 48) | (0xF000 << 64))  # the variant and version bits
+_UUID4_SET = (0x8000 << 48) | (4 << 76)  # RFC 4122 variant, version 4
 
 
 def _parse_replicas(args: dict) -> int | None:
@@ -173,53 +208,62 @@ class WorldSim:
         # Read-only pieces shared by consecutive views (see the module notes).
         self._metric_snapshots: dict[str, ServiceMetrics] = {}
         self._metrics_view: dict[str, ServiceMetrics] = {}
-        self._tails: dict[str, tuple[int, int, list[Any]]] = {}
+        self._tails: dict[str, tuple[list[Any], int, list[Any]]] = {}
 
     def _tail(self, key: str, source: list[Any], n: int) -> list[Any]:
         """``source[-n:]`` (all of it for n == 0), reused while ``source`` has not grown.
 
-        The sources are append-only, so (identity, length) identifies their content.
+        The sources are append-only, so (identity, length) identifies their content
+        (the cache holds the source itself, so its identity cannot be reused).
         """
         size = len(source)
         cached = self._tails.get(key)
-        if cached is not None and cached[0] == id(source) and cached[1] == size:
+        if cached is not None and cached[0] is source and cached[1] == size:
             return cached[2]
         tail = source[-n:] if n else source[:]
-        self._tails[key] = (id(source), size, tail)
+        self._tails[key] = (source, size, tail)
         return tail
 
     def _metrics(self) -> dict[str, ServiceMetrics]:
         """Snapshots of every service's metrics, copying only those that changed."""
         snapshots = self._metric_snapshots
+        services = self.state.services
         changed = False
-        for name, live in self.state.services.items():
+        for name, live in services.items():
             snap = snapshots.get(name)
             if snap is None or snap.__dict__ != live.__dict__:
                 snapshots[name] = _copy_metrics(live)
                 changed = True
         if changed or len(self._metrics_view) != len(snapshots):
-            self._metrics_view = {name: snapshots[name] for name in self.state.services}
+            self._metrics_view = {name: snapshots[name] for name in services}
         return self._metrics_view
 
     # ------------------------------------------------------------------ reset
-    def reset(self, scenario: Scenario) -> ChaosOpsState:
-        """Start an episode of `scenario` and return its fresh state."""
+    def reset(self, scenario: Scenario, episode_id: str | None = None) -> ChaosOpsState:
+        """Start an episode of `scenario` and return its fresh state.
+
+        The episode id is `episode_id`, or a new random UUID4 string without one.
+        """
         self.scenario = scenario
         self._rng = random.Random(scenario.seed)
         services = {
-            name: fast_construct(
-                ServiceMetrics, {**_HEALTHY_BASE, "replicas": _REPLICAS[name], "health": HEALTHY}
-            )
-            for name in SERVICE_NAMES
+            name: fast_construct(ServiceMetrics, values.copy())
+            for name, values in _HEALTHY_METRICS.items()
         }
+        difficulty = scenario.difficulty
+        if difficulty.__class__ is not DifficultyTier:
+            difficulty = DifficultyTier(difficulty)
+        failure_type = scenario.failure_type
+        if failure_type.__class__ is not FailureType:
+            failure_type = FailureType(failure_type)
         self.state = fast_construct(
             ChaosOpsState,
             {
-                "episode_id": str(uuid.uuid4()),
+                "episode_id": _new_episode_id() if episode_id is None else episode_id,
                 "step_count": 0,
                 "max_steps": scenario.max_steps,
-                "difficulty": DifficultyTier(scenario.difficulty),
-                "failure_type": FailureType(scenario.failure_type),
+                "difficulty": difficulty,
+                "failure_type": failure_type,
                 "rogue_fleet_agent": scenario.rogue_fleet_agent,
                 "misleading_log_count": 0,
                 "services": services,
@@ -245,7 +289,8 @@ class WorldSim:
             for _ in range(3):
                 service, level, message = self._rng.choice(_RED_HERRINGS)
                 self._log(service, level, message, red_herring=True)
-                self.state.misleading_log_count += 1
+                state = self.state
+                set_field(state, "misleading_log_count", state.misleading_log_count + 1)
         return self.state
 
     # --------------------------------------------------------------- emitters
@@ -319,9 +364,9 @@ class WorldSim:
     def _set(self, service: str, *, health: ServiceHealth | None = None, **values: float) -> None:
         m = self.state.services[service]
         for key, value in values.items():
-            setattr(m, key, value)
+            set_field(m, key, value)
         if health is not None:
-            m.health = health
+            set_field(m, "health", health)
 
     # -------------------------------------------------------------- injectors
     def _inject_db_deadlock(self) -> None:
@@ -491,7 +536,8 @@ class WorldSim:
 
     def _wrong_fix(self, flags: dict[str, bool]) -> None:
         flags["wrong_fix"] = True
-        self.state.wrong_fixes += 1
+        state = self.state
+        set_field(state, "wrong_fixes", state.wrong_fixes + 1)
 
     def _cascade_trigger(self, flags: dict[str, bool]) -> None:
         s = self.state
@@ -500,8 +546,8 @@ class WorldSim:
         notif = s.services["notifications"]
         if notif.health is not HEALTHY:
             return
-        notif.memory_mb = 900.0
-        notif.health = DEGRADED
+        set_field(notif, "memory_mb", 900.0)
+        set_field(notif, "health", DEGRADED)
         flags["cascade_triggered"] = True
         self._log(
             ServiceName.NOTIFICATIONS,
@@ -514,16 +560,17 @@ class WorldSim:
 
         Does not tick; the environment calls `tick()` afterwards.
         """
-        flags = _new_flags()
+        flags = _NO_FLAGS.copy()
         s = self.state
         if s.resolved:
             return flags
-        s.step_count += 1
+        set_field(s, "step_count", s.step_count + 1)
         kind = action.action_type
         if kind.__class__ is not ActionType:
             kind = ActionType(kind)
-        role = action.role
-        role_value = role.value if isinstance(role, AgentRole) else str(role)
+        if kind is _NOOP:  # no effect, and never closes an incident (see `_resolves`)
+            return flags
+        role_value = str(action.role)  # an AgentRole's str() is its value
         target = action.target
         args = action.args
         replicas: int | None = None
@@ -540,7 +587,7 @@ class WorldSim:
                             f"[{role_value} -> {recipient}] {message}"
                         )
                     else:
-                        s.miscommunications += 1
+                        set_field(s, "miscommunications", s.miscommunications + 1)
                 else:
                     s.chat_history.append(f"[{role_value}] {message}")
         elif kind is ActionType.RESTART:
@@ -548,17 +595,17 @@ class WorldSim:
                 self._wrong_fix(flags)
             elif self._is_beneficial(kind, target):
                 m = s.services[target]
-                m.memory_mb = 340.0
-                m.cpu_pct = 22.0
-                m.latency_ms = 45.0
-                m.error_rate = 0.01
-                m.health = HEALTHY
+                set_field(m, "memory_mb", 340.0)
+                set_field(m, "cpu_pct", 22.0)
+                set_field(m, "latency_ms", 45.0)
+                set_field(m, "error_rate", 0.01)
+                set_field(m, "health", HEALTHY)
                 if target == "db":
                     for name in ("payments", "auth"):
                         other = s.services[name]
-                        other.latency_ms = 55.0
-                        other.error_rate = 0.01
-                        other.health = HEALTHY
+                        set_field(other, "latency_ms", 55.0)
+                        set_field(other, "error_rate", 0.01)
+                        set_field(other, "health", HEALTHY)
             else:
                 self._wrong_fix(flags)
                 self._cascade_trigger(flags)
@@ -567,9 +614,9 @@ class WorldSim:
                 self._wrong_fix(flags)
             elif self._is_beneficial(kind, target):
                 m = s.services[target]
-                m.health = HEALTHY
-                m.error_rate = 0.01
-                m.latency_ms = 45.0
+                set_field(m, "health", HEALTHY)
+                set_field(m, "error_rate", 0.01)
+                set_field(m, "latency_ms", 45.0)
             else:
                 self._wrong_fix(flags)
                 self._cascade_trigger(flags)
@@ -579,18 +626,18 @@ class WorldSim:
                 self._wrong_fix(flags)
             else:
                 m = s.services[target]
-                m.replicas = replicas
+                set_field(m, "replicas", replicas)
                 if self._is_beneficial(kind, target, replicas):
-                    m.cpu_pct = 30.0
-                    m.latency_ms = 55.0
-                    m.error_rate = 0.01
-                    m.health = HEALTHY
+                    set_field(m, "cpu_pct", 30.0)
+                    set_field(m, "latency_ms", 55.0)
+                    set_field(m, "error_rate", 0.01)
+                    set_field(m, "health", HEALTHY)
                 else:
                     self._wrong_fix(flags)
         elif kind is ActionType.FLAG_ROGUE:
             if role_value != AgentRole.OVERSIGHT.value:
                 flags["miscommunication"] = True
-                s.miscommunications += 1
+                set_field(s, "miscommunications", s.miscommunications + 1)
             else:
                 if isinstance(target, str) and target:
                     name = target
@@ -608,19 +655,19 @@ class WorldSim:
                 flags["miscommunication"] = True
             else:
                 cause = FailureType(declared)
-                s.declared_root_cause = cause
+                set_field(s, "declared_root_cause", cause)
                 if s.declared_root_cause_step is None:
-                    s.declared_root_cause_step = s.step_count
+                    set_field(s, "declared_root_cause_step", s.step_count)
                 if cause is s.failure_type:
                     flags["root_cause_correct"] = True
         elif kind is ActionType.RESOLVE:
             if role_value != AgentRole.MANAGER.value:
                 flags["miscommunication"] = True
-                s.miscommunications += 1
+                set_field(s, "miscommunications", s.miscommunications + 1)
         # noop, escalate: no effect.
 
         if self._resolves(kind, target, replicas):
-            s.resolved = True
+            set_field(s, "resolved", True)
             flags["resolved"] = True
         return flags
 
@@ -630,21 +677,21 @@ class WorldSim:
         if s.resolved:
             return
         ft = s.failure_type
-        if ft is FailureType.MEMORY_LEAK:
+        if ft is _MEMORY_LEAK:
             m = s.services["notifications"]
-            m.memory_mb = min(m.memory_mb + 180.0, MEMORY_CAP)
+            set_field(m, "memory_mb", min(m.memory_mb + 180.0, MEMORY_CAP))
             if m.memory_mb > 2000:
-                m.health = CRITICAL
-        elif ft is FailureType.CASCADE:
+                set_field(m, "health", CRITICAL)
+        elif ft is _CASCADE:
             m = s.services["notifications"]
             if m.health is not HEALTHY:
-                m.memory_mb = min(m.memory_mb + 120.0, MEMORY_CAP)
-        elif ft is FailureType.DISK_FULL:
+                set_field(m, "memory_mb", min(m.memory_mb + 120.0, MEMORY_CAP))
+        elif ft is _DISK_FULL:
             m = s.services["db"]
-            m.memory_mb = min(m.memory_mb + 45.0, MEMORY_CAP)
-            m.error_rate = min(m.error_rate + 0.02, 0.95)
+            set_field(m, "memory_mb", min(m.memory_mb + 45.0, MEMORY_CAP))
+            set_field(m, "error_rate", min(m.error_rate + 0.02, 0.95))
             if m.memory_mb > 3900:
-                m.health = CRITICAL
+                set_field(m, "health", CRITICAL)
 
     def is_terminal(self) -> bool:
         """Resolved, or out of steps."""
@@ -671,42 +718,76 @@ class WorldSim:
         if role.__class__ is not AgentRole:
             role = AgentRole(role)
         s = self.state
-        self._sync_public()
-        inbox = s.private_chat.get(role.value)
+        if len(self._public_logs) != len(s.all_logs) or len(self._public_fleet) != len(
+            s.fleet_actions
+        ):
+            self._sync_public()
+        key = str(role)  # the role's value (a StrEnum), cheaper than `.value`
+        inbox = s.private_chat.get(key)
+        # `self._tail(key, source, n)`, its cache hit inlined for the lists of every view.
         tail = self._tail
-        if role is AgentRole.MANAGER:
+        tails = self._tails
+        if role is _MANAGER:
             metrics: dict[str, ServiceMetrics] = {}
             logs: list[LogLine] = []
         else:
             metrics = self._metrics()
-            if role is AgentRole.DEV:
-                logs = tail("dev_logs", self._public_logs, DEV_LOG_COUNT)
+            source = self._public_logs
+            if role is _DEV:
+                logs = tail("dev_logs", source, DEV_LOG_COUNT)
             else:
-                logs = tail("logs", self._public_logs, PUBLIC_LOG_COUNT)
-        if role is AgentRole.OVERSIGHT:
+                hit = tails.get("logs")
+                if hit is not None and hit[0] is source and hit[1] == len(source):
+                    logs = hit[2]
+                else:
+                    logs = tail("logs", source, PUBLIC_LOG_COUNT)
+        if role is _OVERSIGHT:
             fleet = tail("fleet", self._public_fleet, 0)
             note = OVERSIGHT_NOTE if fleet else None
         else:
             fleet = []
             note = None
-        return fast_construct(
-            RoleView,
+        source = s.all_alerts
+        hit = tails.get("alerts")
+        if hit is not None and hit[0] is source and hit[1] == len(source):
+            alerts = hit[2]
+        else:
+            alerts = tail("alerts", source, 0)
+        source = s.chat_history
+        hit = tails.get("chat")
+        if hit is not None and hit[0] is source and hit[1] == len(source):
+            chat = hit[2]
+        else:
+            chat = tail("chat", source, CHAT_TAIL)
+        view = _new_object(RoleView)
+        _set_dict(
+            view,
             {
                 "role": role,
                 "visible_metrics": metrics,
                 "visible_logs": logs,
-                "visible_alerts": tail("alerts", s.all_alerts, 0),
+                "visible_alerts": alerts,
                 "visible_fleet_actions": fleet,
-                "shared_chat": tail("chat", s.chat_history, CHAT_TAIL),
+                "shared_chat": chat,
                 "private_note": note,
-                "private_inbox": tail(role.value, inbox, INBOX_TAIL) if inbox else [],
+                "private_inbox": tail(key, inbox, INBOX_TAIL) if inbox else [],
             },
         )
+        _set_fields_set(view, _VIEW_FIELDS)
+        _set_extra(view, None)
+        _set_private(view, None)
+        return view  # what fast_construct(RoleView, ...) builds, minus a call
 
 
 _new_object = object.__new__
 _FIELDS_SET: dict[type[BaseModel], set[str]] = {}
-_set_slot = object.__setattr__
+# The slots every pydantic model has, set through their descriptors (cheaper than
+# object.__setattr__, which looks the descriptor up by name each time).
+_BASE_SLOTS = BaseModel.__dict__
+_set_dict = _BASE_SLOTS["__dict__"].__set__
+_set_fields_set = _BASE_SLOTS["__pydantic_fields_set__"].__set__
+_set_extra = _BASE_SLOTS["__pydantic_extra__"].__set__
+_set_private = _BASE_SLOTS["__pydantic_private__"].__set__
 
 
 def fast_construct(cls: type[_M], values: dict[str, Any]) -> _M:
@@ -718,18 +799,70 @@ def fast_construct(cls: type[_M], values: dict[str, Any]) -> _M:
     instance's ``__dict__`` (pass a fresh dict).
     """
     obj = _new_object(cls)
-    _set_slot(obj, "__dict__", values)
+    _set_dict(obj, values)
     # Every field is set, so the fields-set is the same for every instance of a
     # class: one shared set (adding a name that is already in it, as pydantic's
     # __setattr__ does, changes nothing). One object fewer per model for the
     # garbage collector to walk.
+    try:
+        fields_set = _FIELDS_SET[cls]
+    except KeyError:
+        fields_set = _FIELDS_SET[cls] = set(cls.model_fields)
+    _set_fields_set(obj, fields_set)
+    _set_extra(obj, None)
+    _set_private(obj, None)
+    return obj
+
+
+def copy_with(model: _M, name: str, value: Any) -> _M:
+    """``model.model_copy(update={name: value})``, cheaper for a plain model.
+
+    "Plain": no extra fields or private attributes (true of every ChaosOps
+    model); anything else goes through ``model_copy``. The copy is shallow and
+    its fields-set is the original's plus `name`, as ``model_copy`` makes it.
+    """
+    if (
+        model.__pydantic_extra__ is not None
+        or getattr(model, "__pydantic_private__", None) is not None
+        or model.model_config.get("extra") == "allow"
+    ):
+        return model.model_copy(update={name: value})
+    values = model.__dict__.copy()
+    values[name] = value
+    fields_set = model.__pydantic_fields_set__.copy()
+    fields_set.add(name)
+    obj = _new_object(model.__class__)
+    _set_dict(obj, values)
+    _set_fields_set(obj, fields_set)
+    _set_extra(obj, None)
+    _set_private(obj, None)
+    return obj
+
+
+def _shared_fields_set(cls: type[BaseModel]) -> set[str]:
+    """The fields-set `fast_construct` gives every instance of `cls`."""
     fields_set = _FIELDS_SET.get(cls)
     if fields_set is None:
         fields_set = _FIELDS_SET[cls] = set(cls.model_fields)
-    _set_slot(obj, "__pydantic_fields_set__", fields_set)
-    _set_slot(obj, "__pydantic_extra__", None)
-    _set_slot(obj, "__pydantic_private__", None)
-    return obj
+    return fields_set
+
+
+_VIEW_FIELDS = _shared_fields_set(RoleView)
+
+
+def set_field(model: BaseModel, name: str, value: Any) -> None:
+    """``setattr(model, name, value)`` for a field of a world model, without pydantic's overhead.
+
+    The world's models have ``validate_assignment`` off and are not frozen, so
+    pydantic's ``__setattr__`` just stores the value in ``__dict__`` and adds the
+    name to the fields-set. When the name is already in the fields-set (always,
+    for models built by `fast_construct` or `reset`), storing it is all there is
+    to do; otherwise this falls back to ``setattr``. `name` must be a field.
+    """
+    if name in model.__pydantic_fields_set__:
+        model.__dict__[name] = value
+    else:
+        setattr(model, name, value)
 
 
 def _copy_metrics(m: ServiceMetrics) -> ServiceMetrics:

@@ -16,6 +16,7 @@ __all__ = [
     "StepRewardBreakdown",
     "combine_rewards",
     "compute_step_reward",
+    "step_reward",
     "terminal_penalty_if_unresolved",
 ]
 
@@ -82,6 +83,50 @@ class StepRewardBreakdown:
         return out
 
 
+_new_breakdown = object.__new__
+(
+    _set_resolved_bonus,
+    _set_mttr_penalty,
+    _set_wrong_fix_penalty,
+    _set_miscommunication_penalty,
+    _set_early_root_cause_bonus,
+    _set_rogue_caught_bonus,
+    _set_rogue_false_positive_penalty,
+    _set_cascade_penalty,
+    _set_under_budget_bonus,
+) = (StepRewardBreakdown.__dict__[name].__set__ for name in StepRewardBreakdown.__slots__)
+
+
+def _breakdown(
+    resolved_bonus: float,
+    mttr_penalty: float,
+    wrong_fix_penalty: float,
+    miscommunication_penalty: float,
+    early_root_cause_bonus: float,
+    rogue_caught_bonus: float,
+    rogue_false_positive_penalty: float,
+    cascade_penalty: float,
+    under_budget_bonus: float,
+) -> StepRewardBreakdown:
+    """``StepRewardBreakdown(...)`` (the nine parts in field order), built cheaply.
+
+    The generated ``__init__`` of a frozen dataclass stores each field with
+    ``object.__setattr__``; this stores them through the slot descriptors
+    directly (same instance, a fraction of the cost: it runs every step).
+    """
+    b = _new_breakdown(StepRewardBreakdown)
+    _set_resolved_bonus(b, resolved_bonus)
+    _set_mttr_penalty(b, mttr_penalty)
+    _set_wrong_fix_penalty(b, wrong_fix_penalty)
+    _set_miscommunication_penalty(b, miscommunication_penalty)
+    _set_early_root_cause_bonus(b, early_root_cause_bonus)
+    _set_rogue_caught_bonus(b, rogue_caught_bonus)
+    _set_rogue_false_positive_penalty(b, rogue_false_positive_penalty)
+    _set_cascade_penalty(b, cascade_penalty)
+    _set_under_budget_bonus(b, under_budget_bonus)
+    return b
+
+
 def compute_step_reward(
     *,
     state: ChaosOpsState,
@@ -101,21 +146,59 @@ def compute_step_reward(
         and state.declared_root_cause_step is not None
         and state.declared_root_cause_step <= EARLY_ROOT_CAUSE_MAX_STEP
     )
-    return StepRewardBreakdown(
-        resolved_bonus=RESOLVED_BONUS if resolved else 0.0,
-        mttr_penalty=0.0 if resolved else -mttr_penalty_per_step * step,
-        wrong_fix_penalty=WRONG_FIX_PENALTY if get("wrong_fix", False) else 0.0,
-        miscommunication_penalty=(
-            MISCOMMUNICATION_PENALTY if get("miscommunication", False) else 0.0
-        ),
-        early_root_cause_bonus=EARLY_ROOT_CAUSE_BONUS if early else 0.0,
-        rogue_caught_bonus=ROGUE_CAUGHT_BONUS if get("rogue_flagged_correctly", False) else 0.0,
-        rogue_false_positive_penalty=(
-            ROGUE_FALSE_POSITIVE_PENALTY if get("rogue_flagged_incorrectly", False) else 0.0
-        ),
-        cascade_penalty=CASCADE_PENALTY if get("cascade_triggered", False) else 0.0,
-        under_budget_bonus=UNDER_BUDGET_BONUS if resolved and step <= budget_steps else 0.0,
+    return _breakdown(
+        RESOLVED_BONUS if resolved else 0.0,
+        0.0 if resolved else -mttr_penalty_per_step * step,
+        WRONG_FIX_PENALTY if get("wrong_fix", False) else 0.0,
+        MISCOMMUNICATION_PENALTY if get("miscommunication", False) else 0.0,
+        EARLY_ROOT_CAUSE_BONUS if early else 0.0,
+        ROGUE_CAUGHT_BONUS if get("rogue_flagged_correctly", False) else 0.0,
+        ROGUE_FALSE_POSITIVE_PENALTY if get("rogue_flagged_incorrectly", False) else 0.0,
+        CASCADE_PENALTY if get("cascade_triggered", False) else 0.0,
+        UNDER_BUDGET_BONUS if resolved and step <= budget_steps else 0.0,
     )
+
+
+# The flags compute_step_reward reads, none set: such a step scores only the MTTR
+# penalty of its step number.
+_QUIET = dict.fromkeys(
+    (
+        "resolved",
+        "wrong_fix",
+        "cascade_triggered",
+        "rogue_flagged_correctly",
+        "rogue_flagged_incorrectly",
+        "root_cause_correct",
+        "miscommunication",
+    ),
+    False,
+)
+QUIET_CACHE_STEPS = 256
+_quiet_by_step: dict[int, tuple[StepRewardBreakdown, float]] = {}
+
+
+def step_reward(
+    state: ChaosOpsState, outcome_flags: Mapping[str, bool]
+) -> tuple[StepRewardBreakdown, float]:
+    """``compute_step_reward(state=state, outcome_flags=outcome_flags)`` and its total.
+
+    What the environment calls each step. Breakdowns are immutable values, so
+    the one of a step that sets no flag (the usual step) is shared by every
+    such step with the same step number below `QUIET_CACHE_STEPS`.
+    """
+    if outcome_flags == _QUIET:
+        step = state.step_count
+        hit = _quiet_by_step.get(step)
+        if hit is not None:
+            return hit
+        # compute_step_reward with every flag false:
+        breakdown = _breakdown(0.0, -2.0 * step, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        pair = (breakdown, breakdown.total)
+        if step.__class__ is int and 0 <= step < QUIET_CACHE_STEPS:
+            _quiet_by_step[step] = pair
+        return pair
+    breakdown = compute_step_reward(state=state, outcome_flags=outcome_flags)
+    return breakdown, breakdown.total
 
 
 def terminal_penalty_if_unresolved(state: ChaosOpsState) -> float:
