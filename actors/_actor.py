@@ -28,6 +28,18 @@ _PLAIN_TYPES: set[type] = set()
 _MAX_PLAIN_TYPES = 256
 
 
+_ASYNCIO_SCOPE_CLASS: list[type[anyio.CancelScope]] = []
+
+
+def _scope_class(on_asyncio: bool) -> type[anyio.CancelScope]:
+    """The running backend's CancelScope class (looked up once on asyncio)."""
+    if not on_asyncio:
+        return type(anyio.CancelScope())
+    if not _ASYNCIO_SCOPE_CLASS:
+        _ASYNCIO_SCOPE_CLASS.append(type(anyio.CancelScope()))
+    return _ASYNCIO_SCOPE_CLASS[0]
+
+
 class EpisodeState:
     """What the coordinator shares with its actors: the turn that is open.
 
@@ -38,13 +50,15 @@ class EpisodeState:
 
     __slots__ = ("closed_info", "episode_id", "open_turn", "replies", "scope_class")
 
-    def __init__(self, episode_id: str, replies: Mailbox[Reply] | Replies[Reply]) -> None:
+    def __init__(
+        self, episode_id: str, replies: Mailbox[Reply] | Replies[Reply], on_asyncio: bool = False
+    ) -> None:
         self.episode_id = episode_id
         self.open_turn = -1
         self.replies = replies
         # The running backend's CancelScope class: ``anyio.CancelScope()`` looks
-        # the backend up on every call (a few us), once per episode is enough.
-        self.scope_class: type[anyio.CancelScope] = type(anyio.CancelScope())
+        # the backend up on every call (a few us); looked up once on asyncio.
+        self.scope_class: type[anyio.CancelScope] = _scope_class(on_asyncio)
         # Annotations a timed-out call made before its deadline (see close_turn).
         self.closed_info: dict[str, Any] | None = None
 

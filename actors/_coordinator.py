@@ -120,7 +120,7 @@ async def _play(
     replies: Mailbox[Reply] | Replies[Reply] = (
         Mailbox(len(policies) + 1, loop) if loop is None else Replies(loop)
     )
-    state = EpisodeState(trace.episode_id, replies)
+    state = EpisodeState(trace.episode_id, replies, loop is not None)
     actors = {
         role: Actor(role, policy, state, Mailbox(1, loop)) for role, policy in policies.items()
     }
@@ -224,7 +224,8 @@ async def _turns(
                     while reply is not None and reply[0] != turn:
                         log_late_reply(episode_id, reply[0], reply[1])
                         reply = await replies.get_unless_expired()
-                    timer.cancel()
+                    if reply is not None:  # else the timer ran: nothing to cancel
+                        timer.cancel()
                 else:
                     reply = await replies.get_before(deadline)
                     while reply is not None and reply[0] != turn:
