@@ -207,6 +207,7 @@ class WorldSim:
     def _clear_view_cache(self) -> None:
         # Read-only pieces shared by consecutive views (see the module notes).
         self._metric_snapshots: dict[str, ServiceMetrics] = {}
+        self._snapshot_values: dict[str, dict[str, Any]] = {}  # each snapshot's __dict__
         self._metrics_view: dict[str, ServiceMetrics] = {}
         self._tails: dict[str, tuple[list[Any], int, list[Any]]] = {}
 
@@ -227,12 +228,14 @@ class WorldSim:
     def _metrics(self) -> dict[str, ServiceMetrics]:
         """Snapshots of every service's metrics, copying only those that changed."""
         snapshots = self._metric_snapshots
+        snapshot_values = self._snapshot_values
         services = self.state.services
         changed = False
         for name, live in services.items():
-            snap = snapshots.get(name)
-            if snap is None or snap.__dict__ != live.__dict__:
-                snapshots[name] = _copy_metrics(live)
+            values = live.__dict__
+            if snapshot_values.get(name) != values:  # no snapshot yet, or live metrics changed
+                snap = snapshots[name] = _copy_metrics(live)
+                snapshot_values[name] = snap.__dict__
                 changed = True
         if changed or len(self._metrics_view) != len(snapshots):
             self._metrics_view = {name: snapshots[name] for name in services}
