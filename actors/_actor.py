@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from inspect import isawaitable
 from types import GeneratorType
 from typing import Any
@@ -46,9 +47,17 @@ class EpisodeState:
     ``open_turn`` is -1 between turns; an actor whose reply is for another turn
     drops it (the turn was closed at its deadline). :meth:`close_turn` closes a
     turn at its deadline.
+
+    On asyncio the deadlines of an episode share one loop timer (:meth:`arm`):
+    a timer still armed for an earlier turn's deadline is kept when the next
+    deadline is later, and re-armed when it fires early. A turn answered in
+    time costs no timer of its own; a closed turn costs one, as before.
     """
 
-    __slots__ = ("closed_info", "episode_id", "open_turn", "replies", "scope_class")
+    __slots__ = (
+        "closed_info", "episode_id", "loop", "open_actor", "open_deadline", "open_turn",
+        "replies", "scope_class", "timer", "timer_when",
+    )  # fmt: skip
 
     def __init__(
         self, episode_id: str, replies: Mailbox[Reply] | Replies[Reply], on_asyncio: bool = False
@@ -61,11 +70,49 @@ class EpisodeState:
         self.scope_class: type[anyio.CancelScope] = _scope_class(on_asyncio)
         # Annotations a timed-out call made before its deadline (see close_turn).
         self.closed_info: dict[str, Any] | None = None
+        # asyncio: the open turn's actor and deadline (None: no deadline), and
+        # the episode's one armed timer with the loop time it is due at.
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.open_actor: Actor | None = None
+        self.open_deadline: float | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_when = 0.0
+
+    def arm(self, actor: Actor, deadline: float) -> None:
+        """Make sure a timer fires by ``deadline``, the open turn's (asyncio)."""
+        self.open_actor, self.open_deadline = actor, deadline
+        timer = self.timer
+        if timer is None or self.timer_when > deadline:
+            if timer is not None:
+                timer.cancel()
+            assert self.loop is not None
+            self.timer_when = deadline
+            self.timer = self.loop.call_at(deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        # Close the open turn if its deadline is due, else wait for it.
+        self.timer = None
+        deadline = self.open_deadline
+        if self.open_turn < 0 or deadline is None:
+            return
+        if deadline <= self.timer_when:
+            assert self.open_actor is not None
+            self.close_turn(self.open_actor, self.open_turn)
+        else:
+            assert self.loop is not None
+            self.timer_when = deadline
+            self.timer = self.loop.call_at(deadline, self._on_timer)
+
+    def disarm(self) -> None:
+        """Cancel the armed timer (the episode is over)."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
     def close_turn(self, actor: Actor, turn: int) -> None:
         """Close ``turn`` at its deadline (``actor`` plays it); no-op once it is closed.
 
-        Runs as the coordinator's timer callback on asyncio (one timer per turn),
+        Runs from the episode's timer callback on asyncio (see :meth:`arm`),
         or from the coordinator on other backends. Synchronously: no reply for
         the turn can be accepted any more, the annotations made so far are kept
         for the record, the policy call in flight is cancelled through its

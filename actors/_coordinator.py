@@ -143,9 +143,11 @@ async def _play(
     # wraps every task in a handle with its own cancel scope and event).
     async with asyncio.TaskGroup() as tg:
         tasks = [tg.create_task(actor.run(replies)) for actor in actors.values()]
+        state.loop = loop
         try:
             await _turns(*args)
         finally:
+            state.disarm()
             _close(replies, actors)
             if any(actor.scope is not None for actor in actors.values()):
                 await _stop_calls(actors, tasks)
@@ -207,6 +209,7 @@ async def _turns(
             state.open_turn = turn
             reply: Reply | None
             if timeout is None:
+                state.open_deadline = None
                 # A request still queued is for a closed turn: replace it.
                 actor.inbox.put_latest((turn, observation, None))
                 reply = await replies.get()
@@ -216,16 +219,14 @@ async def _turns(
                 deadline = now() + timeout
                 actor.inbox.put_latest((turn, observation, deadline))
                 if loop is not None:
-                    # One timer per turn: it closes the turn, cancels the call
-                    # in flight and wakes us (EpisodeState.close_turn).
+                    # The episode's timer (EpisodeState.arm) closes the turn at
+                    # its deadline, cancels the call in flight and wakes us.
                     replies.expired = False
-                    timer = loop.call_at(deadline, state.close_turn, actor, turn)
+                    state.arm(actor, deadline)
                     reply = await replies.get_unless_expired()
                     while reply is not None and reply[0] != turn:
                         log_late_reply(episode_id, reply[0], reply[1])
                         reply = await replies.get_unless_expired()
-                    if reply is not None:  # else the timer ran: nothing to cancel
-                        timer.cancel()
                 else:
                     reply = await replies.get_before(deadline)
                     while reply is not None and reply[0] != turn:

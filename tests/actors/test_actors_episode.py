@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import anyio
@@ -139,6 +140,31 @@ async def test_per_role_deadlines() -> None:
     assert a.timed_out and a.latency_s < 0.5
     assert not b.timed_out and b.action == act("b", "slow") and b.latency_s >= 0.09
     assert not c.timed_out and c.action == act("c")
+
+
+async def test_a_later_turn_with_an_earlier_deadline_closes_on_time() -> None:
+    # "a" answers at once under a long deadline, "b" never answers under a short
+    # one: b's deadline comes first although a's timer was armed before it.
+    async def hung(obs: Any, role: str) -> Any:
+        await anyio.sleep_forever()
+
+    policies = instant_policies()
+    policies["b"] = hung
+    loop = asyncio.get_running_loop()
+    trace = await run_episode(
+        ToyEnv(steps=8), policies=policies, **run_kwargs(turn_timeout={"a": 30.0, "b": 0.05})
+    )
+    closed = [t for t in trace.turns if t.role == "b"]
+    assert len(closed) == 2 and all(t.timed_out and 0.049 <= t.latency_s < 0.5 for t in closed)
+    assert not any(t.timed_out for t in trace.turns if t.role != "b")
+    # no deadline timer of the episode outlives it
+    assert all(h.cancelled() for h in loop._scheduled)  # type: ignore[attr-defined]
+    # Same deadline for all: the timer armed for a's turn falls due while b's
+    # turn is open, and must not close b before b's own deadline.
+    trace = await run_episode(ToyEnv(steps=8), policies=policies, **run_kwargs(turn_timeout=0.05))
+    closed = [t for t in trace.turns if t.role == "b"]
+    assert len(closed) == 2 and all(t.timed_out and 0.049 <= t.latency_s < 0.5 for t in closed)
+    assert not any(t.timed_out for t in trace.turns if t.role != "b")
 
 
 async def test_invalid_turn_timeout_is_rejected() -> None:
