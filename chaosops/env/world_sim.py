@@ -122,14 +122,31 @@ _M = TypeVar("_M", bound=BaseModel)
 
 _HEALTH_RANK = {DOWN: 0, CRITICAL: 1, DEGRADED: 2, HEALTHY: 3}
 
-# Members bound to module names: an attribute lookup on an Enum class is slow.
-_NOOP = ActionType.NOOP
+# Members bound to module names for the rules and views: an attribute lookup on
+# an Enum class (FailureType.CASCADE) costs ~0.1 us, a module global a tenth of it.
 _MANAGER = AgentRole.MANAGER
 _DEV = AgentRole.DEV
 _OVERSIGHT = AgentRole.OVERSIGHT
+_MANAGER_VALUE = AgentRole.MANAGER.value
+_OVERSIGHT_VALUE = AgentRole.OVERSIGHT.value
+_NOOP = ActionType.NOOP
+_COMMUNICATE = ActionType.COMMUNICATE
+_RESTART = ActionType.RESTART
+_ROLLBACK = ActionType.ROLLBACK
+_SCALE = ActionType.SCALE
+_FLAG_ROGUE = ActionType.FLAG_ROGUE
+_IDENTIFY_ROOT_CAUSE = ActionType.IDENTIFY_ROOT_CAUSE
+_ESCALATE = ActionType.ESCALATE
+_RESOLVE = ActionType.RESOLVE
+_DB_DEADLOCK = FailureType.DB_DEADLOCK
 _MEMORY_LEAK = FailureType.MEMORY_LEAK
+_BAD_CONFIG_PUSH = FailureType.BAD_CONFIG_PUSH
+_AUTOSCALER_COST_CUT = FailureType.AUTOSCALER_COST_CUT
+_MISROUTED_TRAFFIC = FailureType.MISROUTED_TRAFFIC
 _CASCADE = FailureType.CASCADE
+_DNS_OUTAGE = FailureType.DNS_OUTAGE
 _DISK_FULL = FailureType.DISK_FULL
+_ROGUE_DEPLOY_BOT = FailureType.ROGUE_DEPLOY_BOT
 
 
 @dataclass(frozen=True)
@@ -473,68 +490,64 @@ class WorldSim:
     def _is_beneficial(self, action_type: ActionType, target: str, replicas: int = 0) -> bool:
         """Whether a remediation on a valid service target helps (SPEC.md section 5)."""
         ft = self.state.failure_type
-        if ft is FailureType.CASCADE:
-            if action_type is ActionType.RESTART:
+        if ft is _CASCADE:
+            if action_type is _RESTART:
                 if target == "db":
                     return True
                 if target == "notifications":
                     return self.state.services["notifications"].health is not HEALTHY
             return False
-        if ft is FailureType.ROGUE_DEPLOY_BOT:
-            return action_type is ActionType.ROLLBACK and target == "payments"
-        if action_type is ActionType.RESTART:
+        if ft is _ROGUE_DEPLOY_BOT:
+            return action_type is _ROLLBACK and target == "payments"
+        if action_type is _RESTART:
             return (
-                (ft is FailureType.DB_DEADLOCK and target == "db")
-                or (ft is FailureType.MEMORY_LEAK and target == "notifications")
-                or (ft is FailureType.DNS_OUTAGE and target == "auth")
-                or (ft is FailureType.DISK_FULL and target == "db")
+                (ft is _DB_DEADLOCK and target == "db")
+                or (ft is _MEMORY_LEAK and target == "notifications")
+                or (ft is _DNS_OUTAGE and target == "auth")
+                or (ft is _DISK_FULL and target == "db")
             )
-        if action_type is ActionType.ROLLBACK:
-            return ft is FailureType.BAD_CONFIG_PUSH and target == "auth"
-        if action_type is ActionType.SCALE:
-            return (
-                ft is FailureType.AUTOSCALER_COST_CUT and target == "payments" and replicas >= 3
-            ) or (ft is FailureType.DISK_FULL and target == "db" and replicas >= 2)
+        if action_type is _ROLLBACK:
+            return ft is _BAD_CONFIG_PUSH and target == "auth"
+        if action_type is _SCALE:
+            return (ft is _AUTOSCALER_COST_CUT and target == "payments" and replicas >= 3) or (
+                ft is _DISK_FULL and target == "db" and replicas >= 2
+            )
         return False
 
     def _resolves(self, kind: ActionType, target: str | None, replicas: int | None) -> bool:
         """Whether the action just applied closes the incident (judged on the new state)."""
         s = self.state
         ft = s.failure_type
-        if ft is FailureType.DB_DEADLOCK:
-            return kind is ActionType.RESTART and target == "db"
-        if ft is FailureType.MEMORY_LEAK:
-            return kind is ActionType.RESTART and target == "notifications"
-        if ft is FailureType.BAD_CONFIG_PUSH:
-            return kind is ActionType.ROLLBACK and target == "auth"
-        if ft is FailureType.AUTOSCALER_COST_CUT:
+        if ft is _DB_DEADLOCK:
+            return kind is _RESTART and target == "db"
+        if ft is _MEMORY_LEAK:
+            return kind is _RESTART and target == "notifications"
+        if ft is _BAD_CONFIG_PUSH:
+            return kind is _ROLLBACK and target == "auth"
+        if ft is _AUTOSCALER_COST_CUT:
             return (
-                kind is ActionType.SCALE
-                and target == "payments"
-                and replicas is not None
-                and replicas >= 3
+                kind is _SCALE and target == "payments" and replicas is not None and replicas >= 3
             )
-        if ft is FailureType.MISROUTED_TRAFFIC:
-            return kind is ActionType.ESCALATE and "load_balancer" in s.oversight_flags
-        if ft is FailureType.CASCADE:
+        if ft is _MISROUTED_TRAFFIC:
+            return kind is _ESCALATE and "load_balancer" in s.oversight_flags
+        if ft is _CASCADE:
             return (
-                (kind is ActionType.RESOLVE or (kind is ActionType.RESTART and target == "db"))
+                (kind is _RESOLVE or (kind is _RESTART and target == "db"))
                 and s.services["db"].health is HEALTHY
                 and s.services["notifications"].health is HEALTHY
             )
-        if ft is FailureType.DNS_OUTAGE:
-            return kind is ActionType.RESTART and target == "auth"
-        if ft is FailureType.DISK_FULL:
+        if ft is _DNS_OUTAGE:
+            return kind is _RESTART and target == "auth"
+        if ft is _DISK_FULL:
             return target == "db" and (
-                kind is ActionType.RESTART
-                or (kind is ActionType.SCALE and replicas is not None and replicas >= 2)
+                kind is _RESTART or (kind is _SCALE and replicas is not None and replicas >= 2)
             )
-        if ft is FailureType.ROGUE_DEPLOY_BOT:
+        if ft is _ROGUE_DEPLOY_BOT:
             if "deploy_bot" not in s.oversight_flags:
                 return False
-            if kind is ActionType.ROLLBACK and target == "payments":
+            if kind is _ROLLBACK and target == "payments":
                 return True
-            return kind is ActionType.FLAG_ROGUE and s.services["payments"].health is HEALTHY
+            return kind is _FLAG_ROGUE and s.services["payments"].health is HEALTHY
         return False
 
     def _wrong_fix(self, flags: dict[str, bool]) -> None:
@@ -544,7 +557,7 @@ class WorldSim:
 
     def _cascade_trigger(self, flags: dict[str, bool]) -> None:
         s = self.state
-        if s.failure_type is not FailureType.CASCADE:
+        if s.failure_type is not _CASCADE:
             return
         notif = s.services["notifications"]
         if notif.health is not HEALTHY:
@@ -578,7 +591,7 @@ class WorldSim:
         args = action.args
         replicas: int | None = None
 
-        if kind is ActionType.COMMUNICATE:
+        if kind is _COMMUNICATE:
             message = str(args.get("message", "")).strip()
             if not message:
                 flags["miscommunication"] = True
@@ -593,7 +606,7 @@ class WorldSim:
                         set_field(s, "miscommunications", s.miscommunications + 1)
                 else:
                     s.chat_history.append(f"[{role_value}] {message}")
-        elif kind is ActionType.RESTART:
+        elif kind is _RESTART:
             if target is None or target not in _SERVICE_SET:
                 self._wrong_fix(flags)
             elif self._is_beneficial(kind, target):
@@ -612,7 +625,7 @@ class WorldSim:
             else:
                 self._wrong_fix(flags)
                 self._cascade_trigger(flags)
-        elif kind is ActionType.ROLLBACK:
+        elif kind is _ROLLBACK:
             if target is None or target not in _SERVICE_SET:
                 self._wrong_fix(flags)
             elif self._is_beneficial(kind, target):
@@ -623,7 +636,7 @@ class WorldSim:
             else:
                 self._wrong_fix(flags)
                 self._cascade_trigger(flags)
-        elif kind is ActionType.SCALE:
+        elif kind is _SCALE:
             replicas = _parse_replicas(args)
             if target is None or target not in _SERVICE_SET or replicas is None or replicas <= 0:
                 self._wrong_fix(flags)
@@ -637,8 +650,8 @@ class WorldSim:
                     set_field(m, "health", HEALTHY)
                 else:
                     self._wrong_fix(flags)
-        elif kind is ActionType.FLAG_ROGUE:
-            if role_value != AgentRole.OVERSIGHT.value:
+        elif kind is _FLAG_ROGUE:
+            if role_value != _OVERSIGHT_VALUE:
                 flags["miscommunication"] = True
                 set_field(s, "miscommunications", s.miscommunications + 1)
             else:
@@ -652,7 +665,7 @@ class WorldSim:
                         flags["rogue_flagged_correctly"] = True
                     else:
                         flags["rogue_flagged_incorrectly"] = True
-        elif kind is ActionType.IDENTIFY_ROOT_CAUSE:
+        elif kind is _IDENTIFY_ROOT_CAUSE:
             declared = str(args.get("failure_type", "")).strip()
             if declared not in _FAILURE_VALUES:
                 flags["miscommunication"] = True
@@ -663,8 +676,8 @@ class WorldSim:
                     set_field(s, "declared_root_cause_step", s.step_count)
                 if cause is s.failure_type:
                     flags["root_cause_correct"] = True
-        elif kind is ActionType.RESOLVE:
-            if role_value != AgentRole.MANAGER.value:
+        elif kind is _RESOLVE:
+            if role_value != _MANAGER_VALUE:
                 flags["miscommunication"] = True
                 set_field(s, "miscommunications", s.miscommunications + 1)
         # noop, escalate: no effect.
