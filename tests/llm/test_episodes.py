@@ -61,7 +61,7 @@ async def test_deadline_gives_timed_out_steps_and_drops_requests(start_mock: Sta
         steps = [step for result in results for step in result.steps]
         assert len(steps) == 4 * 2
         assert all(s.timed_out and s.action.action_type == ActionType.NOOP for s in steps)
-        assert all(s.latency_s < deadline + 0.1 for s in steps)
+        assert all(s.latency_s < deadline + 0.5 for s in steps)  # far below the 2 s answer
         assert wall < 2 * (deadline + 0.1) + 1.0  # nobody waited for the 2 s answers
         # every request was abandoned by the client, and the server saw it
         assert await wait_for(lambda: mock.stats["disconnected"] == len(steps))

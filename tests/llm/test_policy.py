@@ -161,7 +161,7 @@ async def test_deadline_bounds_the_request(
         started = anyio.current_time()
         with pytest.raises(LLMDeadlineError, match="deadline"):
             await policy(observation, "sre")
-        assert anyio.current_time() - started < 0.1 + 0.15
+        assert anyio.current_time() - started < 0.1 + 0.5  # far below the 2 s answer
         assert await wait_for(lambda: mock.stats["disconnected"] == 1)
     assert mock.stats["requests"] == 1  # no retry that could not finish in time
 
@@ -187,7 +187,7 @@ async def test_cancellation_drops_the_http_request(
         started = anyio.current_time()
         with anyio.move_on_after(0.05):
             await policy(observation, "sre")
-        assert anyio.current_time() - started < 0.05 + 0.1
+        assert anyio.current_time() - started < 0.05 + 0.5  # far below the 2 s answer
         ok = await wait_for(lambda: mock.stats["disconnected"] == 1)
         assert ok, mock.stats
 
