@@ -50,10 +50,31 @@ def asyncio_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-class Mailbox(Generic[T]):
+class _Wakeable:
+    """A single reader parked on a bare future, and the deadline flag that wakes it."""
+
+    __slots__ = ("_waiter", "expired")
+
+    _waiter: asyncio.Future[None] | None
+    expired: bool
+
+    def expire(self) -> None:
+        """Make a pending :meth:`get_unless_expired` return None (a loop callback may call it)."""
+        self.expired = True
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+class Mailbox(_Wakeable, Generic[T]):
     """One reader, any number of writers in the same event loop."""
 
-    __slots__ = ("_closed", "_count", "_loop", "_recv", "_send", "_waiter", "expired")
+    __slots__ = ("_closed", "_count", "_loop", "_recv", "_send")
 
     def __init__(self, size: int, loop: asyncio.AbstractEventLoop | None) -> None:
         self._send, self._recv = _memory_stream(size)
@@ -149,18 +170,6 @@ class Mailbox(Generic[T]):
             return await self.get()
         return None
 
-    def expire(self) -> None:
-        """Make a pending :meth:`get_unless_expired` return None (a loop callback may call it)."""
-        self.expired = True
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None:
-            self._waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
-
     def close(self) -> None:
         """Close both ends; a reader waiting in :meth:`get` wakes up and sees it."""
         self._closed = True
@@ -169,7 +178,7 @@ class Mailbox(Generic[T]):
         self._wake()
 
 
-class Replies(Generic[T]):
+class Replies(_Wakeable, Generic[T]):
     """The coordinator's reply channel on asyncio: a queue and a bare future.
 
     Same interface as :class:`Mailbox` (``try_put``, ``put``, ``get``,
@@ -180,7 +189,7 @@ class Replies(Generic[T]):
     a closed stream would.
     """
 
-    __slots__ = ("_closed", "_items", "_loop", "_waiter", "expired")
+    __slots__ = ("_closed", "_items", "_loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -225,18 +234,6 @@ class Replies(Generic[T]):
                 return None
             waiter = self._waiter = self._loop.create_future()
             await waiter
-
-    def expire(self) -> None:
-        """Make a pending :meth:`get_unless_expired` return None (a loop callback may call it)."""
-        self.expired = True
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None:
-            self._waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
 
     def close(self) -> None:
         self._closed = True
