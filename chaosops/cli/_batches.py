@@ -110,6 +110,33 @@ async def run_batches(
     return stop
 
 
+def execute(
+    batches: Sequence[Batch],
+    *,
+    concurrency: int,
+    on_result: Callable[[Batch, int, Any], None],
+    progress: Any,
+    llm: Any = None,
+) -> Stop:
+    """:func:`run_batches` in a fresh event loop, shown on ``progress`` (a
+    ``ProgressBar``), closing the LLM policy (if any) at the end."""
+    from functools import partial
+
+    import anyio
+
+    with progress:
+        return anyio.run(
+            partial(
+                run_batches,
+                batches,
+                concurrency=concurrency,
+                on_result=on_result,
+                on_batch=progress.watch,
+                close=[llm] if llm is not None else [],
+            )
+        )
+
+
 def stop_code(stop: Stop) -> int:
     """The exit code of a stopped run: 128 + the signal (130 SIGINT, 143 SIGTERM)."""
     return 128 + (stop.signum or signal.SIGINT)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ._batches import Batch, plan_batches, run_batches, stop_code
+from ._batches import Batch, execute, plan_batches, stop_code
 from ._errors import CLIError
 from ._plan import plan_episodes
 from ._policies import policy_factory, prepare_llm
@@ -18,7 +17,6 @@ from ._terminal import configure_logs, console_for, note
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """``chaosops eval``; returns the exit code."""
-    import anyio
     import orjson
 
     from chaosops.evaluation import (
@@ -61,17 +59,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         by_policy[batch.tag][index] = record
         progress.advance(result)
 
-    with progress:
-        stop = anyio.run(
-            partial(
-                run_batches,
-                batches,
-                concurrency=args.concurrency,
-                on_result=on_result,
-                on_batch=progress.watch,
-                close=[llm] if llm is not None else [],
-            )
-        )
+    stop = execute(
+        batches,
+        concurrency=args.concurrency,
+        on_result=on_result,
+        progress=progress,
+        llm=llm,
+    )
     if stop.signum is not None:
         note("interrupted; no evaluation written")
         return stop_code(stop)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from typing import Any
 
-from ._batches import Batch, plan_batches, run_batches, stop_code
+from ._batches import Batch, execute, plan_batches, stop_code
 from ._errors import CLIError
 from ._plan import plan_episodes
 from ._policies import policy_factory, prepare_llm
@@ -39,7 +38,6 @@ def build_summary(records: Sequence[Mapping[str, Any]], planned: Sequence[str]) 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``chaosops run``; returns the exit code."""
-    import anyio
 
     from chaosops.evaluation import evaluate_records, render_table
     from chaosops.outputs import OutputError, RunOutputs, plan_keys
@@ -77,17 +75,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             progress.advance(result)
 
         batches = plan_batches(args, planned, todo, factory)
-        with progress:
-            stop = anyio.run(
-                partial(
-                    run_batches,
-                    batches,
-                    concurrency=args.concurrency,
-                    on_result=on_result,
-                    on_batch=progress.watch,
-                    close=[llm] if llm is not None else [],
-                )
-            )
+        stop = execute(
+            batches,
+            concurrency=args.concurrency,
+            on_result=on_result,
+            progress=progress,
+            llm=llm,
+        )
         records = outputs.records()
         summary = build_summary(records, keys)
         outputs.write_summary(summary)
