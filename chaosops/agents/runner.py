@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -331,7 +331,7 @@ async def arun_batch(
     at a freeze is only collected after the batch. See ``actors.gc_frozen``.
     """
     return await actors.run_jobs(
-        scenarios if isinstance(scenarios, Sequence) else list(scenarios),
+        scenarios,  # run_jobs / open_jobs take any iterable (they list it once)
         _episode_job(policies, turn_timeout, env_factory),
         concurrency=concurrency,
         failed=_failed,
@@ -366,7 +366,7 @@ async def open_batch(
     ``gc_freeze`` as :func:`arun_batch`.
     """
     async with actors.open_jobs(
-        scenarios if isinstance(scenarios, Sequence) else list(scenarios),
+        scenarios,  # run_jobs / open_jobs take any iterable (they list it once)
         _episode_job(policies, turn_timeout, env_factory),
         concurrency=concurrency,
         failed=_failed,
