@@ -159,11 +159,22 @@ class Actor:
         CURRENT.set(self)
         inbox, policy, role, episode = self.inbox, self.policy, self.role, self.episode
         cancel_scope = episode.scope_class
+        on_asyncio = inbox.on_asyncio
         while True:
-            try:
-                turn, observation, deadline = await inbox.get()
-            except (EndOfStream, ClosedResourceError):
-                return
+            if on_asyncio:
+                # Wait on the inbox's future right here (no coroutine between).
+                request = inbox.take()
+                while request is None:
+                    if inbox.closed:
+                        return  # the episode is over
+                    await inbox.waiter()
+                    request = inbox.take()
+            else:
+                try:
+                    request = await inbox.get()
+                except (EndOfStream, ClosedResourceError):
+                    return
+            turn, observation, deadline = request
             if turn != episode.open_turn:
                 continue  # closed at its deadline while waiting in the inbox
             self.turn, self.deadline, self.info = turn, deadline, None

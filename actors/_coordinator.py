@@ -77,10 +77,9 @@ async def run_episode(
         except Exception as exc:
             trace.status, trace.error = "failed", f"{type(exc).__name__}: {exc}"
         else:
-            timeouts = timeouts_by_role(turn_timeout, policies)
             await _play(
-                env, trace, observation, policies, timeouts, fallback, is_action,
-                max_turns, describe_turn, after_step,
+                env, trace, observation, policies, timeouts_by_role(turn_timeout, policies),
+                fallback, is_action, max_turns, describe_turn, after_step,
             )  # fmt: skip
         trace.wall_s = perf_counter() - started
         if _logging.log_enabled(_logging.INFO):
@@ -100,57 +99,6 @@ async def run_episode(
             reset_contextvars(**tokens)
         except ValueError:  # closed from another context (a coroutine collected unfinished)
             unbind_contextvars("episode_id")
-
-
-async def _play(
-    env: TurnEnv,
-    trace: EpisodeTrace,
-    observation: Any,
-    policies: Mapping[Any, Policy],
-    timeouts: Mapping[Any, float | None],
-    fallback: Callable[[Any], Any],
-    is_action: Callable[[object], bool],
-    max_turns: int,
-    describe_turn: Callable[[TurnRecord], Mapping[str, Any]] | None,
-    after_step: Callable[[TurnEnv, TurnRecord], None] | None,
-) -> None:
-    loop = asyncio_loop()
-    # At most one reply is ever queued: an actor replies only while its turn is open.
-    # On asyncio a queue and a future (no stream to build, close and go through).
-    replies: Mailbox[Reply] | Replies[Reply] = (
-        Mailbox(len(policies) + 1, loop) if loop is None else Replies(loop)
-    )
-    state = EpisodeState(trace.episode_id, replies, loop is not None)
-    actors = {
-        role: Actor(role, policy, state, Mailbox(1, loop)) for role, policy in policies.items()
-    }
-    args = (
-        env, trace, observation, state, actors, timeouts, fallback, is_action, max_turns,
-        describe_turn, after_step, loop,
-    )  # fmt: skip
-    if loop is None:
-        async with anyio.create_task_group() as tg:
-            for actor in actors.values():
-                tg.start_soon(actor.run, replies)
-            try:
-                await _turns(*args)
-            finally:
-                # Idle actors leave when their inbox closes; one still in a
-                # closed turn's call was cancelled at that turn's deadline.
-                _close(replies, actors)
-        return
-    # asyncio: a native task group (a quarter of the cost of anyio's, which
-    # wraps every task in a handle with its own cancel scope and event).
-    async with asyncio.TaskGroup() as tg:
-        tasks = [tg.create_task(actor.run(replies)) for actor in actors.values()]
-        state.loop = loop
-        try:
-            await _turns(*args)
-        finally:
-            state.disarm()
-            _close(replies, actors)
-            if any(actor.scope is not None for actor in actors.values()):
-                await _stop_calls(actors, tasks)
 
 
 async def _stop_calls(actors: Mapping[Any, Actor], tasks: list[asyncio.Task[None]]) -> None:
@@ -173,118 +121,159 @@ def _close(replies: Mailbox[Reply] | Replies[Reply], actors: Mapping[Any, Actor]
         actor.inbox.close()
 
 
-async def _turns(
+async def _play(
     env: TurnEnv,
     trace: EpisodeTrace,
     observation: Any,
-    state: EpisodeState,
-    actors: Mapping[Any, Actor],
+    policies: Mapping[Any, Policy],
     timeouts: Mapping[Any, float | None],
     fallback: Callable[[Any], Any],
     is_action: Callable[[object], bool],
     max_turns: int,
     describe_turn: Callable[[TurnRecord], Mapping[str, Any]] | None,
     after_step: Callable[[TurnEnv, TurnRecord], None] | None,
-    loop: asyncio.AbstractEventLoop | None,
 ) -> None:
-    """The turn loop: send, wait for the reply or the deadline, step, record, log."""
+    """The actors' task group and the turn loop: send, wait for the reply or
+    the deadline, step, record, log.
+
+    One coroutine, with the loop inline: every coroutine between the task and
+    the future it waits on is walked again each time the coordinator resumes
+    (twice a turn), and with many episodes in flight each level is a few cold
+    cache lines.
+    """
+    loop = asyncio_loop()
+    episode_id = trace.episode_id
+    # At most one reply is ever queued: an actor replies only while its turn is
+    # open. On asyncio a queue and a future (no stream to build, close and go through).
+    replies: Mailbox[Reply] | Replies[Reply] = (
+        Mailbox(len(policies) + 1, loop) if loop is None else Replies(loop)
+    )
+    state = EpisodeState(episode_id, replies, loop is not None)
+    actors = {
+        role: Actor(role, policy, state, Mailbox(1, loop)) for role, policy in policies.items()
+    }
+    tasks: list[asyncio.Task[None]] = []
+    task_group: Any
+    if loop is None:
+        task_group = anyio.create_task_group()
+    else:
+        # asyncio: a native task group (a quarter of the cost of anyio's, which
+        # wraps every task in a handle with its own cancel scope and event).
+        task_group = asyncio.TaskGroup()
+        state.loop = loop
     records = trace.turns
     log = _logging.STATE
-    replies = state.replies
-    episode_id = trace.episode_id
     now = loop.time if loop is not None else anyio.current_time
     turn = 0
-    while not observation.done and turn < max_turns:
-        role = observation.turn_role
-        actor = actors.get(role)
-        timed_out = False
-        error: str | None = None
-        info: dict[str, Any] | None = None
-        if actor is None:
-            action = fallback(role)
-            latency = 0.0
+    async with task_group as tg:
+        if loop is None:
+            for actor in actors.values():
+                tg.start_soon(actor.run, replies)
         else:
-            timeout = timeouts[role]
-            sent = perf_counter()
-            state.open_turn = turn
-            reply: Reply | None
-            if timeout is None:
-                state.open_deadline = None
-                # A request still queued is for a closed turn: replace it.
-                actor.inbox.put_latest((turn, observation, None))
-                reply = await replies.get()
-                if reply[0] != turn:
-                    reply = await _reply_for(turn, replies, episode_id, reply)
-            else:
-                deadline = now() + timeout
-                actor.inbox.put_latest((turn, observation, deadline))
-                if loop is not None:
-                    # The episode's timer (EpisodeState.arm) closes the turn at
-                    # its deadline, cancels the call in flight and wakes us.
-                    replies.expired = False
-                    state.arm(actor, deadline)
-                    reply = await replies.get_unless_expired()
-                    while reply is not None and reply[0] != turn:
-                        log_late_reply(episode_id, reply[0], reply[1])
-                        reply = await replies.get_unless_expired()
-                else:
-                    reply = await replies.get_before(deadline)
-                    while reply is not None and reply[0] != turn:
-                        log_late_reply(episode_id, reply[0], reply[1])
-                        reply = await replies.get_before(deadline)
-                    if reply is None:
-                        state.close_turn(actor, turn)
-            state.open_turn = -1
-            latency = perf_counter() - sent
-            if reply is None:
-                timed_out = True
-                trace.timeouts += 1
-                info, state.closed_info = state.closed_info, None
-                action = fallback(role)
-            else:
-                _, _, action, exc, info = reply
-                if exc is not None:
-                    error = f"{type(exc).__name__}: {exc}"
-                elif not is_action(action):
-                    error = f"TypeError: policy returned {action!r:.200}, not an action"
-                    if _logging.log_enabled(_logging.ERROR):
-                        log.logger.error(
-                            "policy_error",
-                            episode_id=episode_id,
-                            turn=turn,
-                            role=role,
-                            exception=error,
-                        )
-                if error is not None:
-                    trace.errors += 1
-                    action = fallback(role)
+            tasks = [tg.create_task(actor.run(replies)) for actor in actors.values()]
         try:
-            next_observation = env.step(action)
-        except Exception as exc:
-            trace.status, trace.error = "failed", f"{type(exc).__name__}: {exc}"
-            break
-        record = TurnRecord(
-            turn, role, observation, action, next_observation,
-            timed_out, error, latency, info if info is not None else {},
-        )  # fmt: skip
-        records.append(record)
-        if after_step is not None:
-            after_step(env, record)
-        if log.threshold <= _logging.INFO:
-            _log_turn(record, episode_id, describe_turn)
-        observation = next_observation
-        turn += 1
-    trace.final_observation = observation
-
-
-async def _reply_for(
-    turn: int, replies: Mailbox[Reply] | Replies[Reply], episode_id: str, reply: Reply
-) -> Reply:
-    """The reply for ``turn``, dropping ``reply`` and any other for a closed turn."""
-    while reply[0] != turn:
-        log_late_reply(episode_id, reply[0], reply[1])
-        reply = await replies.get()
-    return reply
+            while not observation.done and turn < max_turns:
+                role = observation.turn_role
+                actor = actors.get(role)
+                timed_out = False
+                error: str | None = None
+                info: dict[str, Any] | None = None
+                if actor is None:
+                    action = fallback(role)
+                    latency = 0.0
+                else:
+                    timeout = timeouts[role]
+                    sent = perf_counter()
+                    state.open_turn = turn
+                    reply: Reply | None
+                    if loop is not None:
+                        # asyncio: wait on the reply channel's future directly (no
+                        # coroutine in between). With a deadline, the episode's timer
+                        # (EpisodeState.arm) closes the turn, cancels the call in
+                        # flight and wakes us; ``expired`` then says so.
+                        if timeout is None:
+                            state.open_deadline = None
+                            # A request still queued is for a closed turn: replace it.
+                            actor.inbox.put_latest((turn, observation, None))
+                        else:
+                            deadline = now() + timeout
+                            actor.inbox.put_latest((turn, observation, deadline))
+                            state.arm(actor, deadline)
+                        replies.expired = False
+                        while True:
+                            reply = replies.take()
+                            if reply is None:
+                                if replies.expired:
+                                    break
+                                await replies.waiter()
+                            elif reply[0] != turn:
+                                log_late_reply(episode_id, reply[0], reply[1])
+                            else:
+                                break
+                    elif timeout is None:
+                        actor.inbox.put_latest((turn, observation, None))
+                        reply = await replies.get()
+                        while reply[0] != turn:
+                            log_late_reply(episode_id, reply[0], reply[1])
+                            reply = await replies.get()
+                    else:
+                        deadline = now() + timeout
+                        actor.inbox.put_latest((turn, observation, deadline))
+                        reply = await replies.get_before(deadline)
+                        while reply is not None and reply[0] != turn:
+                            log_late_reply(episode_id, reply[0], reply[1])
+                            reply = await replies.get_before(deadline)
+                        if reply is None:
+                            state.close_turn(actor, turn)
+                    state.open_turn = -1
+                    latency = perf_counter() - sent
+                    if reply is None:
+                        timed_out = True
+                        trace.timeouts += 1
+                        info, state.closed_info = state.closed_info, None
+                        action = fallback(role)
+                    else:
+                        _, _, action, exc, info = reply
+                        if exc is not None:
+                            error = f"{type(exc).__name__}: {exc}"
+                        elif not is_action(action):
+                            error = f"TypeError: policy returned {action!r:.200}, not an action"
+                            if _logging.log_enabled(_logging.ERROR):
+                                log.logger.error(
+                                    "policy_error",
+                                    episode_id=episode_id,
+                                    turn=turn,
+                                    role=role,
+                                    exception=error,
+                                )
+                        if error is not None:
+                            trace.errors += 1
+                            action = fallback(role)
+                try:
+                    next_observation = env.step(action)
+                except Exception as exc:
+                    trace.status, trace.error = "failed", f"{type(exc).__name__}: {exc}"
+                    break
+                record = TurnRecord(
+                    turn, role, observation, action, next_observation,
+                    timed_out, error, latency, info if info is not None else {},
+                )  # fmt: skip
+                records.append(record)
+                if after_step is not None:
+                    after_step(env, record)
+                if log.threshold <= _logging.INFO:
+                    _log_turn(record, episode_id, describe_turn)
+                observation = next_observation
+                turn += 1
+            trace.final_observation = observation
+        finally:
+            if loop is not None:
+                state.disarm()
+            # Idle actors leave when their inbox closes; one still in a closed
+            # turn's call was cancelled at that turn's deadline.
+            _close(replies, actors)
+            if tasks and any(actor.scope is not None for actor in actors.values()):
+                await _stop_calls(actors, tasks)
 
 
 LOGGED_ANNOTATIONS: frozenset[str] = frozenset(

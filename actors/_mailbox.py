@@ -4,16 +4,18 @@ Items always travel through the stream (bounded, closable, one owner per end).
 What this adds is the way an idle reader waits. ``MemoryObjectReceiveStream
 .receive()`` pays for a checkpoint, an ``anyio.Event`` and a task lookup on
 every blocking call (about 15 us on a small machine), which is most of a turn.
-On asyncio the reader instead parks on a bare future that the writer resolves
-after ``send_nowait``, then takes the item with ``receive_nowait``; on other
-backends it falls back to ``receive()``. Cancellation works the same either
-way (awaiting a future is a cancellation point).
+On asyncio the reader takes what is queued (``take``, ``receive_nowait``
+underneath) and otherwise awaits a bare future (``waiter``) that the writer
+resolves after ``send_nowait``, right in its own coroutine: no ``get``
+coroutine in between to walk through at every resume. On other backends it
+uses ``get()`` (``receive()``). Cancellation works the same either way
+(awaiting a future is a cancellation point).
 
-Waiting with a deadline on asyncio (:meth:`Mailbox.get_unless_expired`) has no
-timer of its own: whoever owns the deadline (the coordinator's one timer per
-turn) calls :meth:`Mailbox.expire`, which only wakes the reader. No cancel
-scope, nothing to cancel, so closing a turn costs the coordinator almost
-nothing. Other backends use :meth:`Mailbox.get_before` (``move_on_after``).
+Waiting with a deadline on asyncio has no timer of its own: whoever owns the
+deadline (the coordinator's one timer per episode) calls ``expire()``, which
+sets ``expired`` and wakes the reader. No cancel scope, nothing to cancel, so
+closing a turn costs the coordinator almost nothing. Other backends use
+:meth:`Mailbox.get_before` (``move_on_after``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections import deque
 from typing import Any, Generic, TypeVar
 
 import anyio
-from anyio import ClosedResourceError, EndOfStream, WouldBlock
+from anyio import ClosedResourceError, WouldBlock
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 try:  # the state both ends share; building it directly skips a generic alias call
@@ -59,7 +61,7 @@ class _Wakeable:
     expired: bool
 
     def expire(self) -> None:
-        """Make a pending :meth:`get_unless_expired` return None (a loop callback may call it)."""
+        """Set ``expired`` and wake the reader (a loop callback may call it)."""
         self.expired = True
         self._wake()
 
@@ -146,23 +148,30 @@ class Mailbox(_Wakeable, Generic[T]):
             waiter = self._waiter = loop.create_future()
             await waiter
 
-    async def get_unless_expired(self) -> T | None:
-        """Next item, or None once :meth:`expire` was called (asyncio only).
+    def take(self) -> T | None:
+        """The next item if one is queued, else None (asyncio only; see :meth:`waiter`)."""
+        if self._count:
+            self._count -= 1
+            return self._recv.receive_nowait()
+        return None
 
-        An item already queued wins over the expiry. The caller clears
-        ``expired`` before the wait it arms a timer for.
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def on_asyncio(self) -> bool:
+        return self._loop is not None
+
+    def waiter(self) -> asyncio.Future[None]:
+        """A future that completes at the next put, close or expiry (asyncio only).
+
+        ``await mailbox.waiter()`` right where the reader waits, instead of a
+        ``get`` coroutine: one coroutine less to walk through on every resume.
         """
-        loop = self._loop
-        assert loop is not None
-        while True:
-            if self._count or self._closed:
-                item = self._recv.receive_nowait()
-                self._count -= 1
-                return item
-            if self.expired:
-                return None
-            waiter = self._waiter = loop.create_future()
-            await waiter
+        assert self._loop is not None
+        waiter = self._waiter = self._loop.create_future()
+        return waiter
 
     async def get_before(self, deadline: float) -> T | None:
         """Next item, or None at ``deadline`` (``anyio.current_time()`` clock)."""
@@ -181,9 +190,9 @@ class Mailbox(_Wakeable, Generic[T]):
 class Replies(_Wakeable, Generic[T]):
     """The coordinator's reply channel on asyncio: a queue and a bare future.
 
-    Same interface as :class:`Mailbox` (``try_put``, ``put``, ``get``,
-    ``get_unless_expired``, ``expire``, ``close``) for the one reader (the
-    coordinator) and its actors as writers. Unbounded, but it never holds more
+    The writers' side of :class:`Mailbox` (``try_put``, ``put``), and
+    ``take`` / ``waiter`` / ``expire`` / ``close`` for the one reader (the
+    coordinator). Unbounded, but it never holds more
     than the reply of the open turn: an actor replies only while its turn is
     open. Putting after :meth:`close` raises ``anyio.ClosedResourceError``, as
     a closed stream would.
@@ -213,27 +222,19 @@ class Replies(_Wakeable, Generic[T]):
     async def put(self, item: T) -> None:
         self.try_put(item)
 
-    async def get(self) -> T:
-        """Next item; raises ``anyio.EndOfStream`` once closed and empty."""
-        while True:
-            if self._items:
-                return self._items.popleft()
-            if self._closed:
-                raise EndOfStream
-            waiter = self._waiter = self._loop.create_future()
-            await waiter
+    def take(self) -> T | None:
+        """The next item if one is queued, else None."""
+        items = self._items
+        return items.popleft() if items else None
 
-    async def get_unless_expired(self) -> T | None:
-        """Next item, or None once :meth:`expire` was called (an item queued wins)."""
-        while True:
-            if self._items:
-                return self._items.popleft()
-            if self._closed:
-                raise EndOfStream
-            if self.expired:
-                return None
-            waiter = self._waiter = self._loop.create_future()
-            await waiter
+    def waiter(self) -> asyncio.Future[None]:
+        """A future that completes at the next put, close or :meth:`expire`.
+
+        The reader (the coordinator) awaits it directly, then takes again: see
+        ``expired`` for a wait with a deadline.
+        """
+        waiter = self._waiter = self._loop.create_future()
+        return waiter
 
     def close(self) -> None:
         self._closed = True

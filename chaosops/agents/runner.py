@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -287,8 +287,11 @@ def _episode_job(
     turn_timeout: TurnTimeoutArg,
     env_factory: Callable[[], ChaosOpsEnvironment],
 ) -> Callable[[Scenario], Any]:
-    async def job(scenario: Scenario) -> EpisodeResult:
-        return await arun_episode(
+    # Returns arun_episode's coroutine (the batch worker awaits it) instead of
+    # awaiting it in a coroutine of its own: one level less to walk through
+    # each time the coordinator resumes.
+    def job(scenario: Scenario) -> Coroutine[Any, Any, EpisodeResult]:
+        return arun_episode(
             env_factory(),
             scenario,
             _policies_for(policies, scenario),

@@ -12,6 +12,7 @@ import pytest
 from actors_toy import ToyEnv, act, captured_events, instant_policies, run_kwargs
 
 from actors import EpisodeTrace, open_jobs, run_episode, run_jobs
+from actors._gc import BATCH_GEN0_THRESHOLD
 
 pytestmark = pytest.mark.anyio
 
@@ -176,17 +177,23 @@ async def test_stream_counts_jobs_started_finished_and_in_flight() -> None:
 
 async def test_batches_freeze_gc_survivors_and_unfreeze_when_the_last_one_ends() -> None:
     assert gc.get_freeze_count() == 0
+    threshold = gc.get_threshold()
     seen: list[int] = []
+    thresholds: list[int] = []
 
     async def job(n: int) -> int:
         gc.collect(1)  # survivors of an older-generation collection are frozen
         seen.append(gc.get_freeze_count())
+        thresholds.append(gc.get_threshold()[0])
         await anyio.lowlevel.checkpoint()
         return n
 
     await run_jobs(range(4), job, concurrency=2)
     assert len(seen) == 4 and all(count > 0 for count in seen)
     assert gc.get_freeze_count() == 0
+    # Young collections are rarer while the batch runs; the process's setting comes back.
+    assert thresholds == [max(threshold[0], BATCH_GEN0_THRESHOLD)] * 4
+    assert gc.get_threshold() == threshold
 
     seen.clear()
     async with open_jobs(range(3), job, concurrency=3, gc_freeze=False) as results:
@@ -210,9 +217,11 @@ async def test_gc_is_unfrozen_after_a_failed_or_cancelled_batch() -> None:
         gc.collect(1)
         raise ValueError(n)
 
+    threshold = gc.get_threshold()
     with pytest.raises(ExceptionGroup):
         await run_jobs(range(3), boom, concurrency=3)
     assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == threshold
 
     async def hung(n: int) -> int:
         gc.collect(1)
