@@ -12,6 +12,8 @@ Public API:
   streamed as they finish, with live counters: :class:`JobResults`).
 - :func:`gc_frozen`: keep what a batch accumulates out of the garbage
   collector's full collections (on by default in batches).
+- :func:`run`: run a coroutine function from synchronous code (``anyio.run``
+  on asyncio, on uvloop when installed; ``ACTORS_LOOP`` picks).
 - :func:`in_thread`: run a blocking policy in a worker thread so its deadline holds.
 - :func:`current_turn`: inside a policy, the :class:`TurnContext` of the turn
   (``annotate(**fields)`` attaches data to the step and its log event).
@@ -28,6 +30,7 @@ from ._context import TurnContext, current_turn
 from ._coordinator import LOGGED_ANNOTATIONS, run_episode
 from ._gc import gc_frozen
 from ._logging import configure_logging, get_logger, log_enabled
+from ._run import LOOPS, resolve_loop, run
 from ._threads import in_thread
 from ._types import (
     EpisodeTrace,
@@ -41,6 +44,7 @@ from ._types import (
 
 __all__ = [
     "LOGGED_ANNOTATIONS",
+    "LOOPS",
     "EpisodeTrace",
     "JobResults",
     "Policy",
@@ -57,6 +61,8 @@ __all__ = [
     "in_thread",
     "log_enabled",
     "open_jobs",
+    "resolve_loop",
+    "run",
     "run_episode",
     "run_jobs",
 ]

@@ -68,9 +68,7 @@ def gc_frozen(enabled: bool = True) -> Iterator[None]:
         if _batches == 1 and gc.get_freeze_count() == 0:
             gc.callbacks.append(_freeze_survivors)
             _saved_threshold = gc.get_threshold()
-            gc.set_threshold(
-                max(_saved_threshold[0], BATCH_GEN0_THRESHOLD), *_saved_threshold[1:]
-            )
+            gc.set_threshold(max(_saved_threshold[0], BATCH_GEN0_THRESHOLD), *_saved_threshold[1:])
             _engaged = True
     try:
         yield

@@ -3,7 +3,8 @@
 Every role of an episode is an actor (its own task) and a coordinator task
 owns the environment, so slow (LLM) policies run concurrently across episodes
 and every turn can have a deadline. The synchronous functions run the very same
-async code through ``anyio.run``.
+async code through ``actors.run`` (``anyio.run`` on asyncio, on uvloop when
+installed; ``ACTORS_LOOP=asyncio`` picks the standard loop).
 
 Policies: a callable ``(observation, role) -> ChaosOpsAction``, sync (called
 inline; keep it fast) or async; wrap a blocking one in ``actors.in_thread``.
@@ -42,8 +43,6 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mappin
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
-
-import anyio
 
 import actors
 from chaosops.env.environment import ChaosOpsEnvironment
@@ -401,13 +400,13 @@ def run_episode(
     max_turns: int | None = None,
     turn_timeout: TurnTimeoutArg = None,
 ) -> EpisodeResult:
-    """Synchronous :func:`arun_episode` (same runtime, run with ``anyio.run``).
+    """Synchronous :func:`arun_episode` (same runtime, run with ``actors.run``).
 
     Raises RuntimeError when called from a running event loop: await
     :func:`arun_episode` there.
     """
     _no_running_loop("run_episode")
-    return anyio.run(
+    return actors.run(
         functools.partial(
             arun_episode,
             env,
@@ -437,7 +436,7 @@ def run_batch(
     called from a running event loop: await :func:`arun_batch` there.
     """
     _no_running_loop("run_batch")
-    return anyio.run(
+    return actors.run(
         functools.partial(
             arun_batch,
             scenarios,

@@ -122,10 +122,10 @@ def execute(
     ``ProgressBar``), closing the LLM policy (if any) at the end."""
     from functools import partial
 
-    import anyio
+    import actors
 
     with progress:
-        return anyio.run(
+        return actors.run(
             partial(
                 run_batches,
                 batches,

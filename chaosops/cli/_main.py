@@ -33,6 +33,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.error(f"missing command; choose from {', '.join([*_COMMANDS, 'mock-llm'])}")
+        if args.command in ("run", "eval"):
+            _check_event_loop()
         return _COMMANDS[args.command](args)
     except CLIError as exc:
         sys.stderr.write(f"{PROG}: error: {one_line(exc)}\n")
@@ -44,3 +46,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # stdout closed by a pager or `head`: nothing more to say.
         sys.stderr.close()
         return 1
+
+
+def _check_event_loop() -> None:
+    """``ACTORS_LOOP`` (the event loop of the runs) is valid, before anything is written."""
+    from actors import resolve_loop
+
+    try:
+        resolve_loop()
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None

