@@ -340,4 +340,4 @@ def _log_turn(
             value = _small(value)
             if value is not _SKIP:
                 fields.setdefault(key, value)
-    _logging.STATE.logger.info("turn", **fields)
+    _logging.STATE.logger.log_dict("info", "turn", fields)

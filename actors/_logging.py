@@ -73,16 +73,6 @@ def _add_run_id(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> Mutabl
     return event_dict
 
 
-def _format_exc_info(
-    logger: Any, method_name: str, event_dict: MutableMapping[str, Any]
-) -> MutableMapping[str, Any]:
-    # structlog's format_exc_info, called only for the events that carry one
-    # (policy_error): it costs ~0.4 us to find out there is nothing to format.
-    if "exc_info" in event_dict:
-        return structlog.processors.format_exc_info(logger, method_name, event_dict)
-    return event_dict
-
-
 class _IsoUtcStamper:
     """``timestamp``: ISO 8601 in UTC with microseconds, ``2026-11-21T19:45:03.123456Z``.
 
@@ -108,6 +98,42 @@ class _IsoUtcStamper:
             self._cache = (second, prefix)  # one attribute: consistent across threads
         event_dict["timestamp"] = prefix + micros[-6:] + "Z"
         return event_dict
+
+
+try:  # structlog's registry: one ContextVar per key ever bound with bind_contextvars
+    from structlog.contextvars import _CONTEXT_VARS
+except ImportError:  # pragma: no cover - another structlog layout
+    _CONTEXT_VARS = None
+
+
+def _merge_contextvars(
+    logger: Any, method_name: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """``structlog.contextvars.merge_contextvars``, reading only the variables
+    structlog registered (one per key ever bound) instead of walking every
+    context variable of the context (about 1 us less an event)."""
+    if _CONTEXT_VARS is None:  # pragma: no cover
+        return structlog.contextvars.merge_contextvars(logger, method_name, event_dict)
+    size, pairs = _KNOWN_VARS
+    if size != len(_CONTEXT_VARS):  # the registry only grows: rebuild when it did
+        pairs = tuple((name[_PREFIX_LEN:], var) for name, var in tuple(_CONTEXT_VARS.items()))
+        _KNOWN_VARS[:] = [len(pairs), pairs]
+    for key, var in pairs:
+        value = var.get(Ellipsis)
+        if value is not Ellipsis:
+            event_dict.setdefault(key, value)
+    return event_dict
+
+
+_PREFIX_LEN = len("structlog_")
+_KNOWN_VARS: list[Any] = [0, ()]  # (registry size, ((key, ContextVar), ...))
+
+
+_LEVEL_NAMES = {
+    "debug": "debug", "info": "info", "msg": "info", "warning": "warning", "warn": "warning",
+    "error": "error", "err": "error", "exception": "error", "critical": "critical",
+    "fatal": "critical", "failure": "error", "log": "info",
+}  # fmt: skip
 
 
 def _fallback(value: Any) -> Any:
@@ -139,6 +165,34 @@ def _render_line(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> bytes
 
 def _render_text(logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> str:
     return _render_line(logger, method_name, event_dict)[:-1].decode()
+
+
+class _JsonLine:
+    """The end of the JSON chain in one processor: ``level``, ``run_id``, the
+    traceback of an ``exc_info`` (policy_error), ``timestamp``, then the line.
+
+    What structlog's ``add_log_level``, a run-id processor, ``format_exc_info``,
+    a timestamper and a renderer do one after the other, in one call: a log
+    line per turn pays for one processor call instead of five.
+    """
+
+    __slots__ = ("_stamp", "_text")
+
+    def __init__(self, text: bool) -> None:
+        self._stamp = _IsoUtcStamper()
+        self._text = text  # str for a text stream, else bytes with the newline
+
+    def __call__(self, logger: Any, method_name: str, event_dict: Any) -> bytes | str:
+        event_dict["level"] = _LEVEL_NAMES.get(method_name, method_name)
+        run_id = STATE.run_id
+        if run_id is not None:
+            event_dict.setdefault("run_id", run_id)
+        if "exc_info" in event_dict:
+            event_dict = structlog.processors.format_exc_info(logger, method_name, event_dict)
+        event_dict = self._stamp(logger, method_name, event_dict)
+        if self._text:
+            return _render_text(logger, method_name, event_dict)
+        return _render_line(logger, method_name, event_dict)
 
 
 class _LineWriter:
@@ -217,7 +271,11 @@ def _bound_logger_class(threshold: int) -> type[Any]:
         meth.__name__ = meth.__qualname__ = name
         return meth
 
-    methods: dict[str, Any] = {"_proxy_to_logger": _proxy_to_logger}
+    def log_dict(self: Any, method_name: str, event: str, event_dict: dict[str, Any]) -> Any:
+        # The runtime's hot events: a dict it built and gives away (no kwargs copy).
+        return emit(self, method_name, event, event_dict)
+
+    methods: dict[str, Any] = {"_proxy_to_logger": _proxy_to_logger, "log_dict": log_dict}
     for level, name in ((DEBUG, "debug"), (INFO, "info"), (WARNING, "warning"),
                         (ERROR, "error"), (logging.CRITICAL, "critical")):  # fmt: skip
         if level >= threshold:
@@ -273,22 +331,24 @@ def configure_logging(
     if pretty is None:
         pretty = stream is not None and _isatty(stream)
 
-    # The production chain: context, level, run id, exception, timestamp, render.
-    processors: list[Any] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        _add_run_id,
-    ]
+    # The chain: context, then level, run id, exception, timestamp, render
+    # (the JSON chains do those five in one processor: a line per turn).
+    processors: list[Any] = [_merge_contextvars]
     factory: Any
     if pretty:
-        processors += [_IsoUtcStamper(), structlog.dev.ConsoleRenderer()]
+        processors += [
+            structlog.processors.add_log_level,
+            _add_run_id,
+            _IsoUtcStamper(),
+            structlog.dev.ConsoleRenderer(),
+        ]
         factory = structlog.PrintLoggerFactory(stream)
     elif binary is not None:
         writer = _LineWriter(binary)
-        processors += [_format_exc_info, _IsoUtcStamper(), _render_line]
+        processors.append(_JsonLine(text=False))
         factory = lambda *_: writer  # noqa: E731
     else:
-        processors += [_format_exc_info, _IsoUtcStamper(), _render_text]
+        processors.append(_JsonLine(text=True))
         factory = structlog.WriteLoggerFactory(stream)
     structlog.configure(
         processors=processors,

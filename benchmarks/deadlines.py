@@ -23,6 +23,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import role_map, verdict
 
+import actors
 from chaosops.agents.runner import arun_batch, open_batch
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, FailureType
@@ -59,7 +60,7 @@ def overshoots_ms(episodes: int) -> tuple[list[float], float]:
         assert all(s.timed_out for r in results for s in r.steps)
         return [(s.latency_s - DEADLINE) * 1000 for r in results for s in r.steps]
 
-    values = anyio.run(main)
+    values = actors.run(main)
     return values, (max(starts) - min(starts)) * 1000
 
 
@@ -101,7 +102,7 @@ def aligned_overshoots_ms(episodes: int) -> list[float]:
                 values += [(s.latency_s - DEADLINE) * 1000 for s in result.steps if s.timed_out]
         return values
 
-    return anyio.run(main)
+    return actors.run(main)
 
 
 def _pct(values: list[float], q: float) -> float:

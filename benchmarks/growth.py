@@ -12,11 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import role_map, verdict
 
+import actors
 from chaosops.agents.policies import heuristic_policy
 from chaosops.agents.runner import arun_batch
 from chaosops.curriculum.generator import scenarios_for_tier
@@ -30,7 +29,7 @@ def wall(episodes: int) -> float:
         await arun_batch(scenarios, lambda sc: role_map(heuristic_policy(sc.seed)), concurrency=64)
 
     start = time.perf_counter()
-    anyio.run(main)
+    actors.run(main)
     return time.perf_counter() - start
 
 

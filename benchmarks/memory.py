@@ -20,6 +20,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import role_map, verdict
 
+import actors
 from chaosops.agents.runner import arun_batch
 from chaosops.curriculum.generator import scenarios_for_tier
 
@@ -52,7 +53,7 @@ def per_episode_kb(episodes: int = 10_000) -> tuple[float, float]:
             tg.cancel_scope.cancel()
         return before, during
 
-    before, during = anyio.run(main)
+    before, during = actors.run(main)
     return (during - before) / episodes / 1024, during / 2**20
 
 

@@ -21,11 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import bare_loop, role_map, timed, verdict
 
+import actors
 from actors import configure_logging
 from actors._logging import reset_logging
 from chaosops.agents.policies import random_policy
@@ -50,7 +49,7 @@ def runtime_us_per_turn(scenarios: list[Any], concurrency: int) -> float:
         results = await arun_batch(scenarios, _factory, concurrency=concurrency)
         return sum(len(r.steps) for r in results)
 
-    dt, turns = timed(lambda: anyio.run(main))
+    dt, turns = timed(lambda: actors.run(main))
     return dt / turns * 1e6
 
 
@@ -59,8 +58,11 @@ def bare_us_per_turn(scenarios: list[Any]) -> float:
     return dt / turns * 1e6
 
 
-def pingpong_us_per_turn(turns: int = 40_000, roles: int = 4) -> float:
-    """Plain asyncio: four actor tasks, a Queue inbox each, a Future per reply."""
+def pingpong_us_per_turn(turns: int = 40_000, roles: int = 4, loop: str = "asyncio") -> float:
+    """Plain asyncio: four actor tasks, a Queue inbox each, a Future per reply.
+
+    ``loop="uvloop"``: the same code on uvloop (the runtime's loop when installed).
+    """
 
     async def main() -> float:
         loop = asyncio.get_running_loop()
@@ -83,17 +85,24 @@ def pingpong_us_per_turn(turns: int = 40_000, roles: int = 4) -> float:
                 q.put_nowait(None)
         return elapsed / turns * 1e6
 
+    if loop == "uvloop":
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(main())
     return asyncio.run(main())
 
 
 def measure(rounds: int = 5, per_type: int = 25) -> dict[str, float]:
     scenarios = _scenarios(per_type)
     samples: dict[str, list[float]] = {
-        k: [] for k in ("bare", "c1", "c64", "c1_log", "c64_log", "pp")
+        k: [] for k in ("bare", "c1", "c64", "c1_log", "c64_log", "pp", "pp_loop")
     }
+    loop = actors.resolve_loop()
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(rounds):
             samples["pp"].append(pingpong_us_per_turn())
+            samples["pp_loop"].append(pingpong_us_per_turn(loop=loop))
             samples["bare"].append(bare_us_per_turn(scenarios))
             samples["c1"].append(runtime_us_per_turn(scenarios, 1))
             samples["c64"].append(runtime_us_per_turn(scenarios, 64))
@@ -125,14 +134,19 @@ def report(m: dict[str, float]) -> list[tuple[str, str, str, bool]]:
 
 def main() -> dict[str, Any]:
     m = measure()
-    print("figure 1: overhead (best of 5 rounds, us per turn; turns/s in brackets)")
+    loop = actors.resolve_loop()
+    print(f"figure 1: overhead (best of 5 rounds, us per turn; turns/s in brackets; "
+          f"runtime on {loop}, ACTORS_LOOP=asyncio for the standard loop)")  # fmt: skip
     for key, label in (("bare", "bare sync loop"), ("c1", "runtime, concurrency 1"),
                        ("c64", "runtime, concurrency 64"), ("c1_log", "runtime c1, JSON log file"),
                        ("c64_log", "runtime c64, JSON log file"),
-                       ("pp", "asyncio ping-pong (no env)")):  # fmt: skip
+                       ("pp", "asyncio ping-pong (no env)"),
+                       ("pp_loop", f"the same ping-pong on {loop}")):  # fmt: skip
         print(f"  {label:30s} {m[key]:8.1f} us  ({1e6 / m[key]:9,.0f} turns/s)")
     print(f"  runtime own cost per turn      {m['c1'] - m['bare']:8.1f} us (c1), "
           f"{m['c64'] - m['bare']:.1f} us (c64)")  # fmt: skip
+    own = m["c1"] - m["bare"]
+    print(f"  own cost / ping-pong on the runtime's loop ({loop}): {own / m['pp_loop']:.2f}x")
     rows = report(m)
     for name, value, target, ok in rows:
         print(f"  {name:42s} {value:>8s}  target {target:8s} {verdict(ok)}")

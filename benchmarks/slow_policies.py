@@ -20,6 +20,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import role_map, verdict
 
+import actors
 from chaosops.agents.runner import arun_batch
 from chaosops.env.models import ActionType, ChaosOpsAction, FailureType
 from chaosops.env.world_sim import Scenario
@@ -45,7 +46,7 @@ def run(episodes: int, concurrency: int) -> float:
         assert all(len(r.steps) == TURNS for r in results)
 
     start = time.perf_counter()
-    anyio.run(main)
+    actors.run(main)
     return time.perf_counter() - start
 
 
