@@ -12,6 +12,7 @@ Public API:
   streamed as they finish, with live counters: :class:`JobResults`).
 - :func:`gc_frozen`: keep what a batch accumulates out of the garbage
   collector's full collections (on by default in batches).
+- :func:`new_episode_id`: the ids episodes get unless given one.
 - :func:`run`: run a coroutine function from synchronous code (``anyio.run``
   on asyncio, on uvloop when installed; ``ACTORS_LOOP`` picks).
 - :func:`in_thread`: run a blocking policy in a worker thread so its deadline holds.
@@ -29,6 +30,7 @@ from ._batch import JobResults, open_jobs, run_jobs
 from ._context import TurnContext, current_turn
 from ._coordinator import LOGGED_ANNOTATIONS, run_episode
 from ._gc import gc_frozen
+from ._ids import new_episode_id
 from ._logging import configure_logging, get_logger, log_enabled
 from ._run import LOOPS, resolve_loop, run
 from ._threads import in_thread
@@ -60,6 +62,7 @@ __all__ = [
     "get_logger",
     "in_thread",
     "log_enabled",
+    "new_episode_id",
     "open_jobs",
     "resolve_loop",
     "run",

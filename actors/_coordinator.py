@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable, Mapping
 from time import perf_counter
 from typing import Any
@@ -14,6 +13,7 @@ from structlog.contextvars import bind_contextvars, reset_contextvars, unbind_co
 from . import _logging
 from ._actor import Actor, EpisodeState, Reply, log_late_reply
 from ._deadline import timeouts_by_role
+from ._ids import new_episode_id
 from ._mailbox import Mailbox, Replies, asyncio_loop
 from ._types import EpisodeTrace, Policy, TurnEnv, TurnRecord, TurnTimeout
 
@@ -36,6 +36,7 @@ async def run_episode(
     describe_turn: Callable[[TurnRecord], Mapping[str, Any]] | None = None,
     describe_finish: Callable[[TurnEnv, EpisodeTrace], Mapping[str, Any]] | None = None,
     after_step: Callable[[TurnEnv, TurnRecord], None] | None = None,
+    record_turns: bool = True,
 ) -> EpisodeTrace:
     """Play one episode of ``env`` with one actor task per role in ``policies``.
 
@@ -48,11 +49,14 @@ async def run_episode(
     raised, or returned something ``is_action`` rejects (``error`` says what).
 
     ``after_step(env, record)`` runs after every step (read what the
-    environment computed for it). Logging (when configured): ``episode_started``
-    with ``log_fields``, one ``turn`` event per step with the fields returned by
-    ``describe_turn(record)`` and the small annotations of :data:`LOGGED_ANNOTATIONS`
-    (the record's ``info`` keeps them all), ``episode_finished`` with
-    ``describe_finish(env, trace)``.
+    environment computed for it). ``record_turns=False`` leaves ``trace.turns``
+    empty, for a caller that keeps its own records from ``after_step``.
+
+    Logging (when configured): ``episode_started`` with ``log_fields``, one
+    ``turn`` event per step with the fields returned by
+    ``describe_turn(record)`` and the small annotations of
+    :data:`LOGGED_ANNOTATIONS` (the record's ``info`` keeps them all),
+    ``episode_finished`` with ``describe_finish(env, trace)``.
 
     A turn closed at its deadline keeps in ``info`` what the policy annotated
     before the deadline (an LLM policy records its prompt before its request).
@@ -61,7 +65,7 @@ async def run_episode(
     status ``"failed"``; it is not raised. All actor tasks are gone when this
     returns, also when the caller is cancelled.
     """
-    episode_id = episode_id or uuid.uuid4().hex
+    episode_id = episode_id or new_episode_id()
     # What ``bound_contextvars`` does, minus its walk over every context
     # variable to save the previous value: the token restores it.
     tokens = bind_contextvars(episode_id=episode_id)
@@ -79,7 +83,7 @@ async def run_episode(
         else:
             await _play(
                 env, trace, observation, policies, timeouts_by_role(turn_timeout, policies),
-                fallback, is_action, max_turns, describe_turn, after_step,
+                fallback, is_action, max_turns, describe_turn, after_step, record_turns,
             )  # fmt: skip
         trace.wall_s = perf_counter() - started
         if _logging.log_enabled(_logging.INFO):
@@ -132,6 +136,7 @@ async def _play(
     max_turns: int,
     describe_turn: Callable[[TurnRecord], Mapping[str, Any]] | None,
     after_step: Callable[[TurnEnv, TurnRecord], None] | None,
+    record_turns: bool,
 ) -> None:
     """The actors' task group and the turn loop: send, wait for the reply or
     the deadline, step, record, log.
@@ -161,7 +166,7 @@ async def _play(
         # wraps every task in a handle with its own cancel scope and event).
         task_group = asyncio.TaskGroup()
         state.loop = loop
-    records = trace.turns
+    records = trace.turns if record_turns else None
     log = _logging.STATE
     now = loop.time if loop is not None else anyio.current_time
     turn = 0
@@ -258,7 +263,8 @@ async def _play(
                     turn, role, observation, action, next_observation,
                     timed_out, error, latency, info if info is not None else {},
                 )  # fmt: skip
-                records.append(record)
+                if records is not None:
+                    records.append(record)
                 if after_step is not None:
                     after_step(env, record)
                 if log.threshold <= _logging.INFO:

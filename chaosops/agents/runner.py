@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -227,7 +226,7 @@ async def arun_episode(
     """
     if max_turns is None:
         max_turns = scenario.max_steps * len(env.turn_order)
-    episode_id = uuid.uuid4().hex
+    episode_id = actors.new_episode_id()
     steps: list[EpisodeStep] = []
     add_step = steps.append
 
@@ -261,8 +260,9 @@ async def arun_episode(
         describe_turn=_describe_turn,
         describe_finish=_describe_finish,
         after_step=after_step,
+        record_turns=False,  # the steps above are the records
     )
-    state = _state_of(env) if trace.turns or trace.status == "ok" else None
+    state = _state_of(env) if steps or trace.status == "ok" else None
     return EpisodeResult(
         scenario=scenario,
         steps=steps,

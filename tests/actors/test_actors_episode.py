@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import warnings
 from typing import Any
 
 import anyio
@@ -10,7 +12,7 @@ import anyio.lowlevel
 import pytest
 from actors_toy import ROLES, ToyEnv, act, captured_events, instant_policies, noop, run_kwargs
 
-from actors import current_turn, in_thread, run_episode
+from actors import current_turn, in_thread, new_episode_id, run_episode
 
 pytestmark = pytest.mark.anyio
 
@@ -31,6 +33,39 @@ async def test_plays_every_role_in_turn_until_done() -> None:
     assert trace.final_observation.done
     assert all(not r.timed_out and r.error is None for r in trace.turns)
     assert trace.turns[0].observation.step == 0 and trace.turns[0].next_observation.step == 1
+
+
+async def test_record_turns_off_leaves_the_records_to_after_step() -> None:
+    seen: list[int] = []
+    trace = await run_episode(
+        ToyEnv(steps=6),
+        policies=instant_policies(),
+        after_step=lambda env, record: seen.append(record.turn),
+        record_turns=False,
+        **run_kwargs(),
+    )
+    assert trace.turns == [] and seen == list(range(6)) and trace.final_observation.done
+
+
+def test_episode_ids_are_unique_hex_and_fresh_in_a_forked_child() -> None:
+    ids = {new_episode_id() for _ in range(10_000)}
+    assert len(ids) == 10_000
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    if not hasattr(os, "fork"):
+        return
+    read, write = os.pipe()
+    with warnings.catch_warnings():  # 3.12+ warns about forking with threads; the child only writes
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: report its next id, leave at once
+        os.write(write, new_episode_id().encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 64).decode()
+    os.waitpid(pid, 0)
+    os.close(read)
+    parent = new_episode_id()
+    assert child[:16] != parent[:16] and child not in ids
 
 
 async def test_missing_roles_play_the_fallback_and_max_turns_stops() -> None:
