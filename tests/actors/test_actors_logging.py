@@ -288,3 +288,22 @@ def test_reconfiguring_closes_the_previous_file(tmp_path: Path) -> None:
     get_logger().info("b")
     assert [r["event"] for r in _records(first)] == ["a"]
     assert [r["event"] for r in _records(second)] == ["b"]
+
+
+def test_runtime_events_write_the_same_line_as_the_logger(tmp_path: Path) -> None:
+    # actors._logging.emit renders with the chain's processor directly; the
+    # line must be the one the structlog logger writes (timestamps aside).
+    path = tmp_path / "run.jsonl"
+    configure_logging(path, run_id="r")
+    fields = {"episode_id": "e1", "turn": 2, "role": Role.SRE, "args": {"n": 1}, "error": None}
+    with bound_contextvars(user="alice"):
+        _logging.emit("info", "turn", dict(fields))
+        get_logger().info("turn", **fields)
+        with structlog.testing.capture_logs() as captured:  # processors swapped: logger path
+            _logging.emit("info", "turn", dict(fields))
+    fast, slow = _records(path)
+    assert fast.pop("timestamp") and slow.pop("timestamp")
+    assert fast == slow == {**fields, "role": "sre", "user": "alice", "run_id": "r",
+                            "event": "turn", "level": "info"}  # fmt: skip
+    assert [(e["event"], e["episode_id"]) for e in captured] == [("turn", "e1")]
+    assert len(_records(path)) == 2  # the captured event was not written
