@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -81,9 +82,11 @@ def lines(path: Path) -> list[dict[str, Any]]:
 SCENARIOS = scenarios_for_tier("hard", episodes_per_type=1)
 
 
-def write_all(out: Path, scenarios: list[Scenario], *, resume: bool = False) -> RunOutputs:
+def write_all(
+    out: Path, scenarios: list[Scenario], *, resume: bool = False, fsync: bool = False
+) -> RunOutputs:
     keys = plan_keys("heuristic", scenarios)
-    outputs = RunOutputs(out, resume=resume)
+    outputs = RunOutputs(out, resume=resume, fsync=fsync)
     with outputs:
         for i, (scenario, key) in enumerate(zip(scenarios, keys, strict=True)):
             if key in outputs.state.done_keys:
@@ -106,6 +109,19 @@ def test_results_and_trajectories(tmp_path: Path) -> None:
     assert first["token_ids"] == [1, 2]
     assert {"team_reward", "oversight_reward", "run_key", "turn", "step"} <= first.keys()
     assert scenario_from_record(results[0]) == SCENARIOS[0]
+
+
+def test_fsync_syncs_both_files_after_every_episode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    write_all(tmp_path / "plain", SCENARIOS[:2])
+    assert synced == []
+    write_all(tmp_path / "synced", SCENARIOS[:2], fsync=True)
+    # after every episode: its trajectory lines, then its results line
+    assert len(synced) == 4 and synced[0] == synced[2] != synced[1] == synced[3]
 
 
 def test_refuses_existing_run_without_resume(tmp_path: Path) -> None:
