@@ -93,7 +93,7 @@ def pingpong_us_per_turn(turns: int = 40_000, roles: int = 4, loop: str = "async
     return asyncio.run(main())
 
 
-def measure(rounds: int = 5, per_type: int = 25) -> dict[str, float]:
+def measure(rounds: int = 7, per_type: int = 25) -> dict[str, float]:
     scenarios = _scenarios(per_type)
     samples: dict[str, list[float]] = {
         k: [] for k in ("bare", "c1", "c64", "c1_log", "c64_log", "pp", "pp_loop")
@@ -135,7 +135,7 @@ def report(m: dict[str, float]) -> list[tuple[str, str, str, bool]]:
 def main() -> dict[str, Any]:
     m = measure()
     loop = actors.resolve_loop()
-    print(f"figure 1: overhead (best of 5 rounds, us per turn; turns/s in brackets; "
+    print(f"figure 1: overhead (best of 7 rounds, us per turn; turns/s in brackets; "
           f"runtime on {loop}, ACTORS_LOOP=asyncio for the standard loop)")  # fmt: skip
     for key, label in (("bare", "bare sync loop"), ("c1", "runtime, concurrency 1"),
                        ("c64", "runtime, concurrency 64"), ("c1_log", "runtime c1, JSON log file"),
