@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager
 from time import perf_counter
 from typing import Any, Generic, TypeVar, cast
@@ -15,7 +22,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from . import _logging
 from ._gc import gc_frozen
-from ._mailbox import asyncio_loop
+from ._tasks import TaskGroup
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -26,12 +33,21 @@ def _check(concurrency: int) -> None:
         raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
 
 
-def _log_start(n: int, concurrency: int, log_fields: Mapping[str, Any] | None) -> float:
+def _prepare(
+    items: Iterable[T], concurrency: int, log_fields: Mapping[str, Any] | None
+) -> tuple[Sequence[T], Iterator[int], float]:
+    """Check ``concurrency``, list the items once, log ``run_started``.
+
+    Returns the items, the cursor the workers share (each index is taken by
+    exactly one worker) and the start time.
+    """
+    _check(concurrency)
+    seq: Sequence[T] = items if isinstance(items, Sequence) else list(items)
     if _logging.log_enabled(_logging.INFO):
         _logging.STATE.logger.info(
-            "run_started", episodes=n, concurrency=concurrency, **(log_fields or {})
+            "run_started", episodes=len(seq), concurrency=concurrency, **(log_fields or {})
         )
-    return perf_counter()
+    return seq, iter(range(len(seq))), perf_counter()
 
 
 def _log_finish(n: int, failed: int, started: float) -> None:
@@ -82,27 +98,17 @@ async def run_jobs(
     last batch of the process ends. The cost: cyclic garbage that was alive at
     a freeze is only collected after the batch. See :func:`actors.gc_frozen`.
     """
-    _check(concurrency)
-    seq: Sequence[T] = items if isinstance(items, Sequence) else list(items)
+    seq, cursor, started = _prepare(items, concurrency, log_fields)
     n = len(seq)
     results: list[R | None] = [None] * n
-    cursor = iter(range(n))  # shared: each index is taken by exactly one worker
-    started = _log_start(n, concurrency, log_fields)
 
     async def worker() -> None:
         for index in cursor:
             results[index] = await job(seq[index])
 
     with gc_frozen(gc_freeze):
-        if asyncio_loop() is not None:
-            # asyncio: a native task group (anyio's wraps each task in a
-            # coroutine of its own, one more level every episode's coordinator
-            # resumes through, twice a turn: about 2 us a turn at concurrency 64).
-            async with asyncio.TaskGroup() as native:
-                await _start_workers(min(concurrency, n), lambda: native.create_task(worker()))
-        else:
-            async with anyio.create_task_group() as tg:
-                await _start_workers(min(concurrency, n), lambda: tg.start_soon(worker))
+        async with TaskGroup() as tg:
+            await _start_workers(min(concurrency, n), lambda: tg.start_soon(worker))
     done = cast("list[R]", results)
     _log_finish(n, sum(map(failed, done)) if failed else 0, started)
     return done
@@ -176,11 +182,8 @@ async def open_jobs(
     cancellation) cancels the jobs still running; none outlives it.
     ``gc_freeze``: as in :func:`run_jobs`.
     """
-    _check(concurrency)
-    seq: Sequence[T] = items if isinstance(items, Sequence) else list(items)
+    seq, cursor, started = _prepare(items, concurrency, log_fields)
     n = len(seq)
-    cursor = iter(range(n))
-    started = _log_start(n, concurrency, log_fields)
     send, receive = anyio.create_memory_object_stream[tuple[int, R]](concurrency)
     results = JobResults(receive, n)
 
@@ -198,35 +201,24 @@ async def open_jobs(
         async with send:  # the stream ends once this and every worker's clone are closed
             await _start_workers(min(concurrency, n), lambda: spawn(send.clone()))
 
+    clones: list[MemoryObjectSendStream[Any]] = []
     try:
         with gc_frozen(gc_freeze):
-            if asyncio_loop() is not None:
-                # asyncio: a native task group, as in run_jobs.
-                tasks: list[asyncio.Task[None]] = []
-                clones: list[MemoryObjectSendStream[Any]] = []
-                try:
-                    async with asyncio.TaskGroup() as native:
+            async with TaskGroup() as tg:
 
-                        def spawn(out: MemoryObjectSendStream[Any]) -> None:
-                            clones.append(out)
-                            tasks.append(native.create_task(worker(out)))
+                def spawn(out: MemoryObjectSendStream[Any]) -> None:
+                    clones.append(out)
+                    tg.start_soon(worker, out)
 
-                        tasks.append(native.create_task(start_workers(spawn)))
-                        async with receive:
-                            yield results
-                        for task in tasks:  # the consumer left early: stop what is left
-                            task.cancel()
-                finally:
-                    # A task cancelled before its first step never ran its
-                    # ``async with out``: close every clone (closing is idempotent).
-                    for out in clones:
-                        out.close()
-            else:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(start_workers, lambda out: tg.start_soon(worker, out))
-                    async with receive:
-                        yield results
-                    tg.cancel_scope.cancel()  # the consumer left early: stop what is left
+                tg.start_soon(start_workers, spawn)
+                async with receive:
+                    yield results
+                tg.cancel()  # the consumer left early: stop what is left
     finally:
-        send.close()  # in case the workers' starter never ran
+        # A worker cancelled before its first step never ran its ``async with
+        # out``: close every clone (closing is idempotent), and ``send`` in case
+        # the workers' starter never ran.
+        for out in clones:
+            out.close()
+        send.close()
         _log_finish(results.finished, results.failed, started)

@@ -15,6 +15,7 @@ from ._actor import Actor, EpisodeState, Reply, log_late_reply
 from ._deadline import timeouts_by_role
 from ._ids import new_episode_id
 from ._mailbox import Mailbox, Replies, asyncio_loop
+from ._tasks import TaskGroup
 from ._types import EpisodeTrace, Policy, TurnEnv, TurnRecord, TurnTimeout
 
 
@@ -108,7 +109,7 @@ async def run_episode(
             unbind_contextvars("episode_id")
 
 
-async def _stop_calls(actors: Mapping[Any, Actor], tasks: list[asyncio.Task[None]]) -> None:
+async def _stop_calls(actors: Mapping[Any, Actor], tasks: list[asyncio.Task[Any]]) -> None:
     """Cancel the policy calls still in flight through their cancel scopes; wait for them.
 
     On the way out of an error or a cancellation the task group would cancel
@@ -160,25 +161,15 @@ async def _play(
     actors = {
         role: Actor(role, policy, state, Mailbox(1, loop)) for role, policy in policies.items()
     }
-    tasks: list[asyncio.Task[None]] = []
-    task_group: Any
-    if loop is None:
-        task_group = anyio.create_task_group()
-    else:
-        # asyncio: a native task group (a quarter of the cost of anyio's, which
-        # wraps every task in a handle with its own cancel scope and event).
-        task_group = asyncio.TaskGroup()
+    if loop is not None:
         state.loop = loop
     records = trace.turns if record_turns else None
     log = _logging.STATE
     now = loop.time if loop is not None else anyio.current_time
     turn = 0
-    async with task_group as tg:
-        if loop is None:
-            for actor in actors.values():
-                tg.start_soon(actor.run, replies)
-        else:
-            tasks = [tg.create_task(actor.run(replies)) for actor in actors.values()]
+    async with TaskGroup() as tg:
+        for actor in actors.values():
+            tg.start_soon(actor.run, replies)
         try:
             while not observation.done and turn < max_turns:
                 role = observation.turn_role
@@ -281,8 +272,8 @@ async def _play(
             # Idle actors leave when their inbox closes; one still in a closed
             # turn's call was cancelled at that turn's deadline.
             _close(replies, actors)
-            if tasks and any(actor.scope is not None for actor in actors.values()):
-                await _stop_calls(actors, tasks)
+            if tg.tasks and any(actor.scope is not None for actor in actors.values()):
+                await _stop_calls(actors, tg.tasks)
 
 
 LOGGED_ANNOTATIONS: frozenset[str] = frozenset(
