@@ -211,18 +211,13 @@ class _JsonLine:
     def __call__(self, logger: Any, method_name: str, event_dict: Any) -> bytes | str:
         _merge_contextvars(logger, method_name, event_dict)
         event_dict["level"] = _LEVEL_NAMES.get(method_name, method_name)
-        run_id = STATE.run_id
-        if run_id is not None:
-            event_dict.setdefault("run_id", run_id)
+        _add_run_id(logger, method_name, event_dict)
         if "exc_info" in event_dict:
             event_dict = structlog.processors.format_exc_info(logger, method_name, event_dict)
         event_dict["timestamp"] = self._stamp.now()
         if self._text:
             return _render_text(logger, method_name, event_dict)
-        try:
-            return orjson.dumps(event_dict, default=_fallback, option=_LINE)
-        except TypeError:  # a non-str key somewhere (e.g. {1: ...} in args)
-            return orjson.dumps(event_dict, default=_fallback, option=_LINE | _ANY_KEYS)
+        return _render_line(logger, method_name, event_dict)
 
 
 class _LineWriter:

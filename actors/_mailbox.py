@@ -137,16 +137,12 @@ class Mailbox(_Wakeable, Generic[T]):
 
     async def get(self) -> T:
         """Next item; raises ``anyio.EndOfStream`` (or ``ClosedResourceError``) once closed."""
-        loop = self._loop
-        if loop is None:
+        if self._loop is None:
             return await self._recv.receive()
-        while True:
-            if self._count or self._closed:
-                item = self._recv.receive_nowait()
-                self._count -= 1
-                return item
-            waiter = self._waiter = loop.create_future()
-            await waiter
+        while not self._count and not self._closed:
+            await self.waiter()
+        self._count -= 1
+        return self._recv.receive_nowait()  # raises EndOfStream once closed and drained
 
     def take(self) -> T | None:
         """The next item if one is queued, else None (asyncio only; see :meth:`waiter`)."""
