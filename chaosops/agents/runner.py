@@ -304,6 +304,23 @@ def _failed(result: EpisodeResult) -> bool:
     return result.status != "ok"
 
 
+def _jobs_kwargs(
+    policies: Policies,
+    turn_timeout: TurnTimeoutArg,
+    env_factory: Callable[[], ChaosOpsEnvironment],
+    concurrency: int,
+    gc_freeze: bool,
+) -> dict[str, Any]:
+    """The arguments of ``actors.run_jobs`` / ``open_jobs`` for a batch of episodes."""
+    return {
+        "job": _episode_job(policies, turn_timeout, env_factory),
+        "concurrency": concurrency,
+        "failed": _failed,
+        "log_fields": {"turn_timeout": _timeout_field(turn_timeout)},
+        "gc_freeze": gc_freeze,
+    }
+
+
 async def arun_batch(
     scenarios: Iterable[Scenario],
     policies: Policies,
@@ -334,11 +351,7 @@ async def arun_batch(
     """
     return await actors.run_jobs(
         scenarios,  # run_jobs / open_jobs take any iterable (they list it once)
-        _episode_job(policies, turn_timeout, env_factory),
-        concurrency=concurrency,
-        failed=_failed,
-        log_fields={"turn_timeout": _timeout_field(turn_timeout)},
-        gc_freeze=gc_freeze,
+        **_jobs_kwargs(policies, turn_timeout, env_factory, concurrency, gc_freeze),
     )
 
 
@@ -369,11 +382,7 @@ async def open_batch(
     """
     async with actors.open_jobs(
         scenarios,  # run_jobs / open_jobs take any iterable (they list it once)
-        _episode_job(policies, turn_timeout, env_factory),
-        concurrency=concurrency,
-        failed=_failed,
-        log_fields={"turn_timeout": _timeout_field(turn_timeout)},
-        gc_freeze=gc_freeze,
+        **_jobs_kwargs(policies, turn_timeout, env_factory, concurrency, gc_freeze),
     ) as results:
         yield results
 
