@@ -101,6 +101,12 @@ class ScenarioFileError(Exception):
 PositiveSeconds = Annotated[StrictFloat | StrictInt, Field(gt=0)]
 
 
+def _check_tier(value: str | None) -> str | None:
+    if value is not None and value not in DifficultyTier._value2member_map_:
+        raise ValueError(f"unknown difficulty {value!r}; valid: {_VALID_TIERS}")
+    return value
+
+
 class _EntryModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -121,12 +127,7 @@ class _EntryModel(BaseModel):
             raise ValueError(f"unknown failure type {value!r}; valid: {_VALID_FAILURES}")
         return value
 
-    @field_validator("difficulty")
-    @classmethod
-    def _known_tier(cls, value: str | None) -> str | None:
-        if value is not None and value not in DifficultyTier._value2member_map_:
-            raise ValueError(f"unknown difficulty {value!r}; valid: {_VALID_TIERS}")
-        return value
+    _known_tier = field_validator("difficulty")(_check_tier)
 
     @field_validator("turn_timeout")
     @classmethod
@@ -164,12 +165,7 @@ class _SuiteModel(BaseModel):
     difficulty: StrictStr | None = None
     scenarios: Annotated[list[_EntryModel], Field(min_length=1)]
 
-    @field_validator("difficulty")
-    @classmethod
-    def _known_tier(cls, value: str | None) -> str | None:
-        if value is not None and value not in DifficultyTier._value2member_map_:
-            raise ValueError(f"unknown difficulty {value!r}; valid: {_VALID_TIERS}")
-        return value
+    _known_tier = field_validator("difficulty")(_check_tier)
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,13 @@ def test_unknown_failure_type_lists_valid_ones(tmp_path: Path) -> None:
         assert ft.value in msg
 
 
+def test_unknown_difficulty_in_the_suite_or_an_entry(tmp_path: Path) -> None:
+    msg = _error(tmp_path, 'difficulty = "hardest"\n' + ENTRY)
+    assert msg.endswith("difficulty: unknown difficulty 'hardest'; valid: easy, medium, hard")
+    msg = _error(tmp_path, ENTRY.replace('difficulty = "easy"', 'difficulty = "meh"'))
+    assert "scenarios[0].difficulty: unknown difficulty 'meh'; valid: easy, medium, hard" in msg
+
+
 def test_broken_toml_names_the_line(tmp_path: Path) -> None:
     msg = _error(tmp_path, ENTRY + "max_steps = \n")
     assert "line 6" in msg and "invalid TOML" in msg
