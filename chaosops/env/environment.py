@@ -28,7 +28,7 @@ from chaosops.env.models import (
     FailureType,
 )
 from chaosops.env.world_sim import (
-    FLAG_NAMES,
+    NO_FLAGS,
     Scenario,
     WorldSim,
     copy_with,
@@ -59,7 +59,6 @@ _FLAG_WORDS = (
     ("cascade_triggered", "cascade triggered"),
     ("miscommunication", "miscommunication"),
 )
-_QUIET = dict.fromkeys(FLAG_NAMES, False)  # the flags of a step with no outcome
 _OUT_OF_STEPS = "out of steps, unresolved"
 _NO_EFFECT = "no effect noted"
 # f"{reward:+.1f}" by reward (formatting a float is slow; rewards repeat across
@@ -194,7 +193,7 @@ class ChaosOpsEnvironment:
                 )
         turn = self._turn = (turn + 1) % len(order)
         nxt = order[turn]
-        if flags == _QUIET:  # the usual step: nothing to report
+        if flags == NO_FLAGS:  # the usual step: nothing to report
             outcome = _OUT_OF_STEPS if unresolved else _NO_EFFECT
         else:
             words = [word for key, word in _FLAG_WORDS if flags[key]]

@@ -63,6 +63,7 @@ from chaosops.env.models import (
 
 __all__ = [
     "FLAG_NAMES",
+    "NO_FLAGS",
     "ROGUE_AGENT_BY_FAILURE",
     "Scenario",
     "WorldSim",
@@ -182,7 +183,8 @@ class Scenario:
         )
 
 
-_NO_FLAGS: dict[str, bool] = dict.fromkeys(FLAG_NAMES, False)  # copied, never changed
+NO_FLAGS: dict[str, bool] = dict.fromkeys(FLAG_NAMES, False)
+"""The outcome flags of a step with no outcome (compared and copied, never changed)."""
 
 
 def _new_episode_id() -> str:
@@ -576,7 +578,7 @@ class WorldSim:
 
         Does not tick; the environment calls `tick()` afterwards.
         """
-        flags = _NO_FLAGS.copy()
+        flags = NO_FLAGS.copy()
         s = self.state
         if s.resolved:
             return flags

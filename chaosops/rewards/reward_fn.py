@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from chaosops.env.models import ChaosOpsState
+from chaosops.env.world_sim import NO_FLAGS
 
 __all__ = [
     "TERMINAL_PENALTY",
@@ -159,20 +160,6 @@ def compute_step_reward(
     )
 
 
-# The flags compute_step_reward reads, none set: such a step scores only the MTTR
-# penalty of its step number.
-_QUIET = dict.fromkeys(
-    (
-        "resolved",
-        "wrong_fix",
-        "cascade_triggered",
-        "rogue_flagged_correctly",
-        "rogue_flagged_incorrectly",
-        "root_cause_correct",
-        "miscommunication",
-    ),
-    False,
-)
 QUIET_CACHE_STEPS = 256
 _quiet_by_step: dict[int, tuple[StepRewardBreakdown, float]] = {}
 
@@ -186,7 +173,8 @@ def step_reward(
     the one of a step that sets no flag (the usual step) is shared by every
     such step with the same step number below `QUIET_CACHE_STEPS`.
     """
-    if outcome_flags == _QUIET:
+    # A step that sets no flag scores only the MTTR penalty of its step number.
+    if outcome_flags == NO_FLAGS:
         step = state.step_count
         hit = _quiet_by_step.get(step)
         if hit is not None:
