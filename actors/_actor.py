@@ -60,19 +60,23 @@ class EpisodeState:
     )  # fmt: skip
 
     def __init__(
-        self, episode_id: str, replies: Mailbox[Reply] | Replies[Reply], on_asyncio: bool = False
+        self,
+        episode_id: str,
+        replies: Mailbox[Reply] | Replies[Reply],
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self.episode_id = episode_id
         self.open_turn = -1
         self.replies = replies
         # The running backend's CancelScope class: ``anyio.CancelScope()`` looks
         # the backend up on every call (a few us); looked up once on asyncio.
-        self.scope_class: type[anyio.CancelScope] = _scope_class(on_asyncio)
+        self.scope_class: type[anyio.CancelScope] = _scope_class(loop is not None)
         # Annotations a timed-out call made before its deadline (see close_turn).
         self.closed_info: dict[str, Any] | None = None
-        # asyncio: the open turn's actor and deadline (None: no deadline), and
-        # the episode's one armed timer with the loop time it is due at.
-        self.loop: asyncio.AbstractEventLoop | None = None
+        # asyncio: the running loop, the open turn's actor and deadline (None:
+        # no deadline), and the episode's one armed timer with the loop time it
+        # is due at. None on other backends.
+        self.loop = loop
         self.open_actor: Actor | None = None
         self.open_deadline: float | None = None
         self.timer: asyncio.TimerHandle | None = None

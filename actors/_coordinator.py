@@ -157,12 +157,10 @@ async def _play(
     replies: Mailbox[Reply] | Replies[Reply] = (
         Mailbox(len(policies) + 1, loop) if loop is None else Replies(loop)
     )
-    state = EpisodeState(episode_id, replies, loop is not None)
+    state = EpisodeState(episode_id, replies, loop)
     actors = {
         role: Actor(role, policy, state, Mailbox(1, loop)) for role, policy in policies.items()
     }
-    if loop is not None:
-        state.loop = loop
     records = trace.turns if record_turns else None
     log = _logging.STATE
     now = loop.time if loop is not None else anyio.current_time
