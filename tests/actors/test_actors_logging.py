@@ -7,7 +7,6 @@ import io
 import json
 import re
 import threading
-import time
 import types
 from datetime import UTC, datetime
 from pathlib import Path
@@ -152,20 +151,21 @@ def test_lines_from_many_threads_never_interleave(tmp_path: Path) -> None:
 def test_timestamps_are_utc_and_follow_the_clock_across_seconds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    clock = iter([1_700_000_000_999_999_500, 1_700_000_001_000_000_400, 1_700_003_600_000_042_000])
-    fake = types.SimpleNamespace(
-        time_ns=lambda: next(clock), strftime=time.strftime, gmtime=time.gmtime
-    )
-    monkeypatch.setattr(_logging, "time", fake)
+    # The clock's float to its nearest microsecond, never into the next second;
+    # for the logger's events and for the runtime's own (emit).
+    clock = iter([1_700_000_000.9999997, 1_700_000_001.0000004, 1_700_003_600.000042] * 2)
+    monkeypatch.setattr(_logging, "_time", lambda: next(clock))
     path = tmp_path / "run.jsonl"
     configure_logging(path)
     for _ in range(3):
         get_logger().info("tick")
+    for _ in range(3):
+        _logging.emit("info", "tick", {})
     assert [r["timestamp"] for r in _records(path)] == [
         "2023-11-14T22:13:20.999999Z",
         "2023-11-14T22:13:21.000000Z",
         "2023-11-14T23:13:20.000042Z",
-    ]
+    ] * 2
 
 
 class Color(enum.Enum):
@@ -307,3 +307,67 @@ def test_runtime_events_write_the_same_line_as_the_logger(tmp_path: Path) -> Non
                             "event": "turn", "level": "info"}  # fmt: skip
     assert [(e["event"], e["episode_id"]) for e in captured] == [("turn", "e1")]
     assert len(_records(path)) == 2  # the captured event was not written
+
+
+def test_runtime_events_with_the_chains_own_keys_or_exc_info(tmp_path: Path) -> None:
+    # Fields or context variables named like the chain's own members, and an
+    # exc_info: the runtime's events (emit) give what the logger gives.
+    path = tmp_path / "run.jsonl"
+    configure_logging(path, run_id="r")
+    fields = {"run_id": "mine", "level": "nope", "event": "nope", "timestamp": "then", "n": 1}
+    with bound_contextvars(event="bound", job="j"):
+        _logging.emit("info", "turn", dict(fields))
+        get_logger().info("turn", **{k: v for k, v in fields.items() if k != "event"})
+    try:
+        raise KeyError("boom")
+    except KeyError:
+        _logging.emit("error", "policy_error", {"exc_info": True, "turn": 3})
+        get_logger().error("policy_error", exc_info=True, turn=3)
+    fast, slow, fast_error, slow_error = _records(path)
+    assert fast.pop("timestamp") != "then" and slow.pop("timestamp") != "then"
+    assert fast == slow == {"run_id": "mine", "level": "info", "event": "turn", "n": 1, "job": "j"}
+    assert fast_error.pop("timestamp") and slow_error.pop("timestamp")
+    assert fast_error == slow_error
+    assert fast_error["level"] == "error" and "KeyError: 'boom'" in fast_error["exception"]
+
+
+def test_a_short_write_is_finished_and_the_file_holds_whole_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # os.write may take part of a line (a signal, a nearly full disk): the
+    # rest follows before anything else is written.
+    path = tmp_path / "run.jsonl"
+    configure_logging(path)
+    real_write, taken = _logging._write, []
+
+    def stingy(fd: int, data: Any) -> int:
+        taken.append(len(data))
+        return real_write(fd, bytes(data[:7]))
+
+    monkeypatch.setattr(_logging, "_write", stingy)
+    _logging.emit("info", "turn", {"payload": "x" * 40})
+    monkeypatch.setattr(_logging, "_write", real_write)
+    _logging.emit("info", "turn", {"payload": "y"})
+    first, second = _records(path)
+    assert first["payload"] == "x" * 40 and second["payload"] == "y"
+    assert len(taken) > 5 and taken[0] > taken[-1]
+
+
+async def test_turn_fields_from_any_mapping_and_the_common_ones_win(tmp_path: Path) -> None:
+    # describe_turn's dict becomes the event's; another mapping is copied,
+    # and the coordinator's own fields win over its keys.
+    path = tmp_path / "run.jsonl"
+    configure_logging(path)
+    described: list[Any] = []
+
+    def describe(record: Any) -> Any:
+        mapping = types.MappingProxyType({"step": record.turn + 1, "turn": "theirs"})
+        described.append(mapping)
+        return mapping
+
+    await run_episode(ToyEnv(steps=2), policies=instant_policies(),
+                      **run_kwargs(describe_turn=describe))  # fmt: skip
+    turns = [r for r in _records(path) if r["event"] == "turn"]
+    assert [(r["turn"], r["step"]) for r in turns] == [(0, 1), (1, 2)]
+    assert [dict(m) for m in described] == [{"step": 1, "turn": "theirs"},
+                                            {"step": 2, "turn": "theirs"}]  # fmt: skip
