@@ -342,4 +342,4 @@ def _log_turn(
             value = _small(value)
             if value is not _SKIP:
                 fields.setdefault(key, value)
-    _logging.emit("info", "turn", fields)
+    _logging.STATE.emit("info", "turn", fields)  # what _logging.emit() calls

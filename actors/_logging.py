@@ -69,6 +69,7 @@ def log_enabled(level: int = INFO) -> bool:
 def emit(method_name: str, event: str, event_dict: dict[str, Any]) -> None:
     """Log one of the runtime's own events; ``event_dict`` is handed over.
 
+    ``method_name`` is a level's name (``"info"``, ``"warning"``, ``"error"``).
     The caller checked :func:`log_enabled`. With the JSON chain configured to
     a file, :meth:`_JsonLine.emit` renders and writes the line itself, without
     the bound logger's per-call dispatch (the same JSON object, a few us less
@@ -119,28 +120,29 @@ class _IsoUtcStamper:
     __slots__ = ("_cache",)
 
     def __init__(self) -> None:
-        self._cache = (-1, "")  # (epoch second, its "YYYY-MM-DDTHH:MM:SS.")
+        self._cache = (-2.0, "")  # (start of an epoch second, its "YYYY-MM-DDTHH:MM:SS.")
 
     def now(self) -> str:
         # A float: at today's epoch seconds its step is 0.24 us, finer than the
         # microsecond written; time_ns() would mean arithmetic on big ints.
         now = _time()
-        second = now // 1.0
-        cached, prefix = self._cache
-        if second != cached:
-            prefix = self.second(second)
-        micros = _floor((now - second) * 1e6 + 0.5)  # the float's nearest microsecond,
+        start, prefix = self._cache
+        fraction = now - start
+        if not 0.0 <= fraction < 1.0:  # another second: no division otherwise
+            start, prefix = self.second(now)
+            fraction = now - start
+        micros = _floor(fraction * 1e6 + 0.5)  # the float's nearest microsecond,
         if micros > 999_999:  # within its second
             micros = 999_999
         # Two table lookups instead of a "06d" format: less work, and less code
         # that a turn's other work pushes out of the CPU's caches in between.
         return f"{prefix}{_DIGITS[micros // 1000]}{_DIGITS[micros % 1000]}Z"
 
-    def second(self, second: int) -> str:
-        """``"YYYY-MM-DDTHH:MM:SS."`` of an epoch second, cached until the next."""
-        prefix = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))
-        self._cache = (second, prefix)  # one attribute: consistent across threads
-        return prefix
+    def second(self, now: float) -> tuple[float, str]:
+        """The start of ``now``'s second and its ``"YYYY-MM-DDTHH:MM:SS."``, cached."""
+        start = float(_floor(now))
+        self._cache = start, time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(start))
+        return self._cache  # one attribute: consistent across threads
 
     def __call__(
         self, _: Any, __: str, event_dict: MutableMapping[str, Any]
@@ -271,16 +273,17 @@ class _JsonLine:
             if value is not Ellipsis and key not in event_dict:
                 event_dict[key] = value
         event_dict["event"] = event
-        event_dict["level"] = _LEVEL_NAMES.get(method_name, method_name)
+        event_dict["level"] = method_name  # a level's own name (see emit)
         if self._run_id is not None and "run_id" not in event_dict:  # _add_run_id
             event_dict["run_id"] = self._run_id
         # _IsoUtcStamper.now
         now = _time()
-        second = now // 1.0
-        cached, prefix = self._stamp._cache
-        if second != cached:
-            prefix = self._stamp.second(second)
-        micros = _floor((now - second) * 1e6 + 0.5)
+        start, prefix = self._stamp._cache
+        fraction = now - start
+        if not 0.0 <= fraction < 1.0:
+            start, prefix = self._stamp.second(now)
+            fraction = now - start
+        micros = _floor(fraction * 1e6 + 0.5)
         if micros > 999_999:
             micros = 999_999
         event_dict["timestamp"] = f"{prefix}{_DIGITS[micros // 1000]}{_DIGITS[micros % 1000]}Z"
