@@ -13,13 +13,14 @@ import logging
 import math
 import os
 import sys
+import threading
 import time
 import uuid
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import IO, Any, TextIO
 
-import orjson
+import msgspec
 import structlog
 
 __all__ = ["configure_logging", "get_logger", "log_enabled"]
@@ -79,6 +80,7 @@ def emit(method_name: str, event: str, event_dict: dict[str, Any]) -> None:
 
 
 _write = os.write
+_thread_id = threading.get_ident
 
 
 def _write_rest(write: Any, line: bytes, written: int) -> None:
@@ -193,13 +195,13 @@ _LEVEL_NAMES = {
 
 
 def _fallback(value: Any) -> Any:
-    # orjson renders str, numbers, dicts, lists, dataclasses, datetimes and
-    # enums (as their value) itself; anything else lands here.
+    # msgspec renders str, numbers (any int), bools, None, dicts (keys of
+    # str, numbers or enums), lists, tuples, sets, dataclasses, datetimes,
+    # enums (as their value) and bytes (base64) itself; anything else, as a
+    # value or a key, lands here.
     dump = getattr(value, "model_dump", None)
     if dump is not None:  # pydantic models
         return dump(mode="json")
-    if isinstance(value, set | frozenset):
-        return list(value)
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     if isinstance(value, BaseException):
@@ -207,20 +209,23 @@ def _fallback(value: Any) -> Any:
     return repr(value)
 
 
-_LINE = orjson.OPT_APPEND_NEWLINE
-_ANY_KEYS = orjson.OPT_NON_STR_KEYS  # ~0.4 us dearer: only when a key needs it
+# msgspec rather than orjson (used for the project's other files) for the log
+# lines: encode_into() writes a line into a buffer kept from line to line, so a
+# line allocates nothing (orjson allocates a new 1 KiB buffer through the C
+# allocator for every line, a good part of what logging costs a turn).
+_ENCODER = msgspec.json.Encoder(enc_hook=_fallback)
+_encode_into = _ENCODER.encode_into
 
 
 def _render_line(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> bytes:
-    # Straight to one bytes line, newline included: no decode, no concatenation.
-    try:
-        return orjson.dumps(event_dict, default=_fallback, option=_LINE)
-    except TypeError:  # a non-str key somewhere (e.g. {1: ...} in args)
-        return orjson.dumps(event_dict, default=_fallback, option=_LINE | _ANY_KEYS)
+    line = bytearray()
+    _ENCODER.encode_into(event_dict, line)
+    line.append(10)  # the newline: one buffer, one write
+    return bytes(line)
 
 
 def _render_text(logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> str:
-    return _render_line(logger, method_name, event_dict)[:-1].decode()
+    return _ENCODER.encode(event_dict).decode()
 
 
 class _JsonLine:
@@ -233,7 +238,7 @@ class _JsonLine:
     in one call: a log line per turn pays for one processor call instead of six.
     """
 
-    __slots__ = ("_chain", "_fd", "_run_id", "_stamp", "_text")
+    __slots__ = ("_buffer", "_chain", "_fd", "_run_id", "_stamp", "_text", "_thread")
 
     def __init__(self, text: bool, run_id: str | None = None) -> None:
         self._stamp = _IsoUtcStamper()
@@ -241,6 +246,8 @@ class _JsonLine:
         self._run_id = run_id  # the one emit() writes; __call__ reads STATE's
         self._chain: list[Any] = []  # structlog's processor list, once configured
         self._fd = -1  # the file emit() writes to, once configured
+        self._buffer = bytearray(512)  # emit()'s line, in the thread that made this
+        self._thread = _thread_id()
 
     def __call__(self, logger: Any, method_name: str, event_dict: Any) -> bytes | str:
         _merge_contextvars(logger, method_name, event_dict)
@@ -268,9 +275,8 @@ class _JsonLine:
         size, pairs = _KNOWN_VARS
         if size != len(_CONTEXT_VARS):
             pairs = _known_vars()
-        for key, var in pairs:  # _merge_contextvars
-            value = var.get(Ellipsis)
-            if value is not Ellipsis and key not in event_dict:
+        for key, var in pairs:  # _merge_contextvars (the dict's keys first: cheaper)
+            if key not in event_dict and (value := var.get(Ellipsis)) is not Ellipsis:
                 event_dict[key] = value
         event_dict["event"] = event
         event_dict["level"] = method_name  # a level's own name (see emit)
@@ -287,10 +293,11 @@ class _JsonLine:
         if micros > 999_999:
             micros = 999_999
         event_dict["timestamp"] = f"{prefix}{_DIGITS[micros // 1000]}{_DIGITS[micros % 1000]}Z"
-        try:  # _render_line
-            line = orjson.dumps(event_dict, default=_fallback, option=_LINE)
-        except TypeError:  # a non-str key somewhere
-            line = _render_line(None, method_name, event_dict)
+        # _render_line, into the buffer of the thread that configured logging
+        # (the event loop's, as a rule), or a new one in another thread
+        line = self._buffer if _thread_id() == self._thread else bytearray()
+        _encode_into(event_dict, line)
+        line.append(10)
         if (written := _write(self._fd, line)) < len(line):  # interrupted
             _write_rest(lambda rest: _write(self._fd, rest), line, written)
 

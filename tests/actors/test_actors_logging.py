@@ -371,3 +371,27 @@ async def test_turn_fields_from_any_mapping_and_the_common_ones_win(tmp_path: Pa
     assert [(r["turn"], r["step"]) for r in turns] == [(0, 1), (1, 2)]
     assert [dict(m) for m in described] == [{"step": 1, "turn": "theirs"},
                                             {"step": 2, "turn": "theirs"}]  # fmt: skip
+
+
+def test_runtime_events_from_many_threads_keep_whole_lines(tmp_path: Path) -> None:
+    # emit() renders into a buffer kept for the thread that configured logging;
+    # other threads (an event loop run in a worker thread) get their own.
+    path = tmp_path / "run.jsonl"
+    configure_logging(path)
+    payload = "z" * 300
+
+    def burst(n: int) -> None:
+        for i in range(200):
+            _logging.emit("info", "turn", {"thread": n, "i": i, "payload": payload})
+
+    threads = [threading.Thread(target=burst, args=(n,)) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    burst(3)
+    for thread in threads:
+        thread.join()
+    records = _records(path)
+    assert sorted((r["thread"], r["i"]) for r in records) == [
+        (n, i) for n in range(4) for i in range(200)
+    ]
+    assert all(r["payload"] == payload for r in records)
