@@ -100,7 +100,7 @@ async def run_episode(
                     **(describe_finish(env, trace) if describe_finish is not None else {}),
                     "timeouts": trace.timeouts,
                     "errors": trace.errors,
-                    "wall_s": round(trace.wall_s, 6),
+                    "wall_s": floor(trace.wall_s * 1e6 + 0.5) / 1e6,  # round(, 6): 10x dearer
                 },
             )
         return trace

@@ -133,9 +133,7 @@ class _IsoUtcStamper:
         if not 0.0 <= fraction < 1.0:  # another second: no division otherwise
             start, prefix = self.second(now)
             fraction = now - start
-        micros = _floor(fraction * 1e6 + 0.5)  # the float's nearest microsecond,
-        if micros > 999_999:  # within its second
-            micros = 999_999
+        micros = _floor(fraction * 1e6)  # truncated, as datetime's isoformat() does
         # Two table lookups instead of a "06d" format: less work, and less code
         # that a turn's other work pushes out of the CPU's caches in between.
         return f"{prefix}{_DIGITS[micros // 1000]}{_DIGITS[micros % 1000]}Z"
@@ -280,7 +278,7 @@ class _JsonLine:
                 event_dict[key] = value
         event_dict["event"] = event
         event_dict["level"] = method_name  # a level's own name (see emit)
-        if self._run_id is not None and "run_id" not in event_dict:  # _add_run_id
+        if "run_id" not in event_dict:  # _add_run_id (configure_logging always sets one)
             event_dict["run_id"] = self._run_id
         # _IsoUtcStamper.now
         now = _time()
@@ -289,9 +287,7 @@ class _JsonLine:
         if not 0.0 <= fraction < 1.0:
             start, prefix = self._stamp.second(now)
             fraction = now - start
-        micros = _floor(fraction * 1e6 + 0.5)
-        if micros > 999_999:
-            micros = 999_999
+        micros = _floor(fraction * 1e6)
         event_dict["timestamp"] = f"{prefix}{_DIGITS[micros // 1000]}{_DIGITS[micros % 1000]}Z"
         # _render_line, into the buffer of the thread that configured logging
         # (the event loop's, as a rule), or a new one in another thread

@@ -151,9 +151,9 @@ def test_lines_from_many_threads_never_interleave(tmp_path: Path) -> None:
 def test_timestamps_are_utc_and_follow_the_clock_across_seconds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The clock's float to its nearest microsecond, never into the next second;
+    # The clock's float truncated to the microsecond, never into the next second;
     # for the logger's events and for the runtime's own (emit).
-    clock = iter([1_700_000_000.9999997, 1_700_000_001.0000004, 1_700_003_600.000042] * 2)
+    clock = iter([1_700_000_000.9999997, 1_700_000_001.0000004, 1_700_003_600.0000425] * 2)
     monkeypatch.setattr(_logging, "_time", lambda: next(clock))
     path = tmp_path / "run.jsonl"
     configure_logging(path)
