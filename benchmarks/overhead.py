@@ -8,13 +8,20 @@ asyncio ping-pong (four tasks, a Queue inbox, a Future reply) for scale.
 
 Targets: runtime >= 0.5x the bare loop at both concurrencies; logging adds
 <= 25%; the runtime's own cost per turn (runtime minus bare loop) <= 2.5x the
-ping-pong's. Run: ``python benchmarks/overhead.py`` (best of several rounds:
-the machine is small and shared, so take the figures as +-10%).
+ping-pong's. Run: ``python benchmarks/overhead.py``.
+
+Each round measures everything once, side by side. The absolute figures are
+the best of the rounds; each ratio is the median of the rounds' own ratios
+(both sides taken moments apart), so that a slow spell of the machine, which
+slows whatever runs in it, moves a round's two sides together instead of
+pairing one round's fast side with another's slow one.
+
 """
 
 from __future__ import annotations
 
 import asyncio
+import statistics
 import sys
 import tempfile
 import time
@@ -93,49 +100,66 @@ def pingpong_us_per_turn(turns: int = 40_000, roles: int = 4, loop: str = "async
     return asyncio.run(main())
 
 
-def measure(rounds: int = 7, per_type: int = 25) -> dict[str, float]:
+KEYS = ("bare", "c1", "c64", "c1_log", "c64_log", "pp", "pp_loop")
+
+
+def measure(rounds: int = 7, per_type: int = 25) -> list[dict[str, float]]:
+    """One dict of us per turn (``KEYS``) per round."""
     scenarios = _scenarios(per_type)
-    samples: dict[str, list[float]] = {
-        k: [] for k in ("bare", "c1", "c64", "c1_log", "c64_log", "pp", "pp_loop")
-    }
     loop = actors.resolve_loop()
+    samples: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(rounds):
-            samples["pp"].append(pingpong_us_per_turn())
-            samples["pp_loop"].append(pingpong_us_per_turn(loop=loop))
-            samples["bare"].append(bare_us_per_turn(scenarios))
-            samples["c1"].append(runtime_us_per_turn(scenarios, 1))
-            samples["c64"].append(runtime_us_per_turn(scenarios, 64))
-            configure_logging(Path(tmp) / "run.jsonl")
-            try:
-                samples["c1_log"].append(runtime_us_per_turn(scenarios, 1))
-                samples["c64_log"].append(runtime_us_per_turn(scenarios, 64))
-            finally:
-                reset_logging()
-    return {k: min(v) for k, v in samples.items()}
+            m = {"pp": pingpong_us_per_turn(), "pp_loop": pingpong_us_per_turn(loop=loop)}
+            m["bare"] = bare_us_per_turn(scenarios)
+            for c in (1, 64):
+                m[f"c{c}"] = runtime_us_per_turn(scenarios, c)
+                configure_logging(Path(tmp) / "run.jsonl")
+                try:
+                    m[f"c{c}_log"] = runtime_us_per_turn(scenarios, c)
+                finally:
+                    reset_logging()
+            samples.append(m)
+    return samples
 
 
-def report(m: dict[str, float]) -> list[tuple[str, str, str, bool]]:
-    """Rows (figure, value, target, ok)."""
+def best(samples: list[dict[str, float]]) -> dict[str, float]:
+    return {k: min(m[k] for m in samples) for k in KEYS}
+
+
+def ratios(samples: list[dict[str, float]]) -> dict[str, float]:
+    """The median over the rounds of each round's own ratios."""
+    per_round = {
+        "c1": [m["bare"] / m["c1"] for m in samples],
+        "c64": [m["bare"] / m["c64"] for m in samples],
+        "c1_log": [m["c1_log"] / m["c1"] - 1 for m in samples],
+        "c64_log": [m["c64_log"] / m["c64"] - 1 for m in samples],
+        "own": [(m["c1"] - m["bare"]) / m["pp"] for m in samples],
+        "own_loop": [(m["c1"] - m["bare"]) / m["pp_loop"] for m in samples],
+    }
+    return {k: statistics.median(v) for k, v in per_round.items()}
+
+
+def report(r: dict[str, float]) -> list[tuple[str, str, str, bool]]:
+    """Rows (figure, value, target, ok) from :func:`ratios`."""
     rows = []
     for c in ("c1", "c64"):
-        ratio = m["bare"] / m[c]
-        rows.append((f"runtime/bare turns/s, concurrency {c[1:]}", f"{ratio:.2f}x", ">= 0.5x",
-                     ratio >= 0.5))  # fmt: skip
+        rows.append((f"runtime/bare turns/s, concurrency {c[1:]}", f"{r[c]:.2f}x", ">= 0.5x",
+                     r[c] >= 0.5))  # fmt: skip
     for c in ("c1", "c64"):
-        added = m[f"{c}_log"] / m[c] - 1
+        added = r[f"{c}_log"]
         rows.append((f"logging to file adds, concurrency {c[1:]}", f"{added:+.0%}", "<= 25%",
                      added <= 0.25))  # fmt: skip
-    own = m["c1"] - m["bare"]
-    rows.append(("own cost/turn vs asyncio ping-pong", f"{own / m['pp']:.2f}x", "<= 2.5x",
-                 own / m["pp"] <= 2.5))  # fmt: skip
+    rows.append(("own cost/turn vs asyncio ping-pong", f"{r['own']:.2f}x", "<= 2.5x",
+                 r["own"] <= 2.5))  # fmt: skip
     return rows
 
 
-def main() -> dict[str, Any]:
-    m = measure()
+def main(rounds: int = 7) -> dict[str, Any]:
+    samples = measure(rounds)
+    m, r = best(samples), ratios(samples)
     loop = actors.resolve_loop()
-    print(f"figure 1: overhead (best of 7 rounds, us per turn; turns/s in brackets; "
+    print(f"figure 1: overhead ({rounds} rounds; us per turn, best round, turns/s in brackets; "
           f"runtime on {loop}, ACTORS_LOOP=asyncio for the standard loop)")  # fmt: skip
     for key, label in (("bare", "bare sync loop"), ("c1", "runtime, concurrency 1"),
                        ("c64", "runtime, concurrency 64"), ("c1_log", "runtime c1, JSON log file"),
@@ -145,12 +169,12 @@ def main() -> dict[str, Any]:
         print(f"  {label:30s} {m[key]:8.1f} us  ({1e6 / m[key]:9,.0f} turns/s)")
     print(f"  runtime own cost per turn      {m['c1'] - m['bare']:8.1f} us (c1), "
           f"{m['c64'] - m['bare']:.1f} us (c64)")  # fmt: skip
-    own = m["c1"] - m["bare"]
-    print(f"  own cost / ping-pong on the runtime's loop ({loop}): {own / m['pp_loop']:.2f}x")
-    rows = report(m)
+    print(f"  own cost / ping-pong on the runtime's loop ({loop}): {r['own_loop']:.2f}x")
+    print("  ratios: the median of the rounds' own (each round's sides measured side by side):")
+    rows = report(r)
     for name, value, target, ok in rows:
         print(f"  {name:42s} {value:>8s}  target {target:8s} {verdict(ok)}")
-    return {"measures": m, "rows": rows}
+    return {"measures": m, "ratios": r, "rows": rows, "samples": samples}
 
 
 if __name__ == "__main__":
