@@ -148,7 +148,7 @@ def report(r: dict[str, float]) -> list[tuple[str, str, str, bool]]:
                      r[c] >= 0.5))  # fmt: skip
     for c in ("c1", "c64"):
         added = r[f"{c}_log"]
-        rows.append((f"logging to file adds, concurrency {c[1:]}", f"{added:+.0%}", "<= 25%",
+        rows.append((f"logging to file adds, concurrency {c[1:]}", f"{added:+.1%}", "<= 25%",
                      added <= 0.25))  # fmt: skip
     rows.append(("own cost/turn vs asyncio ping-pong", f"{r['own']:.2f}x", "<= 2.5x",
                  r["own"] <= 2.5))  # fmt: skip
