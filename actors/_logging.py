@@ -165,10 +165,9 @@ def _merge_contextvars(
     context variable of the context (about 1 us less an event)."""
     if _CONTEXT_VARS is None:  # pragma: no cover
         return structlog.contextvars.merge_contextvars(logger, method_name, event_dict)
-    for key, var in _known_vars():
-        value = var.get(Ellipsis)
-        if value is not Ellipsis:
-            event_dict.setdefault(key, value)
+    for key, var in _known_vars():  # the dict's keys first: cheaper than var.get
+        if key not in event_dict and (value := var.get(Ellipsis)) is not Ellipsis:
+            event_dict[key] = value
     return event_dict
 
 
@@ -236,12 +235,11 @@ class _JsonLine:
     in one call: a log line per turn pays for one processor call instead of six.
     """
 
-    __slots__ = ("_buffer", "_chain", "_fd", "_run_id", "_stamp", "_text", "_thread")
+    __slots__ = ("_buffer", "_chain", "_fd", "_stamp", "_text", "_thread")
 
-    def __init__(self, text: bool, run_id: str | None = None) -> None:
+    def __init__(self, text: bool) -> None:
         self._stamp = _IsoUtcStamper()
         self._text = text  # str for a text stream, else bytes with the newline
-        self._run_id = run_id  # the one emit() writes; __call__ reads STATE's
         self._chain: list[Any] = []  # structlog's processor list, once configured
         self._fd = -1  # the file emit() writes to, once configured
         self._buffer = bytearray(512)  # emit()'s line, in the thread that made this
@@ -261,34 +259,21 @@ class _JsonLine:
     def emit(self, method_name: str, event: str, event_dict: dict[str, Any]) -> None:
         """:func:`emit` with this chain writing to a file: render, then write.
 
-        ``__call__`` inline, and the write: the same line with less work, for
-        the line written in the middle of every turn (a few calls less, and
-        less code to push the turn's own out of the CPU's caches). Once the
+        ``__call__``'s steps, and the write: the same line with less work, for
+        the line written in the middle of every turn (no bound-logger dispatch,
+        the level's own name, a buffer kept from line to line). Once the
         processors were swapped (``capture_logs``), or for an ``exc_info``,
         the event takes the logger's way.
         """
         chain = self._chain
         if len(chain) != 1 or chain[0] is not self or "exc_info" in event_dict:
             return STATE.logger.log_dict(method_name, event, event_dict)
-        size, pairs = _KNOWN_VARS
-        if size != len(_CONTEXT_VARS):
-            pairs = _known_vars()
-        for key, var in pairs:  # _merge_contextvars (the dict's keys first: cheaper)
-            if key not in event_dict and (value := var.get(Ellipsis)) is not Ellipsis:
-                event_dict[key] = value
+        _merge_contextvars(None, method_name, event_dict)
         event_dict["event"] = event
         event_dict["level"] = method_name  # a level's own name (see emit)
         if "run_id" not in event_dict:  # _add_run_id (configure_logging always sets one)
-            event_dict["run_id"] = self._run_id
-        # _IsoUtcStamper.now
-        now = _time()
-        start, prefix = self._stamp._cache
-        fraction = now - start
-        if not 0.0 <= fraction < 1.0:
-            start, prefix = self._stamp.second(now)
-            fraction = now - start
-        micros = _floor(fraction * 1e6)
-        event_dict["timestamp"] = f"{prefix}{_DIGITS[micros // 1000]}{_DIGITS[micros % 1000]}Z"
+            event_dict["run_id"] = STATE.run_id
+        event_dict["timestamp"] = self._stamp.now()
         # _render_line, into the buffer of the thread that configured logging
         # (the event loop's, as a rule), or a new one in another thread
         line = self._buffer if _thread_id() == self._thread else bytearray()
@@ -452,10 +437,10 @@ def configure_logging(
         factory = structlog.PrintLoggerFactory(stream)
     elif binary is not None:
         writer = _LineWriter(binary)
-        processors = [_JsonLine(text=False, run_id=run_id)]
+        processors = [_JsonLine(text=False)]
         factory = lambda *_: writer  # noqa: E731
     else:
-        processors = [_JsonLine(text=True, run_id=run_id)]
+        processors = [_JsonLine(text=True)]
         factory = structlog.WriteLoggerFactory(stream)
     structlog.configure(
         processors=processors,
