@@ -8,6 +8,7 @@ event dict, so logging that is off costs one attribute read per turn.
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import math
@@ -56,7 +57,48 @@ class _State:
 
 def _quiet_logger() -> Any:
     # Whatever structlog's configuration, drop events below warning.
-    return structlog.wrap_logger(None, wrapper_class=structlog.make_filtering_bound_logger(WARNING))
+    return structlog.wrap_logger(
+        None,
+        processors=[_structlog_chain],
+        wrapper_class=structlog.make_filtering_bound_logger(WARNING),
+    )
+
+
+def _console_renderer(colors: bool = True) -> Any:
+    """structlog's console renderer, with tracebacks that leave out each frame's
+    local variables: in the runtime's frames they hold whole observations, a
+    hundred lines and more per policy error (structlog shows them by default).
+    Without colours (not a terminal), Python's own plain traceback."""
+    formatter: Any = structlog.dev.plain_traceback
+    if colors:
+        formatter = structlog.dev.RichTracebackFormatter(show_locals=False)
+    return structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=formatter)
+
+
+def _structlog_chain(logger: Any, method_name: str, event_dict: Any) -> Any:
+    """The unconfigured runtime's processor: structlog's own chain once the
+    application configured structlog, else structlog's default chain with
+    :func:`_console_renderer`."""
+    if structlog.is_configured():
+        chain = structlog.get_config()["processors"]
+    else:
+        chain = _default_chain()
+    for processor in chain:
+        event_dict = processor(logger, method_name, event_dict)
+    return event_dict
+
+
+@functools.cache
+def _default_chain() -> tuple[Any, ...]:
+    # structlog's built-in default processors, the renderer aside.
+    return (
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.StackInfoRenderer(),
+        structlog.dev.set_exc_info,
+        structlog.processors.TimeStamper(fmt="%Y-%m-%d %H:%M:%S", utc=False),
+        _console_renderer(colors=sys.stdout is not None and _isatty(sys.stdout)),
+    )
 
 
 STATE = _State()
@@ -432,7 +474,7 @@ def configure_logging(
             structlog.processors.add_log_level,
             _add_run_id,
             _IsoUtcStamper(),
-            structlog.dev.ConsoleRenderer(),
+            _console_renderer(),
         ]
         factory = structlog.PrintLoggerFactory(stream)
     elif binary is not None:

@@ -280,6 +280,41 @@ def test_unconfigured_logging_writes_nothing_below_warning(
     assert capsys.readouterr() == ("", "")
 
 
+async def test_unconfigured_policy_error_prints_a_plain_traceback_without_locals(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # structlog's default console renderer shows every frame's local variables
+    # (here a whole observation and the actor's state: ~100 lines an error).
+    def broken(obs: Any, role: str) -> Any:
+        secret_local = "do-not-print-me"  # noqa: F841
+        raise RuntimeError("policy bug")
+
+    policies = instant_policies()
+    policies["b"] = broken
+    trace = await run_episode(ToyEnv(steps=4), policies=policies, **run_kwargs())
+    assert trace.errors == 1
+    out = capsys.readouterr().out
+    assert "policy_error" in out and "RuntimeError: policy bug" in out
+    assert "Traceback (most recent call last)" in out
+    assert "do-not-print-me" not in out and "observation =" not in out
+    assert len(out.splitlines()) < 15, out
+
+
+def test_unconfigured_runtime_follows_an_application_s_structlog_config() -> None:
+    # An application that configured structlog itself gets the runtime's
+    # warnings and errors through its own chain (and still nothing below).
+    sink = io.StringIO()
+    structlog.configure(
+        processors=[structlog.processors.JSONRenderer()],
+        logger_factory=structlog.WriteLoggerFactory(sink),
+    )
+    get_logger().info("dropped")
+    get_logger().error("late_reply_dropped", turn=3)
+    assert [json.loads(line) for line in sink.getvalue().splitlines()] == [
+        {"turn": 3, "event": "late_reply_dropped"}
+    ]
+
+
 def test_reconfiguring_closes_the_previous_file(tmp_path: Path) -> None:
     first, second = tmp_path / "1.jsonl", tmp_path / "2.jsonl"
     configure_logging(first)
