@@ -112,6 +112,7 @@ class EpisodeState:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+        self.open_actor = None  # it refers back to this state: no cycle left to the collector
 
     def close_turn(self, actor: Actor, turn: int) -> None:
         """Close ``turn`` at its deadline (``actor`` plays it); no-op once it is closed.
@@ -220,6 +221,9 @@ class Actor:
             reply = (turn, role, result, error, info)
             if not replies.try_put(reply):
                 await replies.put(reply)
+            # An exception's traceback refers to this frame: holding it here
+            # would make a cycle only the garbage collector frees.
+            reply = error = None
 
 
 def log_late_reply(episode_id: str, turn: int, role: Any) -> None:

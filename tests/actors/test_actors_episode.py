@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import json
 import os
 import warnings
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -12,7 +15,8 @@ import anyio.lowlevel
 import pytest
 from actors_toy import ROLES, ToyEnv, act, captured_events, instant_policies, noop, run_kwargs
 
-from actors import current_turn, in_thread, new_episode_id, run_episode
+from actors import configure_logging, current_turn, in_thread, new_episode_id, run_episode
+from actors._logging import reset_logging
 
 pytestmark = pytest.mark.anyio
 
@@ -235,6 +239,49 @@ async def test_policy_errors_and_garbage_cost_their_turn_only() -> None:
     assert errors[0]["log_level"] == "error"
     turns = [e for e in events if e["event"] == "turn"]
     assert [t["error"] for t in turns[:2]] == [a.error, b.error]
+
+
+async def test_timeouts_errors_and_late_replies_leave_no_cycles_for_the_collector(
+    tmp_path: Path,
+) -> None:
+    # Everything an episode made is freed by reference counting when it ends,
+    # also on its deadline and error paths (the state and its open actor
+    # referred to each other; an actor's frame held its last exception, whose
+    # traceback holds that frame). Batches freeze what survives a collection,
+    # so a cycle left here would stay until the last batch ends.
+    async def hung(obs: Any, role: str) -> Any:
+        await anyio.sleep_forever()
+
+    def broken(obs: Any, role: str) -> Any:
+        raise ValueError("boom")
+
+    async def late(obs: Any, role: str) -> Any:
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep(0.03)
+        return act(role)
+
+    policies = {"a": hung, "b": broken, "c": lambda obs, role: "garbage", "d": late}
+    log = tmp_path / "run.jsonl"
+    configure_logging(log)  # the errors are logged (configuring makes cycles of its own)
+    gc.collect()
+    gc.disable()
+    try:
+        trace = await run_episode(ToyEnv(steps=8), policies=policies,
+                                  **run_kwargs(turn_timeout=0.01))  # fmt: skip
+        await anyio.sleep(0.05)  # the last late reply comes back and is dropped
+        assert trace.timeouts == 4 and trace.errors == 4
+        del trace
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        found = gc.collect()
+        kinds = sorted({type(o).__name__ for o in gc.garbage})
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+        reset_logging()
+    assert found == 0, kinds
+    events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
+    assert "late_reply_dropped" in events and "policy_error" in events
 
 
 @pytest.mark.parametrize("env", [ToyEnv(fail_reset=True), ToyEnv(steps=8, fail_step=5)])
