@@ -58,6 +58,8 @@ def gc_frozen(enabled: bool = True) -> Iterator[None]:
     The trade-off: an object frozen while alive that later becomes part of
     unreachable cyclic garbage is only collected after the last batch ends
     (objects freed by reference counting, most of them, go at once as usual).
+    The runtime's own objects form no such cycles, also on the deadline and
+    error paths (tested); a policy's own may.
     """
     global _batches, _engaged, _saved_threshold
     if not enabled:
