@@ -90,14 +90,11 @@ def _structlog_chain(logger: Any, method_name: str, event_dict: Any) -> Any:
 
 @functools.cache
 def _default_chain() -> tuple[Any, ...]:
-    # structlog's built-in default processors, the renderer aside.
-    return (
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.StackInfoRenderer(),
-        structlog.dev.set_exc_info,
-        structlog.processors.TimeStamper(fmt="%Y-%m-%d %H:%M:%S", utc=False),
-        _console_renderer(colors=sys.stdout is not None and _isatty(sys.stdout)),
+    # structlog's built-in default processors, its console renderer replaced.
+    colors = sys.stdout is not None and _isatty(sys.stdout)
+    return tuple(
+        _console_renderer(colors) if isinstance(p, structlog.dev.ConsoleRenderer) else p
+        for p in structlog.get_config()["processors"]  # its defaults: called unconfigured
     )
 
 
