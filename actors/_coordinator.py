@@ -15,6 +15,7 @@ from . import _logging
 from ._actor import Actor, EpisodeState, Reply, log_late_reply
 from ._deadline import timeouts_by_role
 from ._ids import new_episode_id
+from ._logging import TurnFields
 from ._mailbox import Mailbox, Replies, asyncio_loop
 from ._tasks import TaskGroup
 from ._types import EpisodeTrace, Policy, TurnEnv, TurnRecord, TurnTimeout
@@ -319,20 +320,10 @@ def _log_turn(
     describe_turn: Callable[[TurnRecord], Mapping[str, Any]] | None,
 ) -> None:
     next_observation = record.next_observation
-    # The dict describe_turn returns becomes the event's: the common fields go
-    # into it (a few stores cost a third of a dict display merging it).
-    fields = describe_turn(record) if describe_turn is not None else {}
-    if type(fields) is not dict:
-        fields = dict(fields)
-    fields["episode_id"] = episode_id
-    fields["turn"] = record.turn
-    fields["role"] = record.role
-    fields["reward"] = next_observation.reward
-    fields["done"] = next_observation.done
-    fields["timed_out"] = record.timed_out
-    fields["error"] = record.error
-    # Milliseconds to 3 decimals; floor() and a division cost a fifth of round().
-    fields["latency_ms"] = floor(record.latency_s * 1e6 + 0.5) / 1000
+    # The dict describe_turn returns is handed over (another mapping is copied).
+    extra = describe_turn(record) if describe_turn is not None else None
+    if extra is not None and type(extra) is not dict:
+        extra = dict(extra)
     if record.info:
         for key, value in record.info.items():
             if key == "latency_ms":
@@ -341,5 +332,13 @@ def _log_turn(
                 continue
             value = _small(value)
             if value is not _SKIP:
-                fields.setdefault(key, value)
-    _logging.STATE.emit("info", "turn", fields)  # what _logging.emit() calls
+                if extra is None:
+                    extra = {}
+                extra.setdefault(key, value)
+    fields = TurnFields(
+        episode_id, record.turn, record.role, next_observation.reward, next_observation.done,
+        record.timed_out, record.error,
+        # Milliseconds to 3 decimals; floor() and a division cost a fifth of round().
+        floor(record.latency_s * 1e6 + 0.5) / 1000,
+    )  # fmt: skip
+    _logging.STATE.emit_turn(extra, fields)  # what _logging.emit_turn() calls

@@ -40,10 +40,46 @@ def _emit_via_logger(method_name: str, event: str, event_dict: dict[str, Any]) -
     STATE.logger.log_dict(method_name, event, event_dict)
 
 
+class TurnFields(msgspec.Struct, gc=False):
+    """The runtime's own fields of a ``turn`` event, in the line's order.
+
+    A struct rather than dict entries: built in one call, and the JSON
+    encoder writes its keys from bytes it encoded once (a dict's keys are
+    hashed, stored and escaped again on every line).
+    """
+
+    episode_id: Any
+    turn: Any
+    role: Any
+    reward: Any
+    done: Any
+    timed_out: Any
+    error: Any
+    latency_ms: Any
+
+
+_TURN_FIELDS: tuple[str, ...] = TurnFields.__struct_fields__
+# Keys the fast turn line cannot take from the described fields: the struct's,
+# and those the chain sets itself (an exc_info takes the logger's way).
+_TURN_RESERVED = frozenset((*_TURN_FIELDS, "event", "level", "run_id", "timestamp", "exc_info"))
+
+
+def _turn_dict(extra: dict[str, Any] | None, fields: TurnFields) -> dict[str, Any]:
+    # The turn event as one dict: extra's keys, then the struct's fields over them.
+    event_dict = extra if extra is not None else {}
+    for name in _TURN_FIELDS:
+        event_dict[name] = getattr(fields, name)
+    return event_dict
+
+
+def _emit_turn_as_dict(extra: dict[str, Any] | None, fields: TurnFields) -> None:
+    STATE.emit("info", "turn", _turn_dict(extra, fields))
+
+
 class _State:
     """Process-wide logging state; replaced as a whole by each configure call."""
 
-    __slots__ = ("emit", "file", "json_line", "logger", "run_id", "threshold")
+    __slots__ = ("emit", "emit_turn", "file", "json_line", "logger", "run_id", "threshold")
 
     def __init__(self) -> None:
         self.threshold = WARNING  # silent below warning until configured
@@ -53,6 +89,7 @@ class _State:
         # The JSON chains' one processor, and what emit() calls.
         self.json_line: _JsonLine | None = None
         self.emit: Any = _emit_via_logger
+        self.emit_turn: Any = _emit_turn_as_dict  # what emit_turn() calls
 
 
 def _quiet_logger() -> Any:
@@ -118,7 +155,19 @@ def emit(method_name: str, event: str, event_dict: dict[str, Any]) -> None:
     STATE.emit(method_name, event, event_dict)
 
 
+def emit_turn(extra: dict[str, Any] | None, fields: TurnFields) -> None:
+    """Log a ``turn`` event at info: ``extra``'s keys (a dict handed over: the
+    described fields and annotations), then ``fields``, which win over them.
+
+    The caller checked :func:`log_enabled`. With the JSON chain configured to
+    a file, :meth:`_JsonLine.emit_turn` writes the line without building the
+    event's dict; otherwise it is built and goes through :func:`emit`.
+    """
+    STATE.emit_turn(extra, fields)
+
+
 _write = os.write
+_writev = os.writev
 _thread_id = threading.get_ident
 
 
@@ -145,6 +194,9 @@ def _add_run_id(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> Mutabl
 
 
 _DIGITS = tuple(f"{i:03d}" for i in range(1000))
+_DIGITS_B = tuple(d.encode() for d in _DIGITS)
+_DIGITS_END = tuple(f'{d}Z"}}\n'.encode() for d in _DIGITS)  # a line's last bytes
+_MICROS_SIZE = len(_DIGITS_B[0]) + len(_DIGITS_END[0])
 _time = time.time  # tests set the clock here
 _floor = math.floor  # of a float: a third of int()'s cost
 
@@ -212,15 +264,23 @@ def _merge_contextvars(
 
 def _known_vars() -> tuple[tuple[str, Any], ...]:
     """((key, ContextVar) of each key ever bound with ``bind_contextvars``, ...)."""
-    size, pairs = _KNOWN_VARS
-    if size != len(_CONTEXT_VARS):  # the registry only grows: rebuild when it did
+    pairs = _KNOWN_VARS[1]
+    if _KNOWN_VARS[0] != len(_CONTEXT_VARS):  # the registry only grows: rebuild when it did
         pairs = tuple((name[_PREFIX_LEN:], var) for name, var in tuple(_CONTEXT_VARS.items()))
-        _KNOWN_VARS[:] = [len(pairs), pairs]
+        beside = tuple(var for key, var in pairs if key not in _TURN_FIELDS)
+        _KNOWN_VARS[:] = [len(pairs), pairs, beside]
     return pairs
 
 
+def _bound_beside_turn() -> bool:
+    """Whether a context variable not named like one of :class:`TurnFields` has a value."""
+    _known_vars()
+    return any(var.get(Ellipsis) is not Ellipsis for var in _KNOWN_VARS[2])
+
+
 _PREFIX_LEN = len("structlog_")
-_KNOWN_VARS: list[Any] = [0, ()]  # (registry size, ((key, ContextVar), ...))
+# (registry size, ((key, ContextVar), ...), (ContextVar of a key not in TurnFields, ...))
+_KNOWN_VARS: list[Any] = [0, (), ()]
 
 
 _LEVEL_NAMES = {
@@ -274,7 +334,10 @@ class _JsonLine:
     in one call: a log line per turn pays for one processor call instead of six.
     """
 
-    __slots__ = ("_buffer", "_chain", "_fd", "_stamp", "_text", "_thread")
+    __slots__ = (
+        "_body", "_buffer", "_chain", "_fd", "_head", "_stamp", "_tails", "_text", "_thread",
+        "_turn_tail",
+    )  # fmt: skip
 
     def __init__(self, text: bool) -> None:
         self._stamp = _IsoUtcStamper()
@@ -282,7 +345,12 @@ class _JsonLine:
         self._chain: list[Any] = []  # structlog's processor list, once configured
         self._fd = -1  # the file emit() writes to, once configured
         self._buffer = bytearray(512)  # emit()'s line, in the thread that made this
+        self._head = bytearray(128)  # emit_turn()'s parts, likewise: extra
+        self._body = bytearray(256)  # and the struct
         self._thread = _thread_id()
+        # emit()'s line tails: event -> (start of a second, level, encoded tail)
+        self._tails: dict[str, tuple[Any, ...]] = {}
+        self._turn_tail: tuple[Any, ...] = (-2.0,)  # emit_turn()'s, none yet
 
     def __call__(self, logger: Any, method_name: str, event_dict: Any) -> bytes | str:
         _merge_contextvars(logger, method_name, event_dict)
@@ -299,22 +367,118 @@ class _JsonLine:
         """:func:`emit` with this chain writing to a file: render, then write.
 
         ``__call__``'s steps, and the write: the same line with less work, for
-        the line written in the middle of every turn (no bound-logger dispatch,
-        the level's own name, a buffer kept from line to line). Once the
+        the line written in the middle of every turn. No bound-logger dispatch
+        and the level's own name; the context variables merged into the dict,
+        which is encoded into a buffer kept from line to line; then, in place
+        of its closing brace, the line's tail from a cache: ``event``,
+        ``level``, ``run_id`` and the timestamp up to its second, encoded once
+        per event and second, and the microseconds from a table. Once the
         processors were swapped (``capture_logs``), or for an ``exc_info``,
-        the event takes the logger's way.
+        the event takes the logger's way; an empty dict or one holding a key
+        of the tail's takes :meth:`_emit_dict`.
         """
         chain = self._chain
         if len(chain) != 1 or chain[0] is not self or "exc_info" in event_dict:
             return STATE.logger.log_dict(method_name, event, event_dict)
-        _merge_contextvars(None, method_name, event_dict)
+        # _merge_contextvars, inline: one call less on every line
+        if len(_CONTEXT_VARS) != _KNOWN_VARS[0]:
+            _known_vars()
+        for key, var in _KNOWN_VARS[1]:
+            if key not in event_dict and (value := var.get(Ellipsis)) is not Ellipsis:
+                event_dict[key] = value
+        if (
+            not event_dict
+            or "event" in event_dict
+            or "level" in event_dict
+            or "run_id" in event_dict
+            or "timestamp" in event_dict
+        ):
+            return self._emit_dict(method_name, event, event_dict)
+        now = _time()
+        tail = self._tails.get(event)
+        if tail is None or not 0.0 <= now - tail[0] < 1.0 or tail[1] != method_name:
+            tail = self._tail(method_name, event, now)
+        micros = _floor((now - tail[0]) * 1e6)  # truncated, as datetime's isoformat() does
+        # into the buffer of the thread that configured logging (the event
+        # loop's, as a rule), or a new one in another thread
+        line = self._buffer if _thread_id() == self._thread else bytearray()
+        _encode_into(event_dict, line)
+        line[-1:] = tail[2]  # '}' -> ',"event":..,"timestamp":"YYYY-MM-DDTHH:MM:SS.'
+        line += _DIGITS_B[micros // 1000]
+        line += _DIGITS_END[micros % 1000]  # 'uuuZ"}\n'
+        if (written := _write(self._fd, line)) < len(line):  # interrupted
+            _write_rest(lambda rest: _write(self._fd, rest), line, written)
+
+    def emit_turn(self, extra: dict[str, Any] | None, fields: TurnFields) -> None:
+        """:func:`emit_turn` with this chain writing to a file.
+
+        The line :meth:`emit` would write for :func:`_turn_dict`'s dict,
+        without building that dict: ``extra`` and the struct encoded each
+        into a buffer of its own, the tail from :meth:`_tail`, joined by the
+        kernel (one ``writev``, one line). Where the two could differ
+        (``extra`` holds a key of the struct's or of the tail's, a context
+        variable other than the struct's keys is bound, the processors were
+        swapped), the dict is built and goes through :meth:`emit`.
+        """
+        chain = self._chain
+        if (
+            ((_KNOWN_VARS[0] != len(_CONTEXT_VARS) or _KNOWN_VARS[2]) and _bound_beside_turn())
+            or len(chain) != 1
+            or chain[0] is not self
+            or (extra and not _TURN_RESERVED.isdisjoint(extra))
+        ):
+            return self.emit("info", "turn", _turn_dict(extra, fields))
+        now = _time()
+        tail = self._turn_tail
+        if not 0.0 <= now - tail[0] < 1.0:  # another second
+            tail = self._turn_tail = self._tail("info", "turn", now)
+        micros = _floor((now - tail[0]) * 1e6)
+        if _thread_id() == self._thread:
+            head, body = self._head, self._body
+        else:
+            head, body = bytearray(), bytearray()
+        # One buffer for both would be shrunk and grown again by each
+        # encoding (a reallocation or two a line); writev joins the parts.
+        _encode_into(fields, body)
+        body[-1] = 44  # '}' -> ','
+        if extra:
+            _encode_into(extra, head)
+            head[-1] = 44  # '}' -> ','
+            body[0] = 32  # '{' -> ' ' (JSON's whitespace: no copy to drop it)
+            parts: tuple[Any, ...] = (head, body, tail[3], _DIGITS_B[micros // 1000],
+                                      _DIGITS_END[micros % 1000])  # fmt: skip
+            size = len(head) + len(body) + tail[4]
+        else:
+            parts = (body, tail[3], _DIGITS_B[micros // 1000], _DIGITS_END[micros % 1000])
+            size = len(body) + tail[4]
+        if (written := _writev(self._fd, parts)) < size:  # interrupted
+            _write_rest(lambda rest: _write(self._fd, rest), b"".join(parts), written)
+
+    def _tail(self, method_name: str, event: str, now: float) -> tuple[Any, ...]:
+        """``(start of now's second, level, tail, tail without its comma, size)``.
+
+        The tail of a line up to that second, ``,"event":...,"level":...,
+        "run_id":...,"timestamp":"YYYY-MM-DDTHH:MM:SS.``, before which
+        :meth:`emit` puts the encoded dict and :meth:`emit_turn` its parts,
+        and after which the microseconds, ``Z"}`` and a newline follow; the
+        size: that of the tail without its comma and of what follows.
+        """
+        start, prefix = self._stamp.second(now)
+        keys = {"event": event, "level": method_name, "run_id": STATE.run_id, "timestamp": prefix}
+        bare = _ENCODER.encode(keys)[1:-2]  # no braces, no closing quote
+        tail = start, method_name, b"," + bare, bare, len(bare) + _MICROS_SIZE
+        if len(self._tails) < 256:  # the runtime's events are few; anything else: not kept
+            self._tails[event] = tail
+        return tail
+
+    def _emit_dict(self, method_name: str, event: str, event_dict: dict[str, Any]) -> None:
+        # emit() for a dict that is empty or holds keys of the tail's: the keys
+        # set in the dict, as the chain sets them, and the whole dict encoded.
         event_dict["event"] = event
         event_dict["level"] = method_name  # a level's own name (see emit)
         if "run_id" not in event_dict:  # _add_run_id (configure_logging always sets one)
             event_dict["run_id"] = STATE.run_id
         event_dict["timestamp"] = self._stamp.now()
-        # _render_line, into the buffer of the thread that configured logging
-        # (the event loop's, as a rule), or a new one in another thread
         line = self._buffer if _thread_id() == self._thread else bytearray()
         _encode_into(event_dict, line)
         line.append(10)
@@ -437,6 +601,7 @@ def configure_logging(
     except KeyError:
         raise ValueError(f"unknown log level {level!r}; use one of {sorted(_LEVELS)}") from None
     STATE.emit = _emit_via_logger  # before its file closes
+    STATE.emit_turn = _emit_turn_as_dict
     if STATE.file is not None:
         STATE.file.close()
         STATE.file = None
@@ -499,8 +664,10 @@ def configure_logging(
         STATE.json_line._chain = STATE.logger._processors
         STATE.json_line._fd = binary.fileno()
         STATE.emit = STATE.json_line.emit
+        STATE.emit_turn = STATE.json_line.emit_turn
     else:
         STATE.emit = _emit_via_logger
+        STATE.emit_turn = _emit_turn_as_dict
     return STATE.run_id
 
 
@@ -517,6 +684,7 @@ def reset_logging() -> None:
     For tests and for tools that configure logging more than once.
     """
     STATE.emit = _emit_via_logger  # before its file closes
+    STATE.emit_turn = _emit_turn_as_dict
     if STATE.file is not None:
         STATE.file.close()
         STATE.file = None

@@ -102,8 +102,15 @@ async def test_pretty_console() -> None:
 ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    assert len(set(keys)) == len(keys), f"a key twice in a line: {keys}"
+    return dict(pairs)
+
+
 def _records(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_bytes().decode().splitlines()]
+    lines = path.read_bytes().decode().splitlines()
+    return [json.loads(line, object_pairs_hook=_unique_keys) for line in lines]
 
 
 def test_a_whole_line_per_event_with_the_common_fields(tmp_path: Path) -> None:
@@ -153,7 +160,7 @@ def test_timestamps_are_utc_and_follow_the_clock_across_seconds(
 ) -> None:
     # The clock's float truncated to the microsecond, never into the next second;
     # for the logger's events and for the runtime's own (emit).
-    clock = iter([1_700_000_000.9999997, 1_700_000_001.0000004, 1_700_003_600.0000425] * 2)
+    clock = iter([1_700_000_000.9999997, 1_700_000_001.0000004, 1_700_003_600.0000425] * 4)
     monkeypatch.setattr(_logging, "_time", lambda: next(clock))
     path = tmp_path / "run.jsonl"
     configure_logging(path)
@@ -161,11 +168,15 @@ def test_timestamps_are_utc_and_follow_the_clock_across_seconds(
         get_logger().info("tick")
     for _ in range(3):
         _logging.emit("info", "tick", {})
+    for _ in range(3):  # a dict with keys: the cached tails, one per event and second
+        _logging.emit("info", "tick", {"n": 1})
+    for _ in range(3):
+        _logging.emit_turn({"step": 1}, _turn_fields())
     assert [r["timestamp"] for r in _records(path)] == [
         "2023-11-14T22:13:20.999999Z",
         "2023-11-14T22:13:21.000000Z",
         "2023-11-14T23:13:20.000042Z",
-    ] * 2
+    ] * 4
 
 
 class Color(enum.Enum):
@@ -427,6 +438,145 @@ def test_runtime_events_from_many_threads_keep_whole_lines(tmp_path: Path) -> No
         thread.join()
     records = _records(path)
     assert sorted((r["thread"], r["i"]) for r in records) == [
+        (n, i) for n in range(4) for i in range(200)
+    ]
+    assert all(r["payload"] == payload for r in records)
+
+
+# ------------------------------------------------------------------ turn lines
+
+
+def _turn_fields(turn: int = 2, **overrides: Any) -> _logging.TurnFields:
+    values = {"episode_id": "e1", "turn": turn, "role": Role.SRE, "reward": -1.5, "done": False,
+              "timed_out": False, "error": None, "latency_ms": 0.25, **overrides}  # fmt: skip
+    return _logging.TurnFields(**values)
+
+
+def _expected_turn(extra: dict[str, Any], fields: _logging.TurnFields) -> dict[str, Any]:
+    # What the logger writes for the same event as one dict (timestamp aside).
+    path = Path(_logging.STATE.file.name)  # type: ignore[union-attr]
+    before = len(_records(path))
+    get_logger().info("turn", **_logging._turn_dict(dict(extra), fields))
+    record = _records(path)[before]
+    with path.open("r+b") as file:  # take that line out again
+        data = file.read()
+        file.seek(0)
+        file.truncate()
+        file.write(data[: data.rstrip(b"\n").rfind(b"\n") + 1])
+    record.pop("timestamp")
+    return record
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"step": 3, "action_type": Role.SRE, "target": None, "args": {"n": [1, "x"]}},
+        {"usage": {"prompt_tokens": 7}, "note": 'a "quoted"\nline'},
+    ],
+)
+def test_turn_lines_without_a_dict_equal_the_dict_s_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: dict[str, Any]
+) -> None:
+    # emit_turn() encodes its parts straight into the line; the JSON object
+    # must be the one the logger writes for the event as a dict.
+    path = tmp_path / "run.jsonl"
+    configure_logging(path, run_id="r")
+    fields = _turn_fields(error='ValueError: "bad"', reward=None)
+    expected = _expected_turn(extra, fields)
+    built: list[Any] = []
+    monkeypatch.setattr(_logging, "_turn_dict", lambda *a: built.append(a))  # the fast path
+    with bound_contextvars(episode_id="e1"):  # the runtime binds it: no reason to leave the path
+        _logging.emit_turn(dict(extra), fields)
+    assert built == []
+    (line,) = path.read_bytes().splitlines()
+    record = json.loads(line)
+    assert ISO_UTC.match(record.pop("timestamp"))
+    assert record == expected
+    assert list(record) == list(expected)  # the same order of keys too
+
+
+def test_turn_lines_with_keys_the_struct_or_the_chain_set_or_bound_context(
+    tmp_path: Path,
+) -> None:
+    # The struct's fields win over extra's; the chain's own keys, context
+    # variables beside the runtime's: the same line as the logger's.
+    path = tmp_path / "run.jsonl"
+    configure_logging(path, run_id="r")
+    fields = _turn_fields()
+    cases = [
+        {"turn": "theirs", "step": 1},
+        {"run_id": "mine", "level": "x", "step": 1},
+        {"step": 1},
+    ]
+    expected = [_expected_turn(extra, fields) for extra in cases]
+    expected[2]["job"] = "j"
+    for extra in cases[:2]:
+        _logging.emit_turn(dict(extra), fields)
+    with bound_contextvars(job="j"):
+        _logging.emit_turn(dict(cases[2]), fields)
+    _logging.emit_turn({"step": 1}, fields)  # job unbound again: not in the line
+    records = _records(path)
+    for record in records:
+        record.pop("timestamp")
+    assert records == [*expected, {k: v for k, v in expected[2].items() if k != "job"}]
+    assert records[0]["turn"] == 2 and records[1]["run_id"] == "mine"
+
+
+def test_turn_lines_through_the_logger_to_a_stream_or_captured(tmp_path: Path) -> None:
+    # A stream target builds the dict; so does a file's once capture_logs
+    # swapped the processors (the event is captured, not written).
+    stream = io.StringIO()
+    configure_logging(stream, run_id="r")
+    _logging.emit_turn({"step": 1}, _turn_fields())
+    (record,) = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert record["step"] == 1 and record["turn"] == 2 and record["event"] == "turn"
+    path = tmp_path / "run.jsonl"
+    configure_logging(path)
+    with structlog.testing.capture_logs() as captured:
+        _logging.emit_turn(None, _turn_fields(turn=5))
+    _logging.emit_turn(None, _turn_fields(turn=6))
+    assert [(e["event"], e["turn"]) for e in captured] == [("turn", 5)]
+    assert [r["turn"] for r in _records(path)] == [6]
+
+
+def test_a_short_writev_is_finished_and_the_file_holds_whole_turn_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.jsonl"
+    configure_logging(path)
+    real_writev = _logging._writev
+
+    def stingy(fd: int, parts: Any) -> int:
+        return _logging._write(fd, b"".join(parts)[:9])
+
+    monkeypatch.setattr(_logging, "_writev", stingy)
+    _logging.emit_turn({"step": 1, "payload": "x" * 50}, _turn_fields())
+    _logging.emit_turn(None, _turn_fields(turn=3))
+    monkeypatch.setattr(_logging, "_writev", real_writev)
+    _logging.emit_turn({"step": 2}, _turn_fields(turn=4))
+    records = _records(path)
+    assert [(r.get("step"), r["turn"]) for r in records] == [(1, 2), (None, 3), (2, 4)]
+    assert records[0]["payload"] == "x" * 50
+
+
+def test_turn_lines_from_many_threads_stay_whole(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    configure_logging(path)
+    payload = "t" * 200
+
+    def burst(n: int) -> None:
+        for i in range(200):
+            _logging.emit_turn({"thread": n, "payload": payload}, _turn_fields(turn=i))
+
+    threads = [threading.Thread(target=burst, args=(n,)) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    burst(3)
+    for thread in threads:
+        thread.join()
+    records = _records(path)
+    assert sorted((r["thread"], r["turn"]) for r in records) == [
         (n, i) for n in range(4) for i in range(200)
     ]
     assert all(r["payload"] == payload for r in records)
