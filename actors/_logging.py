@@ -76,6 +76,12 @@ def _emit_turn_as_dict(extra: dict[str, Any] | None, fields: TurnFields) -> None
     STATE.emit("info", "turn", _turn_dict(extra, fields))
 
 
+def _route_through_logger() -> None:
+    # The runtime's events through STATE.logger (no file of ours to write to).
+    STATE.emit = _emit_via_logger
+    STATE.emit_turn = _emit_turn_as_dict
+
+
 class _State:
     """Process-wide logging state; replaced as a whole by each configure call."""
 
@@ -86,10 +92,10 @@ class _State:
         self.run_id: str | None = None
         self.file: IO[Any] | None = None  # a file we opened and must close
         self.logger: Any = _quiet_logger()
-        # The JSON chains' one processor, and what emit() calls.
+        # The JSON chains' one processor.
         self.json_line: _JsonLine | None = None
-        self.emit: Any = _emit_via_logger
-        self.emit_turn: Any = _emit_turn_as_dict  # what emit_turn() calls
+        self.emit: Any = _emit_via_logger  # what emit() calls,
+        self.emit_turn: Any = _emit_turn_as_dict  # and emit_turn() (see _route_through_logger)
 
 
 def _quiet_logger() -> Any:
@@ -380,12 +386,7 @@ class _JsonLine:
         chain = self._chain
         if len(chain) != 1 or chain[0] is not self or "exc_info" in event_dict:
             return STATE.logger.log_dict(method_name, event, event_dict)
-        # _merge_contextvars, inline: one call less on every line
-        if len(_CONTEXT_VARS) != _KNOWN_VARS[0]:
-            _known_vars()
-        for key, var in _KNOWN_VARS[1]:
-            if key not in event_dict and (value := var.get(Ellipsis)) is not Ellipsis:
-                event_dict[key] = value
+        _merge_contextvars(None, method_name, event_dict)
         if (
             not event_dict
             or "event" in event_dict
@@ -406,8 +407,7 @@ class _JsonLine:
         line[-1:] = tail[2]  # '}' -> ',"event":..,"timestamp":"YYYY-MM-DDTHH:MM:SS.'
         line += _DIGITS_B[micros // 1000]
         line += _DIGITS_END[micros % 1000]  # 'uuuZ"}\n'
-        if (written := _write(self._fd, line)) < len(line):  # interrupted
-            _write_rest(lambda rest: _write(self._fd, rest), line, written)
+        self._write_line(line)
 
     def emit_turn(self, extra: dict[str, Any] | None, fields: TurnFields) -> None:
         """:func:`emit_turn` with this chain writing to a file.
@@ -482,7 +482,11 @@ class _JsonLine:
         line = self._buffer if _thread_id() == self._thread else bytearray()
         _encode_into(event_dict, line)
         line.append(10)
-        if (written := _write(self._fd, line)) < len(line):  # interrupted
+        self._write_line(line)
+
+    def _write_line(self, line: bytearray) -> None:
+        # One write call; after a short one, the rest of the line.
+        if (written := _write(self._fd, line)) < len(line):
             _write_rest(lambda rest: _write(self._fd, rest), line, written)
 
 
@@ -600,8 +604,7 @@ def configure_logging(
         threshold = _LEVELS[level.lower()]
     except KeyError:
         raise ValueError(f"unknown log level {level!r}; use one of {sorted(_LEVELS)}") from None
-    STATE.emit = _emit_via_logger  # before its file closes
-    STATE.emit_turn = _emit_turn_as_dict
+    _route_through_logger()  # before its file closes
     if STATE.file is not None:
         STATE.file.close()
         STATE.file = None
@@ -666,8 +669,7 @@ def configure_logging(
         STATE.emit = STATE.json_line.emit
         STATE.emit_turn = STATE.json_line.emit_turn
     else:
-        STATE.emit = _emit_via_logger
-        STATE.emit_turn = _emit_turn_as_dict
+        _route_through_logger()
     return STATE.run_id
 
 
@@ -683,8 +685,7 @@ def reset_logging() -> None:
 
     For tests and for tools that configure logging more than once.
     """
-    STATE.emit = _emit_via_logger  # before its file closes
-    STATE.emit_turn = _emit_turn_as_dict
+    _route_through_logger()  # before its file closes
     if STATE.file is not None:
         STATE.file.close()
         STATE.file = None

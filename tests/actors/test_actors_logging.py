@@ -419,16 +419,11 @@ async def test_turn_fields_from_any_mapping_and_the_common_ones_win(tmp_path: Pa
                                             {"step": 2, "turn": "theirs"}]  # fmt: skip
 
 
-def test_runtime_events_from_many_threads_keep_whole_lines(tmp_path: Path) -> None:
-    # emit() renders into a buffer kept for the thread that configured logging;
-    # other threads (an event loop run in a worker thread) get their own.
-    path = tmp_path / "run.jsonl"
-    configure_logging(path)
-    payload = "z" * 300
-
+def _burst_from_threads(log: Any) -> None:
+    # log(n, i) for i in range(200) from three threads and this one at once.
     def burst(n: int) -> None:
         for i in range(200):
-            _logging.emit("info", "turn", {"thread": n, "i": i, "payload": payload})
+            log(n, i)
 
     threads = [threading.Thread(target=burst, args=(n,)) for n in range(3)]
     for thread in threads:
@@ -436,6 +431,17 @@ def test_runtime_events_from_many_threads_keep_whole_lines(tmp_path: Path) -> No
     burst(3)
     for thread in threads:
         thread.join()
+
+
+def test_runtime_events_from_many_threads_keep_whole_lines(tmp_path: Path) -> None:
+    # emit() renders into a buffer kept for the thread that configured logging;
+    # other threads (an event loop run in a worker thread) get their own.
+    path = tmp_path / "run.jsonl"
+    configure_logging(path)
+    payload = "z" * 300
+    _burst_from_threads(
+        lambda n, i: _logging.emit("info", "turn", {"thread": n, "i": i, "payload": payload})
+    )
     records = _records(path)
     assert sorted((r["thread"], r["i"]) for r in records) == [
         (n, i) for n in range(4) for i in range(200)
@@ -564,17 +570,9 @@ def test_turn_lines_from_many_threads_stay_whole(tmp_path: Path) -> None:
     path = tmp_path / "run.jsonl"
     configure_logging(path)
     payload = "t" * 200
-
-    def burst(n: int) -> None:
-        for i in range(200):
-            _logging.emit_turn({"thread": n, "payload": payload}, _turn_fields(turn=i))
-
-    threads = [threading.Thread(target=burst, args=(n,)) for n in range(3)]
-    for thread in threads:
-        thread.start()
-    burst(3)
-    for thread in threads:
-        thread.join()
+    _burst_from_threads(
+        lambda n, i: _logging.emit_turn({"thread": n, "payload": payload}, _turn_fields(turn=i))
+    )
     records = _records(path)
     assert sorted((r["thread"], r["turn"]) for r in records) == [
         (n, i) for n in range(4) for i in range(200)
