@@ -1,9 +1,11 @@
 """Structured logging for the runtime: structlog, one JSON object per line.
 
 The library never configures logging on import. Until :func:`configure_logging`
-is called, the runtime emits nothing below ``warning`` and does no work for
-those events: every hot path checks :func:`log_enabled` before building an
-event dict, so logging that is off costs one attribute read per turn.
+is called, the runtime emits nothing below ``warning`` (warnings and errors go
+to standard error, or through structlog's configuration once the application
+made one) and does no work for those events: every hot path checks
+:func:`log_enabled` before building an event dict, so logging that is off
+costs one attribute read per turn.
 """
 
 from __future__ import annotations
@@ -101,10 +103,31 @@ class _State:
 def _quiet_logger() -> Any:
     # Whatever structlog's configuration, drop events below warning.
     return structlog.wrap_logger(
-        None,
+        _StderrOrApplication(),
         processors=[_structlog_chain],
         wrapper_class=structlog.make_filtering_bound_logger(WARNING),
     )
+
+
+class _StderrOrApplication:
+    """Where the unconfigured runtime's warnings and errors go: standard error,
+    like Python's own unconfigured warnings (a program's standard output is
+    its results: a table, a JSON document); once the application configured
+    structlog, its logger. Decided per event, as :func:`_structlog_chain` does.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if structlog.is_configured():
+            return getattr(structlog.get_config()["logger_factory"](), name)
+        return _print_to_stderr
+
+
+def _print_to_stderr(message: Any, *_: Any, **__: Any) -> None:
+    stream = sys.stderr  # at call time: it may have been replaced
+    if stream is not None:
+        print(message, file=stream, flush=True)
 
 
 def _console_renderer(colors: bool = True) -> Any:
@@ -134,7 +157,7 @@ def _structlog_chain(logger: Any, method_name: str, event_dict: Any) -> Any:
 @functools.cache
 def _default_chain() -> tuple[Any, ...]:
     # structlog's built-in default processors, its console renderer replaced.
-    colors = sys.stdout is not None and _isatty(sys.stdout)
+    colors = sys.stderr is not None and _isatty(sys.stderr)
     return tuple(
         _console_renderer(colors) if isinstance(p, structlog.dev.ConsoleRenderer) else p
         for p in structlog.get_config()["processors"]  # its defaults: called unconfigured

@@ -291,7 +291,7 @@ def test_unconfigured_logging_writes_nothing_below_warning(
     assert capsys.readouterr() == ("", "")
 
 
-async def test_unconfigured_policy_error_prints_a_plain_traceback_without_locals(
+async def test_unconfigured_policy_error_prints_a_plain_traceback_without_locals_to_stderr(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # structlog's default console renderer shows every frame's local variables
@@ -304,7 +304,10 @@ async def test_unconfigured_policy_error_prints_a_plain_traceback_without_locals
     policies["b"] = broken
     trace = await run_episode(ToyEnv(steps=4), policies=policies, **run_kwargs())
     assert trace.errors == 1
-    out = capsys.readouterr().out
+    # On standard error: a program's standard output is its results.
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    out = captured.err
     assert "policy_error" in out and "RuntimeError: policy bug" in out
     assert "Traceback (most recent call last)" in out
     assert "do-not-print-me" not in out and "observation =" not in out
