@@ -168,11 +168,12 @@ async def _play(
     log = _logging.STATE
     now = loop.time if loop is not None else anyio.current_time
     turn = 0
+    done = observation.done  # read once a turn: an observation's attribute may be dear (pydantic)
     async with TaskGroup() as tg:
         for actor in actors.values():
             tg.start_soon(actor.run, replies)
         try:
-            while not observation.done and turn < max_turns:
+            while not done and turn < max_turns:
                 role = observation.turn_role
                 actor = actors.get(role)
                 timed_out = False
@@ -262,8 +263,9 @@ async def _play(
                     records.append(record)
                 if after_step is not None:
                     after_step(env, record)
+                done = next_observation.done
                 if log.threshold <= _logging.INFO:
-                    _log_turn(record, episode_id, describe_turn)
+                    _log_turn(record, episode_id, describe_turn, done)
                 observation = next_observation
                 turn += 1
             trace.final_observation = observation
@@ -318,8 +320,8 @@ def _log_turn(
     record: TurnRecord,
     episode_id: str,
     describe_turn: Callable[[TurnRecord], Mapping[str, Any]] | None,
+    done: bool,
 ) -> None:
-    next_observation = record.next_observation
     # The dict describe_turn returns is handed over (another mapping is copied).
     extra = describe_turn(record) if describe_turn is not None else None
     if extra is not None and type(extra) is not dict:
@@ -336,7 +338,7 @@ def _log_turn(
                     extra = {}
                 extra.setdefault(key, value)
     fields = TurnFields(
-        episode_id, record.turn, record.role, next_observation.reward, next_observation.done,
+        episode_id, record.turn, record.role, record.next_observation.reward, done,
         record.timed_out, record.error,
         # Milliseconds to 3 decimals; floor() and a division cost a fifth of round().
         floor(record.latency_s * 1e6 + 0.5) / 1000,

@@ -151,12 +151,12 @@ def _is_action(value: object) -> bool:
 
 
 def _describe_turn(record: actors.TurnRecord) -> dict[str, Any]:
-    # The model's field values straight from its __dict__: an attribute of a
-    # pydantic model is a slow lookup (models define __getattr__), and this
+    # The models' field values straight from their __dict__: an attribute of
+    # a pydantic model is a slow lookup (models define __getattr__), and this
     # runs for every logged turn.
     action = record.action.__dict__
     return {
-        "step": record.next_observation.step,
+        "step": record.next_observation.__dict__["step"],
         "action_type": action["action_type"],
         "target": action["target"],
         "args": action["args"],
