@@ -165,6 +165,8 @@ class Actor:
         inbox, policy, role, episode = self.inbox, self.policy, self.role, self.episode
         cancel_scope = episode.scope_class
         on_asyncio = inbox.on_asyncio
+        # The coordinator's clock, the one deadlines are on.
+        clock = episode.loop.time if episode.loop is not None else anyio.current_time
         while True:
             if on_asyncio:
                 # Wait on the inbox's future right here (no coroutine between).
@@ -205,19 +207,26 @@ class Actor:
             except Exception as exc:  # a policy bug costs its turn only
                 self.scope = None
                 error = exc
-                if _logging.log_enabled(_logging.ERROR):
-                    _logging.STATE.logger.error(
-                        "policy_error",
-                        episode_id=self.episode_id,
-                        turn=turn,
-                        role=role,
-                        exc_info=exc,
-                    )
             info, self.info, self.turn = self.info, None, -1
-            if episode.open_turn != turn:
-                # Came back after its deadline (e.g. shielded from cancellation).
-                log_late_reply(self.episode_id, turn, role)
+            if episode.open_turn != turn or (deadline is not None and clock() >= deadline):
+                # Came back after its deadline: the turn was closed (the call
+                # shielded itself from the cancellation), or its deadline has
+                # passed and the timer that closes it has not run yet (the loop
+                # was busy, or the call blocked it). Either way too late, and
+                # the turn closes timed out, keeping the annotations made.
+                if episode.open_turn == turn:
+                    self.turn, self.info = turn, info  # for close_turn
+                log_late_reply(self.episode_id, turn, role, error)
+                error = None
                 continue
+            if error is not None and _logging.log_enabled(_logging.ERROR):
+                _logging.STATE.logger.error(
+                    "policy_error",
+                    episode_id=self.episode_id,
+                    turn=turn,
+                    role=role,
+                    exc_info=error,
+                )
             reply = (turn, role, result, error, info)
             if not replies.try_put(reply):
                 await replies.put(reply)
@@ -226,9 +235,21 @@ class Actor:
             reply = error = None
 
 
-def log_late_reply(episode_id: str, turn: int, role: Any) -> None:
-    """Log ``late_reply_dropped`` for a reply that came for a closed turn."""
+def log_late_reply(
+    episode_id: str, turn: int, role: Any, error: BaseException | None = None
+) -> None:
+    """Log ``late_reply_dropped`` for a reply that came after its turn's deadline
+    (with ``error``, ``"Type: message"``, when the late call raised)."""
     if _logging.log_enabled(_logging.INFO):
-        _logging.STATE.logger.info(
-            "late_reply_dropped", episode_id=episode_id, turn=turn, role=role
-        )
+        if error is None:
+            _logging.STATE.logger.info(
+                "late_reply_dropped", episode_id=episode_id, turn=turn, role=role
+            )
+        else:
+            _logging.STATE.logger.info(
+                "late_reply_dropped",
+                episode_id=episode_id,
+                turn=turn,
+                role=role,
+                error=f"{type(error).__name__}: {error}",
+            )

@@ -129,6 +129,42 @@ async def test_shielded_late_reply_is_dropped_and_never_applied() -> None:
     assert trace.turns[-4].action == act("a", "fresh")
 
 
+async def test_an_answer_after_the_deadline_is_late_even_before_the_turn_closes() -> None:
+    # A call that blocks the event loop past its deadline (here a plain policy
+    # that sleeps; on a busy loop, any call) answers before the deadline's
+    # timer has had a chance to run: the answer is late all the same, never
+    # applied, and the turn closes timed out with the annotations made. A
+    # late exception is a late reply, not a policy error.
+    import time
+
+    def blocks(obs: Any, role: str) -> Any:
+        current_turn().annotate(prompt="p")
+        time.sleep(0.08)
+        return act(role, "late")
+
+    def blocks_then_raises(obs: Any, role: str) -> Any:
+        time.sleep(0.08)
+        raise RuntimeError("too late to matter")
+
+    policies = instant_policies()
+    policies["a"], policies["b"] = blocks, blocks_then_raises
+    env = ToyEnv(steps=4)
+    with captured_events() as events:
+        trace = await run_episode(
+            env, policies=policies, **run_kwargs(turn_timeout={"a": 0.03, "b": 0.03})
+        )
+    a, b = trace.turns[:2]
+    assert a.timed_out and a.action == noop("a") and a.error is None and a.info == {"prompt": "p"}
+    assert b.timed_out and b.action == noop("b") and b.error is None
+    assert a.latency_s >= 0.08 and b.latency_s >= 0.08
+    assert act("a", "late") not in env.applied and env.applied[2:] == [act("c"), act("d")]
+    assert trace.timeouts == 2 and trace.errors == 0
+    late = [(e["turn"], e["role"], e.get("error")) for e in events
+            if e["event"] == "late_reply_dropped"]  # fmt: skip
+    assert late == [(0, "a", None), (1, "b", "RuntimeError: too late to matter")]
+    assert not [e for e in events if e["event"] == "policy_error"]
+
+
 async def test_blocking_policy_in_thread_times_out() -> None:
     import time
 

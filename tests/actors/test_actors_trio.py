@@ -52,6 +52,21 @@ async def test_turns_deadlines_and_late_replies_on_trio() -> None:
     assert all(r.action == act(r.role) for r in trace.turns if not r.timed_out)
 
 
+async def test_an_answer_after_the_deadline_is_late_on_trio() -> None:
+    import time
+
+    def blocks(obs: Any, role: str) -> Any:
+        time.sleep(0.08)  # blocks the loop past the deadline
+        return act(role, "late")
+
+    policies = instant_policies()
+    policies["a"] = blocks
+    env = ToyEnv(steps=4)
+    trace = await run_episode(env, policies=policies, **run_kwargs(turn_timeout={"a": 0.03}))
+    assert trace.turns[0].timed_out and trace.turns[0].error is None
+    assert act("a", "late") not in env.applied and trace.timeouts == 1
+
+
 async def test_batches_on_trio() -> None:
     async def job(steps: int) -> int:
         trace = await run_episode(ToyEnv(steps=steps), policies=instant_policies(), **run_kwargs())
