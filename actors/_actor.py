@@ -241,15 +241,7 @@ def log_late_reply(
     """Log ``late_reply_dropped`` for a reply that came after its turn's deadline
     (with ``error``, ``"Type: message"``, when the late call raised)."""
     if _logging.log_enabled(_logging.INFO):
-        if error is None:
-            _logging.STATE.logger.info(
-                "late_reply_dropped", episode_id=episode_id, turn=turn, role=role
-            )
-        else:
-            _logging.STATE.logger.info(
-                "late_reply_dropped",
-                episode_id=episode_id,
-                turn=turn,
-                role=role,
-                error=f"{type(error).__name__}: {error}",
-            )
+        raised = {} if error is None else {"error": f"{type(error).__name__}: {error}"}
+        _logging.STATE.logger.info(
+            "late_reply_dropped", episode_id=episode_id, turn=turn, role=role, **raised
+        )
