@@ -2,21 +2,36 @@
 
 A batch holds every finished result and every in-flight trace (observations
 and records: a few dozen GC-tracked objects per turn), none of which is
-garbage. CPython's full (generation 2) collections walk all of them, and each
-one stalls every episode in flight at once: on 1,000 concurrent episodes they
-cost more than a third of the wall time. :func:`gc_frozen` moves what survived
-each collection of the older generations into the permanent generation
-(``gc.freeze()``) while batches run, so full collections only walk what was
-allocated since, and puts everything back (``gc.unfreeze()``) when the last
-batch ends.
+garbage. CPython's collector walks every object it tracks once per
+collection of its generation, and each collection stalls every episode in
+flight at once: with 1,000 concurrent episodes its full collections cost more
+than a third of the wall time, and a young collection of 100,000 objects
+50-65 ms, all inside one bunch of deadlines. :func:`gc_frozen` moves what
+survives a collection into the permanent generation (``gc.freeze()``) while
+batches run, so that no collection walks it again, and puts everything back
+(``gc.unfreeze()``) when the last batch ends. Two modes:
 
-It also raises the youngest generation's threshold (700 container allocations
-by default) to :data:`BATCH_GEN0_THRESHOLD` while batches run. Every young
-collection walks all the young objects still alive, and with many episodes in
-flight that is every in-flight episode's recent state, scattered over memory:
-at concurrency 64 the default threshold cost about 15% of a turn, mostly in
-cache misses. Garbage freed by reference counting (nearly all of it) is freed
-at once as before; only cyclic garbage waits longer for its collection.
+- **eager** (a batch starts in it): what the process holds when the first
+  batch starts is frozen at once, young collections run every
+  :data:`EAGER_GEN0_THRESHOLD` container allocations, and the survivors of
+  every collection are frozen. Each object is walked once, while it is still
+  in the CPU's caches; a pause lasts a few milliseconds at most.
+- **survivors** (the fallback): young collections every
+  :data:`BATCH_GEN0_THRESHOLD` allocations, and only what survives a
+  collection of an older generation is frozen, so an object is frozen only
+  if it lived through a million or so allocations.
+
+Eager freezing has a price where the workload makes cyclic garbage (reference
+counting frees nearly everything else at once, frozen or not): a cycle whose
+objects were alive at a freeze is only collected after the batch. That is
+what a cancelled HTTP request leaves behind (an LLM policy's call closed at
+its deadline: the closed connection's transport, the cancelled connection
+attempt's task and frames, some 10-50 objects), and a young collection in
+such a workload soon finds garbage of the same kind that was not frozen yet.
+So the first collection that finds any cyclic garbage switches the batches
+to the survivors mode until the last one ends. The runtime's own objects
+form no cycles, on the deadline and error paths too (tested), nor do the
+scripted policies.
 """
 
 from __future__ import annotations
@@ -30,47 +45,67 @@ from typing import Any
 _lock = threading.Lock()
 _batches = 0  # batches running with freezing on, in any thread of the process
 _engaged = False  # our callback is installed and the frozen objects are ours
+_eager = False  # eager mode (see the module's notes); False once garbage was found
 _saved_threshold: tuple[int, ...] = ()
 
+EAGER_GEN0_THRESHOLD = 2_000
+"""Generation-0 threshold in the eager mode (the process's own, if higher, is kept)."""
+
 BATCH_GEN0_THRESHOLD = 100_000
-"""Generation-0 threshold while batches run (the process's own, if higher, is kept)."""
+"""Generation-0 threshold in the survivors mode (the process's own, if higher, is kept)."""
 
 
-def _freeze_survivors(phase: str, info: dict[str, Any]) -> None:
-    # A collection of generation 1 or 2 has just moved its survivors into the
-    # oldest generation: freeze them (O(1): the generation lists are spliced).
-    if phase == "stop" and info["generation"] >= 1:
+def _on_collection(phase: str, info: dict[str, Any]) -> None:
+    # After a collection: its survivors are in the next generation; freezing
+    # them is O(1) (the generation lists are spliced).
+    global _eager
+    if phase != "stop":
+        return
+    if _eager:
+        if info["collected"]:
+            # The workload makes cyclic garbage: stop freezing young survivors.
+            _eager = False
+            gc.set_threshold(max(_saved_threshold[0], BATCH_GEN0_THRESHOLD), *_saved_threshold[1:])
+        else:
+            gc.freeze()
+    elif info["generation"] >= 1:
         gc.freeze()
+
+
+def gc_eager() -> bool:
+    """True while batches run with the collector in the eager mode (see the module's notes)."""
+    return _engaged and _eager
 
 
 @contextmanager
 def gc_frozen(enabled: bool = True) -> Iterator[None]:
-    """Freeze the survivors of older-generation collections while the block runs,
-    and collect the youngest generation less often (see the module's notes).
+    """Freeze what survives the garbage collector while the block runs (see the
+    module's notes: the eager mode, and the survivors mode it falls back to
+    once a collection finds cyclic garbage).
 
     Process-wide and reference-counted: nested or concurrent batches (even in
-    other threads) share one mechanism, and only the last one out unfreezes,
-    also on error or cancellation. If the process already has frozen objects
-    when the first batch starts (the application uses ``gc.freeze()`` itself,
-    e.g. before forking), the collector is left alone. ``enabled=False`` does
-    nothing.
+    other threads) share one mechanism, and only the last one out unfreezes
+    and restores the process's thresholds, also on error or cancellation. If
+    the process already has frozen objects when the first batch starts (the
+    application uses ``gc.freeze()`` itself, e.g. before forking), the
+    collector is left alone. ``enabled=False`` does nothing.
 
     The trade-off: an object frozen while alive that later becomes part of
-    unreachable cyclic garbage is only collected after the last batch ends
-    (objects freed by reference counting, most of them, go at once as usual).
-    The runtime's own objects form no such cycles, also on the deadline and
-    error paths (tested); a policy's own may.
+    unreachable cyclic garbage is only collected after the last batch ends;
+    so is cyclic garbage the process held when the first batch started.
     """
-    global _batches, _engaged, _saved_threshold
+    global _batches, _engaged, _eager, _saved_threshold
     if not enabled:
         yield
         return
     with _lock:
         _batches += 1
         if _batches == 1 and gc.get_freeze_count() == 0:
-            gc.callbacks.append(_freeze_survivors)
             _saved_threshold = gc.get_threshold()
-            gc.set_threshold(max(_saved_threshold[0], BATCH_GEN0_THRESHOLD), *_saved_threshold[1:])
+            _eager = True
+            gc.freeze()  # what the process holds already: not the batch's to walk, nor to judge
+            gc.set_threshold(max(_saved_threshold[0], EAGER_GEN0_THRESHOLD), *_saved_threshold[1:])
+            gc.callbacks.append(_on_collection)
             _engaged = True
     try:
         yield
@@ -79,6 +114,7 @@ def gc_frozen(enabled: bool = True) -> Iterator[None]:
             _batches -= 1
             if _batches == 0 and _engaged:
                 _engaged = False
-                gc.callbacks.remove(_freeze_survivors)
+                _eager = False
+                gc.callbacks.remove(_on_collection)
                 gc.set_threshold(*_saved_threshold)
                 gc.unfreeze()

@@ -12,7 +12,7 @@ import pytest
 from actors_toy import ToyEnv, act, captured_events, instant_policies, run_kwargs
 
 from actors import EpisodeTrace, open_jobs, run_episode, run_jobs
-from actors._gc import BATCH_GEN0_THRESHOLD
+from actors._gc import BATCH_GEN0_THRESHOLD, EAGER_GEN0_THRESHOLD, gc_eager
 
 pytestmark = pytest.mark.anyio
 
@@ -191,8 +191,8 @@ async def test_batches_freeze_gc_survivors_and_unfreeze_when_the_last_one_ends()
     await run_jobs(range(4), job, concurrency=2)
     assert len(seen) == 4 and all(count > 0 for count in seen)
     assert gc.get_freeze_count() == 0
-    # Young collections are rarer while the batch runs; the process's setting comes back.
-    assert thresholds == [max(threshold[0], BATCH_GEN0_THRESHOLD)] * 4
+    # The eager mode's young threshold while the batch runs; the process's setting comes back.
+    assert thresholds == [max(threshold[0], EAGER_GEN0_THRESHOLD)] * 4
     assert gc.get_threshold() == threshold
 
     seen.clear()
@@ -210,6 +210,69 @@ async def test_batches_freeze_gc_survivors_and_unfreeze_when_the_last_one_ends()
     await run_jobs(range(2), outer, concurrency=2)
     assert all(count > 0 for count in seen)  # still frozen after the inner batches ended
     assert gc.get_freeze_count() == 0
+
+
+class _Cycle:
+    """An object that refers to itself: only the collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+async def test_eager_mode_freezes_young_survivors_and_ignores_the_garbage_held_before() -> None:
+    _Cycle()  # cyclic garbage the process held before the batch: frozen, not judged
+    snapshots: list[tuple[bool, int]] = []
+
+    async def job(n: int) -> int:
+        kept = [[] for _ in range(10)]  # young and alive
+        before = gc.get_freeze_count()
+        gc.collect(0)
+        snapshots.append((gc_eager(), gc.get_freeze_count() - before))
+        del kept
+        await anyio.lowlevel.checkpoint()
+        return n
+
+    assert await run_jobs(range(3), job, concurrency=3) == [0, 1, 2]
+    assert [eager for eager, _ in snapshots] == [True] * 3
+    assert all(grew >= 10 for _, grew in snapshots)  # a young collection's survivors, frozen
+    assert not gc_eager() and gc.get_freeze_count() == 0
+
+
+async def test_cyclic_garbage_switches_the_batch_to_freezing_only_old_survivors() -> None:
+    threshold = gc.get_threshold()
+    seen: list[tuple[bool, int, int, int]] = []
+
+    async def job(n: int) -> int:
+        if n == 0:
+            _Cycle()  # the workload makes cyclic garbage (a cancelled HTTP request does)
+            gc.collect(0)  # found: from now on the survivors mode
+        await anyio.lowlevel.checkpoint()
+        kept = [[] for _ in range(10)]  # young and alive
+        before = gc.get_freeze_count()
+        gc.collect(0)
+        young = gc.get_freeze_count() - before
+        gc.collect(1)
+        old = gc.get_freeze_count() - before
+        seen.append((gc_eager(), gc.get_threshold()[0], young, old))
+        del kept
+        return n
+
+    assert await run_jobs(range(3), job, concurrency=1) == [0, 1, 2]
+    assert [(eager, t0, young) for eager, t0, young, _ in seen] == [
+        (False, max(threshold[0], BATCH_GEN0_THRESHOLD), 0)
+    ] * 3
+    assert all(old > 0 for *_, old in seen)  # an older generation's survivors are still frozen
+    assert gc.get_threshold() == threshold and gc.get_freeze_count() == 0
+
+    # The next batch starts eager again.
+    modes: list[bool] = []
+
+    async def probe(n: int) -> int:
+        modes.append(gc_eager())
+        return n
+
+    await run_jobs(range(2), probe, concurrency=2)
+    assert modes == [True, True]
 
 
 async def test_gc_is_unfrozen_after_a_failed_or_cancelled_batch() -> None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from structlog.testing import capture_logs
 
 from actors import configure_logging
+from actors._gc import gc_eager
 from actors._logging import reset_logging
 from chaosops.agents.llm import LLMPolicy, check_endpoint
 from chaosops.agents.runner import arun_batch
@@ -66,6 +69,29 @@ async def test_deadline_gives_timed_out_steps_and_drops_requests(start_mock: Sta
         # every request was abandoned by the client, and the server saw it
         assert await wait_for(lambda: mock.stats["disconnected"] == len(steps))
     assert mock.stats["completed"] == 0
+
+
+async def test_requests_cancelled_at_the_deadline_end_the_eager_collector_mode(
+    start_mock: StartMock,
+) -> None:
+    # A request cancelled at its deadline leaves cyclic garbage (the closed
+    # connection, the cancelled attempt's frames): freezing young survivors
+    # would keep it until the batch ends, so the batch stops doing so.
+    mock = await start_mock(latency="2s")
+    scenarios = [Scenario.from_type(FailureType.DB_DEADLOCK, seed=s, max_steps=1) for s in range(2)]
+    modes: list[bool] = []
+    async with LLMPolicy(MODEL, base_url=mock.base_url) as policy:
+
+        async def watched(observation: Any, role: Any) -> Any:
+            gc.collect(0)  # the previous turn's cancelled request is garbage by now
+            modes.append(gc_eager())
+            return await policy(observation, role)
+
+        results = await arun_batch(
+            scenarios, dict.fromkeys(AgentRole, watched), concurrency=1, turn_timeout=0.05
+        )
+    assert all(step.timed_out for result in results for step in result.steps)
+    assert modes[0] is True and modes[-1] is False, modes
 
 
 async def test_unparseable_answers_become_noop(start_mock: StartMock) -> None:
