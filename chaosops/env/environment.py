@@ -84,8 +84,8 @@ class ChaosOpsEnvironment:
     """Turn-based multi-role environment over one `WorldSim`."""
 
     def __init__(self, turn_order: Sequence[AgentRole | str] | None = None) -> None:
-        order = tuple(
-            AgentRole(r) for r in (DEFAULT_TURN_ORDER if turn_order is None else turn_order)
+        order = (
+            DEFAULT_TURN_ORDER if turn_order is None else tuple(AgentRole(r) for r in turn_order)
         )
         if not order:
             raise ValueError("turn_order must name at least one role")

@@ -216,7 +216,8 @@ class WorldSim:
     def __init__(self) -> None:
         self.state: ChaosOpsState = ChaosOpsState()
         self.scenario: Scenario | None = None
-        self._rng = random.Random(0)
+        # Seeded by reset() when the scenario draws from it (seeding costs ~6 us).
+        self._rng: random.Random | None = None
         # Public (hidden-mark-cleared) copies of emitted logs / fleet records,
         # parallel to state.all_logs / state.fleet_actions.
         self._public_logs: list[LogLine] = []
@@ -267,7 +268,7 @@ class WorldSim:
         The episode id is `episode_id`, or a new random UUID4 string without one.
         """
         self.scenario = scenario
-        self._rng = random.Random(scenario.seed)
+        self._rng = None
         services = {
             name: fast_construct(ServiceMetrics, values.copy())
             for name, values in _HEALTHY_METRICS.items()
@@ -308,8 +309,9 @@ class WorldSim:
         self._clear_view_cache()
         _INJECTORS[self.state.failure_type](self)
         if scenario.inject_misleading_logs:
+            rng = self._rng = random.Random(scenario.seed)
             for _ in range(3):
-                service, level, message = self._rng.choice(_RED_HERRINGS)
+                service, level, message = rng.choice(_RED_HERRINGS)
                 self._log(service, level, message, red_herring=True)
                 state = self.state
                 set_field(state, "misleading_log_count", state.misleading_log_count + 1)
