@@ -11,7 +11,7 @@ Public API:
 - :func:`run_jobs`, :func:`open_jobs`: bounded-concurrency batches (in order, or
   streamed as they finish, with live counters: :class:`JobResults`).
 - :func:`gc_frozen`: keep what a batch accumulates out of the garbage
-  collector's full collections (on by default in batches).
+  collector's sight, for short pauses (on by default in batches).
 - :func:`new_episode_id`: the ids episodes get unless given one.
 - :func:`run`: run a coroutine function from synchronous code (``anyio.run``
   on asyncio, on uvloop when installed; ``ACTORS_LOOP`` picks).

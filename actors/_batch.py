@@ -92,11 +92,12 @@ async def run_jobs(
     ``run_finished`` (``failed`` counts results for which the predicate holds).
 
     ``gc_freeze`` (default on): while the batch runs, what survives the
-    garbage collector's older-generation collections is frozen out of its
-    sight, so full collections no longer walk every result and trace kept so
-    far (each such walk stalls every job in flight); it is unfrozen when the
+    garbage collector is frozen out of its sight, so no collection walks every
+    result and trace kept so far again (each walk stalls every job in flight),
+    and young collections stay a few milliseconds long; it is unfrozen when the
     last batch of the process ends. The cost: cyclic garbage that was alive at
-    a freeze is only collected after the batch. See :func:`actors.gc_frozen`.
+    a freeze is only collected after the batch; once a collection finds cyclic
+    garbage, only long-lived survivors are frozen. See :func:`actors.gc_frozen`.
     """
     seq, cursor, started = _prepare(items, concurrency, log_fields)
     n = len(seq)

@@ -17,7 +17,7 @@ Batches: :func:`arun_batch` / :func:`run_batch` return results in order;
 :func:`open_batch` streams them as episodes finish and counts them live
 (``started``, ``finished``, ``in_flight``, ``failed``, ``total``) for progress
 displays. By default a batch keeps what it accumulates out of the garbage
-collector's full collections while it runs (``gc_freeze``).
+collector's sight while it runs, so that its pauses stay short (``gc_freeze``).
 
 Example::
 
@@ -347,10 +347,12 @@ async def arun_batch(
     An environment failure marks that episode ``"failed"``; the batch goes on.
     Cancelling the caller cancels every episode.
 
-    ``gc_freeze`` (default on): the results and traces a batch accumulates are
-    kept out of the garbage collector's full collections while it runs (each
-    would stall every episode in flight); the cost is that cyclic garbage alive
-    at a freeze is only collected after the batch. See ``actors.gc_frozen``.
+    ``gc_freeze`` (default on): what survives the garbage collector while the
+    batch runs is frozen out of its sight, so that no collection walks the
+    results and traces again (each walk stalls every episode in flight); the
+    cost is that cyclic garbage alive at a freeze is only collected after the
+    batch, which is why a batch that makes such garbage (requests cancelled at
+    their deadline) freezes less. See ``actors.gc_frozen``.
     """
     return await actors.run_jobs(
         scenarios,  # run_jobs / open_jobs take any iterable (they list it once)
