@@ -55,6 +55,11 @@ BATCH_GEN0_THRESHOLD = 100_000
 """Generation-0 threshold in the survivors mode (the process's own, if higher, is kept)."""
 
 
+def _set_young_threshold(threshold: int) -> None:
+    # The generation-0 threshold while batches run (the process's own, if higher, is kept).
+    gc.set_threshold(max(_saved_threshold[0], threshold), *_saved_threshold[1:])
+
+
 def _on_collection(phase: str, info: dict[str, Any]) -> None:
     # After a collection: its survivors are in the next generation; freezing
     # them is O(1) (the generation lists are spliced).
@@ -65,7 +70,7 @@ def _on_collection(phase: str, info: dict[str, Any]) -> None:
         if info["collected"]:
             # The workload makes cyclic garbage: stop freezing young survivors.
             _eager = False
-            gc.set_threshold(max(_saved_threshold[0], BATCH_GEN0_THRESHOLD), *_saved_threshold[1:])
+            _set_young_threshold(BATCH_GEN0_THRESHOLD)
         else:
             gc.freeze()
     elif info["generation"] >= 1:
@@ -74,7 +79,7 @@ def _on_collection(phase: str, info: dict[str, Any]) -> None:
 
 def gc_eager() -> bool:
     """True while batches run with the collector in the eager mode (see the module's notes)."""
-    return _engaged and _eager
+    return _eager  # False whenever no batch engaged the collector
 
 
 @contextmanager
@@ -104,7 +109,7 @@ def gc_frozen(enabled: bool = True) -> Iterator[None]:
             _saved_threshold = gc.get_threshold()
             _eager = True
             gc.freeze()  # what the process holds already: not the batch's to walk, nor to judge
-            gc.set_threshold(max(_saved_threshold[0], EAGER_GEN0_THRESHOLD), *_saved_threshold[1:])
+            _set_young_threshold(EAGER_GEN0_THRESHOLD)
             gc.callbacks.append(_on_collection)
             _engaged = True
     try:

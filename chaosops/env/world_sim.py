@@ -216,8 +216,6 @@ class WorldSim:
     def __init__(self) -> None:
         self.state: ChaosOpsState = ChaosOpsState()
         self.scenario: Scenario | None = None
-        # Seeded by reset() when the scenario draws from it (seeding costs ~6 us).
-        self._rng: random.Random | None = None
         # Public (hidden-mark-cleared) copies of emitted logs / fleet records,
         # parallel to state.all_logs / state.fleet_actions.
         self._public_logs: list[LogLine] = []
@@ -268,7 +266,6 @@ class WorldSim:
         The episode id is `episode_id`, or a new random UUID4 string without one.
         """
         self.scenario = scenario
-        self._rng = None
         services = {
             name: fast_construct(ServiceMetrics, values.copy())
             for name, values in _HEALTHY_METRICS.items()
@@ -309,7 +306,8 @@ class WorldSim:
         self._clear_view_cache()
         _INJECTORS[self.state.failure_type](self)
         if scenario.inject_misleading_logs:
-            rng = self._rng = random.Random(scenario.seed)
+            # The episode's generator, seeded only when drawn from (seeding costs ~6 us).
+            rng = random.Random(scenario.seed)
             for _ in range(3):
                 service, level, message = rng.choice(_RED_HERRINGS)
                 self._log(service, level, message, red_herring=True)
