@@ -13,7 +13,7 @@ from anyio import ClosedResourceError, EndOfStream
 from . import _logging
 from ._context import CURRENT
 from ._mailbox import Mailbox, Replies
-from ._types import Policy
+from ._types import Policy, error_text
 
 Request = tuple[int, Any, float | None]
 """(turn index, observation, deadline or None) sent to an actor's inbox."""
@@ -241,7 +241,7 @@ def log_late_reply(
     """Log ``late_reply_dropped`` for a reply that came after its turn's deadline
     (with ``error``, ``"Type: message"``, when the late call raised)."""
     if _logging.log_enabled(_logging.INFO):
-        raised = {} if error is None else {"error": f"{type(error).__name__}: {error}"}
+        raised = {} if error is None else {"error": error_text(error)}
         _logging.STATE.logger.info(
             "late_reply_dropped", episode_id=episode_id, turn=turn, role=role, **raised
         )

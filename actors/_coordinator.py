@@ -18,7 +18,7 @@ from ._ids import new_episode_id
 from ._logging import TurnFields
 from ._mailbox import Mailbox, Replies, asyncio_loop
 from ._tasks import TaskGroup
-from ._types import EpisodeTrace, Policy, TurnEnv, TurnRecord, TurnTimeout
+from ._types import EpisodeTrace, Policy, TurnEnv, TurnRecord, TurnTimeout, error_text
 
 
 def _is_not_none(value: object) -> bool:
@@ -83,7 +83,7 @@ async def run_episode(
         try:
             observation = env.reset(**(reset_kwargs or {}))
         except Exception as exc:
-            trace.status, trace.error = "failed", f"{type(exc).__name__}: {exc}"
+            trace.status, trace.error = "failed", error_text(exc)
         else:
             await _play(
                 env, trace, observation, policies, timeouts_by_role(turn_timeout, policies),
@@ -236,7 +236,7 @@ async def _play(
                     else:
                         _, _, action, exc, info = reply
                         if exc is not None:
-                            error = f"{type(exc).__name__}: {exc}"
+                            error = error_text(exc)
                         elif not is_action(action):
                             error = f"TypeError: policy returned {action!r:.200}, not an action"
                             if _logging.log_enabled(_logging.ERROR):
@@ -253,7 +253,7 @@ async def _play(
                 try:
                     next_observation = env.step(action)
                 except Exception as exc:
-                    trace.status, trace.error = "failed", f"{type(exc).__name__}: {exc}"
+                    trace.status, trace.error = "failed", error_text(exc)
                     break
                 record = TurnRecord(
                     turn, role, observation, action, next_observation,

@@ -23,6 +23,11 @@ deadline), or None for no deadline."""
 Status: TypeAlias = Literal["ok", "failed"]
 
 
+def error_text(exc: BaseException) -> str:
+    """``"<ExceptionType>: <message>"``: how a step's or an episode's error is written."""
+    return f"{type(exc).__name__}: {exc}"
+
+
 class TurnObservation(Protocol):
     """What the coordinator reads from an observation."""
 
