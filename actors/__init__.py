@@ -13,6 +13,7 @@ Public API:
 - :func:`gc_frozen`: keep what a batch accumulates out of the garbage
   collector's sight, for short pauses (on by default in batches).
 - :func:`new_episode_id`: the ids episodes get unless given one.
+- :func:`timeouts_by_role`: check a ``turn_timeout`` argument (seconds per role).
 - :func:`run`: run a coroutine function from synchronous code (``anyio.run``
   on asyncio, on uvloop when installed; ``ACTORS_LOOP`` picks).
 - :func:`in_thread`: run a blocking policy in a worker thread so its deadline holds.
@@ -29,6 +30,7 @@ from __future__ import annotations
 from ._batch import JobResults, open_jobs, run_jobs
 from ._context import TurnContext, current_turn
 from ._coordinator import LOGGED_ANNOTATIONS, run_episode
+from ._deadline import timeouts_by_role
 from ._gc import gc_frozen
 from ._ids import new_episode_id
 from ._logging import configure_logging, get_logger, log_enabled
@@ -68,4 +70,5 @@ __all__ = [
     "run",
     "run_episode",
     "run_jobs",
+    "timeouts_by_role",
 ]

@@ -69,6 +69,9 @@ async def run_episode(
     status ``"failed"``; it is not raised. All actor tasks are gone when this
     returns, also when the caller is cancelled.
     """
+    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+        raise ValueError(f"max_turns must be an integer >= 1, got {max_turns!r}")
+    timeouts = timeouts_by_role(turn_timeout, policies)  # checked before anything starts
     episode_id = episode_id or new_episode_id()
     # What ``bound_contextvars`` does, minus its walk over every context
     # variable to save the previous value: the token restores it.
@@ -86,7 +89,7 @@ async def run_episode(
             trace.status, trace.error = "failed", error_text(exc)
         else:
             await _play(
-                env, trace, observation, policies, timeouts_by_role(turn_timeout, policies),
+                env, trace, observation, policies, timeouts,
                 fallback, is_action, max_turns, describe_turn, after_step, record_turns,
             )  # fmt: skip
         trace.wall_s = perf_counter() - started

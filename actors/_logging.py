@@ -627,6 +627,7 @@ def configure_logging(
         threshold = _LEVELS[level.lower()]
     except KeyError:
         raise ValueError(f"unknown log level {level!r}; use one of {sorted(_LEVELS)}") from None
+    _check_target(target)  # before the current configuration is touched
     _route_through_logger()  # before its file closes
     if STATE.file is not None:
         STATE.file.close()
@@ -694,6 +695,24 @@ def configure_logging(
     else:
         _route_through_logger()
     return STATE.run_id
+
+
+def _check_target(target: object) -> None:
+    # A path, "-", None, or an open text stream; anything else is refused at
+    # once, not at the first line logged (a binary file) or with an
+    # AttributeError (a number).
+    if target is None or isinstance(target, str | os.PathLike):
+        return
+    accepted = "a path, '-' (stdout), an open text stream or None (stderr)"
+    if not callable(getattr(target, "write", None)):
+        raise TypeError(f"configure_logging target must be {accepted}; got {target!r:.80}")
+    if isinstance(target, io.RawIOBase | io.BufferedIOBase) or "b" in str(
+        getattr(target, "mode", "")
+    ):
+        raise TypeError(
+            f"configure_logging target {target!r:.80} is a binary stream; pass its path, "
+            "or wrap it in io.TextIOWrapper"
+        )
 
 
 def _isatty(stream: TextIO) -> bool:

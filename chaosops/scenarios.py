@@ -238,6 +238,10 @@ def _where(loc: tuple[Any, ...]) -> str:
 def _describe_error(err: dict[str, Any]) -> tuple[str, str]:
     """(where, problem) of a pydantic error, in suite-file terms."""
     loc = tuple(err["loc"])
+    if "turn_timeout" in loc:
+        # Up to the role: what follows is pydantic's name of the type it
+        # tried (``float``), not a field of the file.
+        loc = loc[: loc.index("turn_timeout") + 2]
     where = _where(loc)
     kind = err["type"]
     field_name = next((p for p in reversed(loc) if isinstance(p, str)), "")

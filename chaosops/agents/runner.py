@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -181,26 +182,92 @@ def _state_of(env: Any) -> Any:
         return None
 
 
-def _role_map(policies: PolicyMap) -> dict[AgentRole, actors.Policy]:
-    if all(type(role) is AgentRole for role in policies):
-        return dict(policies)  # type: ignore[arg-type]
+_ROLES_ACCEPTED = ", ".join(r.value for r in AgentRole)
+
+
+def _role(role: Any, where: str) -> AgentRole:
     try:
-        return {AgentRole(role): policy for role, policy in policies.items()}
-    except ValueError as exc:
-        accepted = ", ".join(r.value for r in AgentRole)
-        raise ValueError(f"unknown role in the policy map ({exc}); roles are {accepted}") from None
+        return AgentRole(role)
+    except ValueError:
+        raise ValueError(f"unknown role {role!r} in {where}; roles are {_ROLES_ACCEPTED}") from None
+
+
+def _role_map(policies: PolicyMap) -> dict[AgentRole, actors.Policy]:
+    if not isinstance(policies, Mapping):
+        raise TypeError(
+            f"the policies must be a mapping role -> policy, got {policies!r:.80}; "
+            "to play one policy for every role: dict.fromkeys(AgentRole, policy)"
+        )
+    if all(type(role) is AgentRole for role in policies):
+        table = dict(policies)
+    else:
+        table = {_role(role, "the policy map"): policy for role, policy in policies.items()}
+    for role, policy in table.items():
+        if not callable(policy):
+            raise TypeError(
+                f"the policy for role {role.value!r} is {policy!r:.80}, not a callable "
+                "policy(observation, role) (see chaosops.agents.policies)"
+            )
+    return table  # type: ignore[return-value]
 
 
 def _timeouts(turn_timeout: TurnTimeoutArg, scenario: Scenario) -> actors.TurnTimeout:
     if callable(turn_timeout):
         turn_timeout = turn_timeout(scenario)
     if isinstance(turn_timeout, Mapping):
-        return {AgentRole(role): seconds for role, seconds in turn_timeout.items()}
+        return {_role(role, "turn_timeout"): seconds for role, seconds in turn_timeout.items()}
     return turn_timeout
 
 
+def _check_batch(
+    scenarios: Iterable[Scenario], policies: Policies, turn_timeout: TurnTimeoutArg
+) -> list[Scenario]:
+    """The scenarios as a list, once the batch's arguments are checked.
+
+    Checked before any episode starts, so that a wrong argument raises itself
+    (a ValueError or TypeError saying what is accepted) instead of failing
+    every episode inside the batch's task group (an ExceptionGroup).
+    What depends on the scenario (a factory's role map, a per-scenario
+    timeout) is checked as each episode starts.
+    """
+    if isinstance(scenarios, str | bytes | Scenario) or not isinstance(scenarios, Iterable):
+        raise TypeError(
+            f"scenarios must be an iterable of Scenario objects, got {scenarios!r:.80} "
+            "(see chaosops.curriculum.generator.scenarios_for_tier and chaosops.scenarios)"
+        )
+    listed = list(scenarios)
+    for index, scenario in enumerate(listed):
+        if not isinstance(scenario, Scenario):
+            raise TypeError(f"scenarios[{index}] is {scenario!r:.80}, not a Scenario")
+    if callable(policies) and not isinstance(policies, Mapping):
+        try:
+            inspect.signature(policies).bind(None)
+        except TypeError:
+            raise TypeError(
+                f"policies {policies!r:.80} is a callable that cannot take one scenario: a "
+                "factory takes a scenario and returns a role map; to play one policy for "
+                "every role pass dict.fromkeys(AgentRole, policy)"
+            ) from None
+        except ValueError:  # no signature to read (some builtins): find out when called
+            pass
+    else:
+        _role_map(policies)  # type: ignore[arg-type]
+    if not callable(turn_timeout):
+        actors.timeouts_by_role(_timeouts(turn_timeout, None), AgentRole)  # type: ignore[arg-type]
+    return listed
+
+
 def _policies_for(policies: Policies, scenario: Scenario) -> PolicyMap:
-    return policies(scenario) if callable(policies) else policies
+    if not callable(policies) or isinstance(policies, Mapping):
+        return policies
+    table = policies(scenario)
+    if not isinstance(table, Mapping):
+        raise TypeError(
+            f"the policies factory {policies!r:.80} returned {table!r:.80} for "
+            f"scenario {scenario.failure_type.value} (seed {scenario.seed}), not a mapping "
+            "role -> policy"
+        )
+    return table
 
 
 def _timeout_field(turn_timeout: TurnTimeoutArg) -> Any:
@@ -355,7 +422,7 @@ async def arun_batch(
     their deadline) freezes less. See ``actors.gc_frozen``.
     """
     return await actors.run_jobs(
-        scenarios,  # run_jobs / open_jobs take any iterable (they list it once)
+        _check_batch(scenarios, policies, turn_timeout),
         **_jobs_kwargs(policies, turn_timeout, env_factory, concurrency, gc_freeze),
     )
 
@@ -386,7 +453,7 @@ async def open_batch(
     ``gc_freeze`` as :func:`arun_batch`.
     """
     async with actors.open_jobs(
-        scenarios,  # run_jobs / open_jobs take any iterable (they list it once)
+        _check_batch(scenarios, policies, turn_timeout),
         **_jobs_kwargs(policies, turn_timeout, env_factory, concurrency, gc_freeze),
     ) as results:
         yield results

@@ -53,6 +53,14 @@ SEED_STRIDE_REPEAT = 31
 STREAM_TIER_OFFSET = 1000
 
 
+def _tier(tier: DifficultyTier | str) -> DifficultyTier:
+    try:
+        return DifficultyTier(tier)
+    except ValueError:
+        accepted = ", ".join(t.value for t in DifficultyTier)
+        raise ValueError(f"unknown difficulty tier {tier!r}; tiers are {accepted}") from None
+
+
 def scenarios_for_tier(
     tier: DifficultyTier | str, *, seed_offset: int = 0, episodes_per_type: int = 3
 ) -> list[Scenario]:
@@ -61,7 +69,7 @@ def scenarios_for_tier(
     Failure at pool position i, repetition r gets seed
     ``seed_offset + 97*i + 31*r`` and the tier's max steps.
     """
-    tier = DifficultyTier(tier)
+    tier = _tier(tier)
     max_steps = TIER_MAX_STEPS[tier]
     return [
         Scenario.from_type(
@@ -98,7 +106,7 @@ class Curriculum:
     ) -> None:
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
-        self.tier = DifficultyTier(tier)
+        self.tier = _tier(tier)
         self.window = window
         self.easy_threshold = easy_threshold
         self.medium_threshold = medium_threshold

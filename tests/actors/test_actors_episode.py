@@ -248,6 +248,32 @@ async def test_invalid_turn_timeout_is_rejected() -> None:
         await run_episode(ToyEnv(), policies=instant_policies(), **run_kwargs(turn_timeout=-1))
 
 
+@pytest.mark.parametrize(
+    ("turn_timeout", "message"),
+    [
+        ("5", r"turn_timeout must be a number of seconds >= 0, a mapping role -> seconds, "
+              r"or None; got '5'"),
+        (-1, r"^turn_timeout must be a number of seconds >= 0, got -1$"),
+        (float("nan"), r"^turn_timeout must be a number of seconds >= 0, got nan$"),
+        ({"a": "x"}, r"^turn_timeout for role 'a' must be a number of seconds >= 0, got 'x'$"),
+    ],
+)  # fmt: skip
+async def test_bad_turn_timeout_says_what_is_accepted_before_the_episode_starts(
+    turn_timeout: Any, message: str
+) -> None:
+    env = ToyEnv(fail_reset=True)  # a reset would end the episode "failed", not raise
+    with captured_events() as events, pytest.raises(ValueError, match=message):
+        await run_episode(env, policies=instant_policies(), **run_kwargs(turn_timeout=turn_timeout))
+    assert events == []  # nothing started, nothing logged
+
+
+@pytest.mark.parametrize("max_turns", [0, -1, 2.5, True])
+async def test_max_turns_must_be_a_positive_integer(max_turns: Any) -> None:
+    env = ToyEnv(fail_reset=True)  # a reset would end the episode "failed", not raise
+    with pytest.raises(ValueError, match=rf"max_turns must be an integer >= 1, got {max_turns!r}"):
+        await run_episode(env, policies=instant_policies(), **run_kwargs(max_turns=max_turns))
+
+
 async def test_policy_errors_and_garbage_cost_their_turn_only() -> None:
     def broken(obs: Any, role: str) -> Any:
         raise ValueError("boom")

@@ -90,6 +90,25 @@ async def test_stream_target_and_levels() -> None:
         configure_logging(stream, level="loud")
 
 
+def test_configure_logging_refuses_what_it_cannot_write_to(tmp_path: Path) -> None:
+    path = tmp_path / "kept.jsonl"
+    configure_logging(path)
+    try:
+        get_logger().info("before")
+        with open(tmp_path / "b.log", "wb") as binary:
+            with pytest.raises(TypeError, match="is a binary stream; pass its path"):
+                configure_logging(binary)
+        with pytest.raises(TypeError, match=r"must be a path, '-' \(stdout\), an open text"):
+            configure_logging(123)  # type: ignore[arg-type]
+        get_logger().info("after")  # the configuration in place is untouched
+    finally:
+        reset_logging()
+    assert [json.loads(line)["event"] for line in path.read_text().splitlines()] == [
+        "before",
+        "after",
+    ]
+
+
 async def test_pretty_console() -> None:
     stream = io.StringIO()
     configure_logging(stream, pretty=True)

@@ -193,6 +193,62 @@ def test_unknown_role_is_rejected() -> None:
         run_episode(ChaosOpsEnvironment(), scenario, {"janitor": lambda o, r: None})
 
 
+EASY = scenarios_for_tier("easy", episodes_per_type=1)
+ROLES_LISTED = "roles are sre, dev, manager, oversight"
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: run_batch(EASY, FACTORIES["heuristic"], turn_timeout=-1), ValueError,
+         r"^turn_timeout must be a number of seconds >= 0, got -1$"),
+        (lambda: run_batch(EASY, FACTORIES["heuristic"], turn_timeout="5"), ValueError,
+         r"^turn_timeout must be a number of seconds >= 0, a mapping role -> seconds"),
+        (lambda: run_batch(EASY, FACTORIES["heuristic"], turn_timeout={"boss": 1}), ValueError,
+         rf"^unknown role 'boss' in turn_timeout; {ROLES_LISTED}$"),
+        (lambda: run_batch(EASY, {"boss": heuristic_policy(0)}), ValueError,
+         rf"^unknown role 'boss' in the policy map; {ROLES_LISTED}$"),
+        (lambda: run_batch(EASY, None), TypeError,  # type: ignore[arg-type]
+         r"^the policies must be a mapping role -> policy, got None"),
+        (lambda: run_batch(EASY, {"sre": "heuristic"}), TypeError,
+         r"^the policy for role 'sre' is 'heuristic', not a callable policy"),
+        (lambda: run_batch(EASY, heuristic_policy(0)), TypeError,
+         r"is a callable that cannot take one scenario: .* dict\.fromkeys\(AgentRole, policy\)"),
+        (lambda: run_batch("hard", FACTORIES["heuristic"]), TypeError,  # type: ignore[arg-type]
+         r"^scenarios must be an iterable of Scenario objects, got 'hard'"),
+        (lambda: run_batch([*EASY, "x"], FACTORIES["heuristic"]), TypeError,  # type: ignore[list-item]
+         rf"^scenarios\[{len(EASY)}\] is 'x', not a Scenario$"),
+    ],
+)  # fmt: skip
+def test_bad_batch_arguments_raise_one_plain_error(
+    call: Callable[[], Any], error: type[Exception], message: str
+) -> None:
+    # Raised as themselves before any episode starts, not as an ExceptionGroup
+    # of every episode's failure.
+    with pytest.raises(error, match=message):
+        call()
+
+
+@pytest.mark.anyio
+async def test_open_batch_checks_its_arguments_before_it_starts() -> None:
+    with pytest.raises(ValueError, match="unknown role 'boss' in turn_timeout"):
+        async with open_batch(EASY, FACTORIES["heuristic"], turn_timeout={"boss": 1}):
+            pytest.fail("the batch started")
+
+
+def test_a_factory_that_returns_no_role_map_is_named() -> None:
+    with pytest.raises(ExceptionGroup) as info:  # a per-scenario failure: inside the batch
+        run_batch(EASY[:1], lambda sc: heuristic_policy(sc.seed))
+    (exc,) = info.value.exceptions
+    assert isinstance(exc, TypeError) and "returned <function" in str(exc)
+    assert "not a mapping role -> policy" in str(exc)
+
+
+def test_run_episode_wants_a_role_map() -> None:
+    with pytest.raises(TypeError, match=r"dict\.fromkeys"):
+        run_episode(ChaosOpsEnvironment(), EASY[0], heuristic_policy(0))  # type: ignore[arg-type]
+
+
 def test_json_log_of_a_batch(tmp_path: Path) -> None:
     path = tmp_path / "run.jsonl"
     configure_logging(path, run_id="r1")

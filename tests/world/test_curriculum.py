@@ -99,3 +99,10 @@ def test_stream_cycles_and_restarts_on_promotion() -> None:
     c.update(1e10)  # -> hard
     hard = scenarios_for_tier(HARD, seed_offset=2007, episodes_per_type=1)
     assert list(itertools.islice(stream, 5)) == hard + hard[:1]
+
+
+def test_an_unknown_tier_lists_the_tiers() -> None:
+    with pytest.raises(
+        ValueError, match=r"^unknown difficulty tier 'extreme'; tiers are easy, medium, hard$"
+    ):
+        scenarios_for_tier("extreme")

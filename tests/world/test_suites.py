@@ -179,6 +179,9 @@ def test_wrong_types(tmp_path: Path) -> None:
     assert "scenarios[0].turn_timeout" in msg and "sre" in msg
     msg = _error(tmp_path, ENTRY + "[scenarios.turn_timeout]\nsre = 0\n")
     assert "scenarios[0].turn_timeout.sre" in msg
+    msg = _error(tmp_path, ENTRY + '[scenarios.turn_timeout]\nmanager = "fast"\n')
+    assert "scenarios[0].turn_timeout.manager: Input should be a valid number (got 'fast')" in msg
+    assert ".float" not in msg and "roles: sre, dev, manager, oversight" in msg
 
 
 def test_unknown_field_and_seed_forms(tmp_path: Path) -> None:
