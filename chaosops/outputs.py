@@ -66,6 +66,18 @@ RESULTS_FILE = "results.jsonl"
 TRAJECTORIES_FILE = "trajectories.jsonl"
 SUMMARY_FILE = "summary.json"
 
+_TOKEN_FIELDS = (
+    "token_ids",
+    "tokens",
+    "logprobs",
+    "prompt_token_ids",
+    "usage",
+    "parse_error",
+)
+"""Turn annotations copied into a trajectory record when present and not None:
+what the LLM policy records of the server's answer (``_token_info`` in
+``chaosops.agents.llm.policy``)."""
+
 
 class OutputError(Exception):
     """An output folder or file cannot be used; the message is one line.
@@ -259,7 +271,7 @@ def trajectory_records(
             "timed_out": bool(step.timed_out),
             "error": step.error,
         }
-        for name in ("token_ids", "logprobs", "usage", "parse_error"):
+        for name in _TOKEN_FIELDS:
             if info.get(name) is not None:
                 record[name] = info[name]
         records.append(record)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from ._errors import PROG, one_line
 
@@ -41,6 +42,28 @@ def _int(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            f"expected a JSON object such as '{{\"return_token_ids\": true}}', got {text!r}"
+        )
+    return value
 
 
 def _seconds(text: str) -> float:
@@ -173,6 +196,28 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     llm.add_argument("--temperature", type=_non_negative, default=0.0, help="sampling temperature")
     llm.add_argument(
         "--max-tokens", type=_positive_int, default=256, metavar="N", help="completion limit"
+    )
+    llm.add_argument(
+        "--llm-logprobs",
+        action="store_true",
+        help="ask for the logprobs of the completion's tokens; trajectories.jsonl then "
+        "records logprobs and tokens (or token_ids) per LLM turn",
+    )
+    llm.add_argument(
+        "--llm-top-logprobs",
+        type=_non_negative_int,
+        default=None,
+        metavar="N",
+        help="also ask for the N most likely alternatives at each token (>= 0; "
+        "implies --llm-logprobs)",
+    )
+    llm.add_argument(
+        "--llm-extra-body",
+        type=_json_object,
+        default=None,
+        metavar="JSON",
+        help="a JSON object merged into every request, e.g. vLLM's "
+        "'{\"return_token_ids\": true}' or '{\"return_tokens_as_token_ids\": true}'",
     )
 
 

@@ -34,6 +34,10 @@ def _build_llm(args: argparse.Namespace) -> Any:
         temperature=args.temperature,
         max_tokens=args.max_tokens,
         max_in_flight=args.llm_max_in_flight,
+        # --llm-top-logprobs implies --llm-logprobs (servers reject it alone)
+        logprobs=args.llm_logprobs or args.llm_top_logprobs is not None,
+        top_logprobs=args.llm_top_logprobs,
+        extra_body=args.llm_extra_body,
     )
 
 
