@@ -32,6 +32,7 @@ or headers (an API key sent to it is compared, never stored or echoed).
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import random
 import re
@@ -630,15 +631,55 @@ def config_from_args(args: argparse.Namespace) -> MockLLMConfig:
     )
 
 
-async def _main(config: MockLLMConfig) -> None:
-    async with anyio.create_task_group() as tg:
-        port = await tg.start(partial(serve, config, install_signal_handlers=True))
+class _Announce:
+    """The ``task_status`` of :func:`serve_until_stopped`: prints the listening line."""
+
+    def __init__(self, config: MockLLMConfig) -> None:
+        self.config = config
+
+    def started(self, port: int | None = None) -> None:
+        config = self.config
         host = f"[{config.host}]" if ":" in config.host else config.host
         print(
             f"mock LLM serving model {config.model!r} at http://{host}:{port}/v1 "
             f"(latency {config.latency}); Ctrl-C to stop",
             flush=True,
         )
+
+
+async def serve_until_stopped(config: MockLLMConfig) -> None:
+    """Serve until Ctrl-C (or SIGTERM), printing one line once listening.
+
+    No task group around :func:`serve`, so that a failure to listen (the port
+    taken, say) comes out as the :class:`OSError` itself, not an exception group;
+    :func:`listen_error` words it.
+    """
+    await serve(config, install_signal_handlers=True, task_status=_Announce(config))
+
+
+def listen_error(exc: OSError, host: str, port: int) -> str:
+    """One line saying why the mock cannot listen on ``host:port``, and what to do."""
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if isinstance(exc, socket.gaierror):
+        return (
+            f"cannot listen on {where}: unknown host {host!r} ({exc.strerror}); "
+            "choose another --host"
+        )
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"port {port} on {host} is already in use; choose another --port (0 picks a free one)"
+        )
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return (
+            f"no permission to listen on port {port} on {host}; "
+            "choose another --port (>= 1024, or 0 for a free one)"
+        )
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return (
+            f"cannot listen on {where}: {host} is not an address of this machine; "
+            "choose another --host (default 127.0.0.1)"
+        )
+    return f"cannot listen on {where}: {exc.strerror or exc}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -655,14 +696,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"chaosops mock-llm: {message}", file=sys.stderr)
         return 2
     try:
-        anyio.run(_main, config, backend="asyncio")
+        anyio.run(serve_until_stopped, config, backend="asyncio")
     except KeyboardInterrupt:
         pass
     except OSError as exc:
-        print(
-            f"chaosops mock-llm: cannot bind {config.host}:{config.port}: {exc.strerror}",
-            file=sys.stderr,
-        )
+        print(f"chaosops mock-llm: {listen_error(exc, config.host, config.port)}", file=sys.stderr)
         return 1
     return 0
 

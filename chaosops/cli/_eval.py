@@ -12,6 +12,7 @@ from ._batches import Batch, execute, plan_batches, stop_code
 from ._errors import CLIError
 from ._plan import plan_episodes
 from ._policies import policy_factory, prepare_llm
+from ._run import refuse_existing
 from ._terminal import configure_logs, console_for, note
 
 
@@ -34,6 +35,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     policies = list(dict.fromkeys(args.policies))
     planned = plan_episodes(args)
     scenarios = [p.scenario for p in planned]
+    json_path = None if args.json == "-" else Path(args.json or args.out / "eval.json")
+    chart = None if args.no_chart else Path(args.chart or args.out / "eval_reward_by_tier.png")
+    # like `chaosops run`: never over an earlier evaluation, checked before any episode
+    for path, given, option in ((json_path, args.json, "--json"), (chart, args.chart, "--chart")):
+        if path is None:
+            continue
+        if given:
+            refuse_existing(path, f"pass another {option} path, or remove that file")
+        else:
+            refuse_existing(
+                path,
+                f"pass another --out folder, or remove {path} to replace it",
+                folder=args.out,
+            )
     llm = prepare_llm(args, policies)
     table_stream = configure_logs(args)
     if args.json == "-":
@@ -83,13 +98,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if args.json == "-":
             sys.stdout.write(data.decode())
             sys.stdout.flush()
-        else:
-            json_path = Path(args.json) if args.json else args.out / "eval.json"
+        elif json_path is not None:
             json_path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(json_path, data)
             note(f"wrote {json_path}")
-        if not args.no_chart:
-            chart = Path(args.chart) if args.chart else args.out / "eval_reward_by_tier.png"
+        if chart is not None:
             chart.parent.mkdir(parents=True, exist_ok=True)
             if write_reward_chart(rows, chart):
                 note(f"wrote {chart}")

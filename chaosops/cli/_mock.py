@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 
 from ._args import Parser
 from ._errors import PROG, CLIError, one_line
@@ -32,22 +31,12 @@ def cmd_mock_llm(argv: Sequence[str]) -> int:
             raise CLIError(f"mock-llm {option}: {err['msg']} (got {err.get('input')!r})") from None
         raise CLIError(f"mock-llm: {one_line(exc)}") from None
 
-    async def serve() -> None:
-        async with anyio.create_task_group() as tg:
-            port = await tg.start(partial(mock_llm.serve, config, install_signal_handlers=True))
-            host = f"[{config.host}]" if ":" in config.host else config.host
-            print(
-                f"mock LLM serving model {config.model!r} at http://{host}:{port}/v1 "
-                f"(latency {config.latency}); Ctrl-C to stop",
-                flush=True,
-            )
-
     try:
-        anyio.run(serve, backend="asyncio")
+        anyio.run(mock_llm.serve_until_stopped, config, backend="asyncio")
     except KeyboardInterrupt:
         pass
     except OSError as exc:
         raise CLIError(
-            f"mock-llm cannot bind {config.host}:{config.port}: {exc.strerror or exc}", code=1
+            f"mock-llm: {mock_llm.listen_error(exc, config.host, config.port)}", code=1
         ) from None
     return 0

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ._batches import Batch, execute, plan_batches, stop_code
 from ._errors import CLIError
-from ._plan import plan_episodes
+from ._plan import PlannedEpisode, plan_episodes
 from ._policies import policy_factory, prepare_llm
 from ._terminal import configure_logs, console_for, note
 
@@ -36,26 +38,204 @@ def build_summary(records: Sequence[Mapping[str, Any]], planned: Sequence[str]) 
     }
 
 
+RUN_FILE = "run.json"
+"""The options of the run in an output folder, written before its first episode
+and compared by ``--resume`` (a folder written before it existed has none)."""
+
+
+def refuse_existing(path: Path, advice: str, *, folder: Path | None = None) -> None:
+    """Refuse (:class:`CLIError`, exit 2) to write over ``path`` when it holds
+    something: ``chaosops run`` and ``chaosops eval`` never overwrite an earlier
+    output. ``folder`` is the output folder the file was put in by default (the
+    message then names the folder); ``advice`` says what to do instead."""
+    try:
+        if path.stat().st_size == 0:
+            return
+    except OSError:  # absent, or not reachable: whoever writes it reports that
+        return
+    where = f"output folder {folder} already holds {path.name}" if folder else f"{path} exists"
+    raise CLIError(f"{where}; {advice}", code=2)
+
+
+def _plan_digest(planned: Sequence[PlannedEpisode]) -> str:
+    """A fingerprint of the planned scenarios (order aside) and the suites' deadlines."""
+    import orjson
+
+    from chaosops.outputs import scenario_fields
+
+    entries = sorted(
+        orjson.dumps(
+            [
+                scenario_fields(p.scenario),
+                sorted(
+                    (str(getattr(k, "value", k)), v) for k, v in (p.suite_timeout or {}).items()
+                ),
+            ]
+        )
+        for p in planned
+    )
+    return hashlib.sha256(b"\n".join(entries)).hexdigest()[:16]
+
+
+def run_options(args: argparse.Namespace, planned: Sequence[PlannedEpisode]) -> dict[str, Any]:
+    """The content of ``run.json``: what decides the episodes and their outcomes
+    (not ``--concurrency``, the LLM endpoint, logging or progress)."""
+    options: dict[str, Any] = {
+        "policy": args.policy,
+        "paths": [str(p) for p in args.paths],
+        "episodes_per_type": args.episodes_per_type,
+        "seed_offset": args.seed_offset,
+        "planned": len(planned),
+        "plan": _plan_digest(planned),
+        "turn_timeout": args.turn_timeout,
+        "role_timeout": dict(sorted(dict(args.role_timeout).items())) or None,
+    }
+    if args.policy == "llm":
+        options.update(
+            llm_model=args.llm_model, temperature=args.temperature, max_tokens=args.max_tokens
+        )
+    return options
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_shown(v)}" for k, v in value.items())
+    return str(value)
+
+
+def _suites_shown(options: Mapping[str, Any]) -> str:
+    return " ".join(options.get("paths") or []) or "the canonical suites"
+
+
+# (run.json field, option named in the message); compared in this order
+_MUST_MATCH = (
+    ("policy", "--policy"),
+    ("episodes_per_type", "--episodes-per-type"),
+    ("seed_offset", "--seed-offset"),
+    ("plan", "PATH (the suites)"),
+    ("turn_timeout", "--turn-timeout"),
+    ("role_timeout", "--role-timeout"),
+    ("llm_model", "--llm-model"),
+    ("temperature", "--temperature"),
+    ("max_tokens", "--max-tokens"),
+)
+
+
+def check_resume(
+    out: Path, options: Mapping[str, Any], keys: Sequence[str]
+) -> dict[str, Any] | None:
+    """Refuse (:class:`CLIError`, exit 2) to resume the run in ``out`` with other
+    options than it was started with; nothing is written. Returns the recorded
+    options (``None`` for a folder without ``run.json``).
+
+    A folder without ``run.json`` (written before it existed) is checked against
+    its results: their policy, and every recorded episode in the given plan.
+    """
+    import orjson
+
+    from chaosops.outputs import RESULTS_FILE, OutputError, read_results
+
+    def refuse(option: str, recorded: str, given: str) -> CLIError:
+        return CLIError(
+            f"--resume: {option} differs from the run in {out}: recorded {recorded}, "
+            f"given {given}; give the options of that run, or a new --out folder"
+        )
+
+    recorded: dict[str, Any] | None = None
+    path = out / RUN_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise CLIError(f"cannot read {path}: {exc.strerror or exc}", code=1) from None
+    else:
+        try:
+            recorded = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            recorded = None
+        if not isinstance(recorded, dict):
+            raise CLIError(
+                f"{path} is not a chaosops run file (expected the JSON object of the "
+                "run's options); resume with a folder written by chaosops run"
+            )
+        given = orjson.loads(orjson.dumps(options))  # as read back from run.json
+        for name, option in _MUST_MATCH:
+            if name not in recorded or name not in given or recorded[name] == given[name]:
+                continue
+            if name == "plan":
+                before, now = _suites_shown(recorded), _suites_shown(given)
+                edited = " as it reads now" if before == now else ""  # same paths
+                raise refuse(
+                    option,
+                    f"{before} ({recorded.get('planned')} episodes)",
+                    f"{now}{edited} ({given['planned']} episodes)",
+                )
+            raise refuse(option, _shown(recorded[name]), _shown(given[name]))
+
+    if not (out / RESULTS_FILE).exists():
+        return recorded
+    try:
+        records, _ = read_results(out / RESULTS_FILE)
+    except OutputError as exc:
+        raise CLIError(str(exc), code=2 if exc.usage else 1) from None
+    policies = sorted({str(r.get("policy")) for r in records})
+    if policies and policies != [options["policy"]]:
+        raise refuse("--policy", ", ".join(policies), options["policy"])
+    planned = set(keys)
+    stray = [r["run_key"] for r in records if r["run_key"] not in planned]
+    if stray:
+        raise refuse(
+            "the plan (PATH, --episodes-per-type, --seed-offset)",
+            f"episode {stray[0]}" + (f" and {len(stray) - 1} more" if len(stray) > 1 else ""),
+            f"a plan without it ({len(keys)} episodes of {_suites_shown(options)})",
+        )
+    return recorded
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``chaosops run``; returns the exit code."""
 
+    import orjson
+
     from chaosops.evaluation import evaluate_records, render_table
-    from chaosops.outputs import OutputError, RunOutputs, plan_keys
+    from chaosops.outputs import OutputError, RunOutputs, atomic_write_bytes, plan_keys
 
     from ._progress import ProgressBar
 
     planned = plan_episodes(args)
     keys = plan_keys(args.policy, [p.scenario for p in planned])
+    options = run_options(args, planned)
+    outputs = RunOutputs(args.out, resume=args.resume, fsync=args.fsync)
+    recorded = None
+    if args.resume:
+        if args.out.is_dir():
+            recorded = check_resume(args.out, options, keys)
+    else:
+        for path in (outputs.results_path, outputs.trajectories_path, args.out / RUN_FILE):
+            refuse_existing(
+                path, "pass --resume to continue that run, or a new --out folder", folder=args.out
+            )
     llm = prepare_llm(args, [args.policy])
     factory = policy_factory(args.policy, llm)
     render = _renderer()
 
-    outputs = RunOutputs(args.out, resume=args.resume, fsync=args.fsync)
     try:
         state = outputs.open()
     except OutputError as exc:
         raise CLIError(str(exc), code=2 if exc.usage else 1) from None
     try:
+        if recorded is None and state.records == 0:
+            # a new run (or one begun before run.json existed with nothing done):
+            # its options, for --resume to compare, before the first episode
+            atomic_write_bytes(
+                args.out / RUN_FILE,
+                orjson.dumps(options, option=orjson.OPT_INDENT_2) + b"\n",
+            )
         table_stream = configure_logs(args)
         if args.resume:
             note(
