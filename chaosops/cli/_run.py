@@ -278,7 +278,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return stop_code(stop)
     console = console_for(table_stream)
     console.print(render_table(evaluate_records(records), title=f"chaosops run: {args.out}"))
-    note(f"wrote {outputs.results_path}, {outputs.trajectories_path}, {outputs.summary_path}")
+    run_file = args.out / RUN_FILE
+    kept = f", {run_file}" if run_file.exists() else ""  # a folder from before it has none
+    note(f"wrote {outputs.results_path}, {outputs.trajectories_path}, {outputs.summary_path}{kept}")
     if summary["failed"]:
         note(f"{summary['failed']} episode(s) failed (see 'error' in {outputs.results_path})")
         return 1

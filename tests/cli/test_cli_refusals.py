@@ -38,6 +38,7 @@ def heuristic_run(work: Path) -> Path:  # noqa: F811
     proc = chaosops("run", *TINY, "--out", out, cwd=work)
     assert proc.returncode == 0, proc.stderr
     assert len(jsonl(out / "results.jsonl")) == 2
+    assert f"summary.json, {out / 'run.json'}" in proc.stderr  # the files written, all named
     return out
 
 
