@@ -102,17 +102,21 @@ async def run_jobs(
     seq, cursor, started = _prepare(items, concurrency, log_fields)
     n = len(seq)
     results: list[R | None] = [None] * n
+    finished: list[int] = []  # indices of the jobs that returned, for run_finished
 
     async def worker() -> None:
         for index in cursor:
             results[index] = await job(seq[index])
+            finished.append(index)
 
-    with gc_frozen(gc_freeze):
-        async with TaskGroup() as tg:
-            await _start_workers(min(concurrency, n), lambda: tg.start_soon(worker))
-    done = cast("list[R]", results)
-    _log_finish(n, sum(map(failed, done)) if failed else 0, started)
-    return done
+    try:
+        with gc_frozen(gc_freeze):
+            async with TaskGroup() as tg:
+                await _start_workers(min(concurrency, n), lambda: tg.start_soon(worker))
+    finally:  # also when a job failed or the batch was cancelled: what did finish
+        count = sum(1 for i in finished if failed(cast(R, results[i]))) if failed else 0
+        _log_finish(len(finished), count, started)
+    return cast("list[R]", results)
 
 
 class JobResults(Generic[R]):
@@ -125,7 +129,7 @@ class JobResults(Generic[R]):
     the exact number of jobs running right now).
     """
 
-    __slots__ = ("_receive", "failed", "finished", "started", "total")
+    __slots__ = ("_receive", "_running", "failed", "finished", "started", "total")
 
     def __init__(self, receive: MemoryObjectReceiveStream[tuple[int, R]], total: int) -> None:
         self._receive = receive
@@ -133,11 +137,12 @@ class JobResults(Generic[R]):
         self.started = 0
         self.finished = 0
         self.failed = 0
+        self._running = 0
 
     @property
     def in_flight(self) -> int:
-        """Jobs started and not finished yet."""
-        return self.started - self.finished
+        """Jobs running right now (started, not finished, not cancelled)."""
+        return self._running
 
     async def receive(self) -> tuple[int, R]:
         """The next ``(index, result)``; raises ``anyio.EndOfStream`` once all are read."""
@@ -192,7 +197,11 @@ async def open_jobs(
         async with out:
             for index in cursor:
                 results.started += 1
-                result = await job(seq[index])
+                results._running += 1
+                try:
+                    result = await job(seq[index])
+                finally:  # returned, raised or cancelled: no longer running
+                    results._running -= 1
                 results.finished += 1
                 if failed is not None and failed(result):
                     results.failed += 1
@@ -203,6 +212,7 @@ async def open_jobs(
             await _start_workers(min(concurrency, n), lambda: spawn(send.clone()))
 
     clones: list[MemoryObjectSendStream[Any]] = []
+    raised: Exception | None = None
     try:
         with gc_frozen(gc_freeze):
             async with TaskGroup() as tg:
@@ -213,7 +223,13 @@ async def open_jobs(
 
                 tg.start_soon(start_workers, spawn)
                 async with receive:
-                    yield results
+                    try:
+                        yield results
+                    except Exception as exc:
+                        # The consumer's own error: raised as itself once the
+                        # jobs are stopped, not inside the task group's
+                        # ExceptionGroup.
+                        raised = exc
                 tg.cancel()  # the consumer left early: stop what is left
     finally:
         # A worker cancelled before its first step never ran its ``async with
@@ -223,3 +239,5 @@ async def open_jobs(
             out.close()
         send.close()
         _log_finish(results.finished, results.failed, started)
+    if raised is not None:
+        raise raised

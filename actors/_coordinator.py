@@ -66,11 +66,17 @@ async def run_episode(
     before the deadline (an LLM policy records its prompt before its request).
 
     An exception from ``env.reset`` or ``env.step`` ends the episode with
-    status ``"failed"``; it is not raised. All actor tasks are gone when this
-    returns, also when the caller is cancelled.
+    status ``"failed"``; it is not raised. One from a callback of the
+    caller's (``fallback``, ``is_action``, ``after_step``, ``describe_turn``)
+    is raised as itself, and ``episode_finished`` is logged with status
+    ``"error"`` (``"cancelled"`` when the caller is cancelled). Arguments that
+    would only fail mid-episode (a policy or fallback that is not callable,
+    ``max_turns`` below 1, a ``turn_timeout`` that is not seconds or names no
+    role of the episode) raise a ValueError or TypeError before it starts.
+    All actor tasks are gone when this returns, also when the caller is
+    cancelled.
     """
-    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
-        raise ValueError(f"max_turns must be an integer >= 1, got {max_turns!r}")
+    _check_arguments(env, policies, fallback, max_turns, turn_timeout)
     timeouts = timeouts_by_role(turn_timeout, policies)  # checked before anything starts
     episode_id = episode_id or new_episode_id()
     # What ``bound_contextvars`` does, minus its walk over every context
@@ -88,10 +94,21 @@ async def run_episode(
         except Exception as exc:
             trace.status, trace.error = "failed", error_text(exc)
         else:
-            await _play(
-                env, trace, observation, policies, timeouts,
-                fallback, is_action, max_turns, describe_turn, after_step, record_turns,
-            )  # fmt: skip
+            try:
+                await _play(
+                    env, trace, observation, policies, timeouts,
+                    fallback, is_action, max_turns, describe_turn, after_step, record_turns,
+                )  # fmt: skip
+            except BaseException as exc:
+                # Abandoned: cancelled, or a callback of the caller's raised.
+                # The log still says the episode ended, and how.
+                if isinstance(exc, anyio.get_cancelled_exc_class()):
+                    trace.status, trace.error = "cancelled", None
+                else:
+                    trace.status, trace.error = "error", error_text(exc)
+                if _logging.log_enabled(_logging.INFO):
+                    _log_abandoned(trace, perf_counter() - started)
+                raise
         trace.wall_s = perf_counter() - started
         if _logging.log_enabled(_logging.INFO):
             _logging.emit(
@@ -113,6 +130,53 @@ async def run_episode(
             reset_contextvars(**tokens)
         except ValueError:  # closed from another context (a coroutine collected unfinished)
             unbind_contextvars("episode_id")
+
+
+def _log_abandoned(trace: EpisodeTrace, wall_s: float) -> None:
+    _logging.emit(
+        "info",
+        "episode_finished",
+        {
+            "episode_id": trace.episode_id,
+            "status": trace.status,
+            "error": trace.error,
+            "timeouts": trace.timeouts,
+            "errors": trace.errors,
+            "wall_s": floor(wall_s * 1e6 + 0.5) / 1e6,
+        },
+    )
+
+
+def _check_arguments(
+    env: TurnEnv,
+    policies: Mapping[Any, Policy],
+    fallback: Callable[[Any], Any],
+    max_turns: int,
+    turn_timeout: TurnTimeout,
+) -> None:
+    """Refuse, before anything starts, what would only fail in the middle of an
+    episode (or never, silently): one plain error saying what is accepted."""
+    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+        raise ValueError(f"max_turns must be an integer >= 1, got {max_turns!r}")
+    if not isinstance(policies, Mapping):
+        raise TypeError(f"policies must be a mapping role -> policy, got {policies!r:.80}")
+    for role, policy in policies.items():
+        if not callable(policy):
+            raise TypeError(
+                f"the policy for role {role!r} is {policy!r:.80}, not a callable "
+                "policy(observation, role), sync or async"
+            )
+    if not callable(fallback):
+        raise TypeError(f"fallback must be a callable role -> action, got {fallback!r:.80}")
+    if isinstance(turn_timeout, Mapping):
+        roles = set(policies)
+        roles.update(getattr(env, "turn_order", ()) or ())
+        unknown = [role for role in turn_timeout if role not in roles]
+        if unknown:
+            raise ValueError(
+                f"turn_timeout names {unknown[0]!r}, which is not a role of the episode; "
+                f"roles: {', '.join(map(repr, sorted(roles, key=str)))}"
+            )
 
 
 async def _stop_calls(actors: Mapping[Any, Actor], tasks: list[asyncio.Task[Any]]) -> None:
@@ -172,6 +236,7 @@ async def _play(
     now = loop.time if loop is not None else anyio.current_time
     turn = 0
     done = observation.done  # read once a turn: an observation's attribute may be dear (pydantic)
+    raised: Exception | None = None
     async with TaskGroup() as tg:
         for actor in actors.values():
             tg.start_soon(actor.run, replies)
@@ -272,6 +337,11 @@ async def _play(
                 observation = next_observation
                 turn += 1
             trace.final_observation = observation
+        except Exception as exc:
+            # A callback of the caller's raised (is_action, fallback,
+            # after_step, describe_turn): raised as itself once the actors are
+            # gone, not inside the task group's ExceptionGroup.
+            raised = exc
         finally:
             if loop is not None:
                 state.disarm()
@@ -280,6 +350,8 @@ async def _play(
             _close(replies, actors)
             if tg.tasks and any(actor.scope is not None for actor in actors.values()):
                 await _stop_calls(actors, tg.tasks)
+    if raised is not None:
+        raise raised
 
 
 LOGGED_ANNOTATIONS: frozenset[str] = frozenset(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import anyio
@@ -19,6 +20,18 @@ def in_thread(policy: Policy, *, limiter: anyio.CapacityLimiter | None = None) -
     default limiter otherwise). The thread sees the caller's context, so
     :func:`actors.current_turn` works inside it.
     """
+
+    if not callable(policy):
+        raise TypeError(
+            f"in_thread() takes a blocking policy(observation, role), got {policy!r:.80}"
+        )
+    if inspect.iscoroutinefunction(policy) or inspect.iscoroutinefunction(
+        getattr(policy, "__call__", None)  # noqa: B004 - an object whose __call__ is async
+    ):
+        raise TypeError(
+            f"in_thread() runs blocking policies in a thread; {policy!r:.80} is async: "
+            "use it as a policy as it is"
+        )
 
     async def call_in_thread(observation: Any, role: Any) -> Any:
         return await anyio.to_thread.run_sync(

@@ -314,3 +314,39 @@ async def test_an_application_that_froze_objects_itself_is_left_alone() -> None:
         assert gc.get_freeze_count() > 0  # not unfrozen either
     finally:
         gc.unfreeze()
+
+
+async def test_a_cancelled_run_jobs_still_logs_run_finished() -> None:
+    async def job(i: int) -> int:
+        if i >= 3:
+            await anyio.sleep_forever()
+        return i
+
+    with captured_events() as events:
+        with anyio.move_on_after(0.05):
+            await run_jobs(range(10), job, concurrency=4, failed=lambda r: r == 0)
+    (finished,) = [e for e in events if e["event"] == "run_finished"]
+    assert finished["episodes"] == 3 and finished["failed"] == 1  # what did finish
+
+
+async def test_leaving_open_jobs_early_leaves_nothing_in_flight() -> None:
+    async def job(i: int) -> int:
+        await anyio.sleep(0.01 * i)
+        return i
+
+    async with open_jobs(range(10), job, concurrency=3) as results:
+        async for _ in results:
+            assert results.in_flight == 3
+            break
+    # the others were cancelled (the first one's worker may have taken another)
+    assert (results.finished, results.in_flight) == (1, 0) and results.started >= 3
+
+
+async def test_the_consumers_own_error_comes_out_as_itself() -> None:
+    async def job(i: int) -> int:
+        return i
+
+    with pytest.raises(LookupError, match="consumer broke"):
+        async with open_jobs(range(5), job, concurrency=2) as results:
+            async for _ in results:
+                raise LookupError("consumer broke")

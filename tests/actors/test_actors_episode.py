@@ -494,3 +494,65 @@ async def test_cancelling_an_episode_cancels_its_calls_and_honours_their_shields
             )
     assert scope.cancelled_caught
     assert cleaned == ["a"]
+
+
+async def _blocking(obs: Any, role: str) -> Any:
+    return act(role)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "error", "message"),
+    [
+        ({"policies": {"a": "oops"}}, TypeError,
+         r"^the policy for role 'a' is 'oops', not a callable"),
+        ({"policies": [("a", act)]}, TypeError, r"^policies must be a mapping role -> policy"),
+        ({"fallback": None}, TypeError, r"^fallback must be a callable role -> action, got None$"),
+        ({"turn_timeout": {"z": 1}}, ValueError,
+         r"^turn_timeout names 'z', which is not a role of the episode; "
+         r"roles: 'a', 'b', 'c', 'd'$"),
+    ],
+)  # fmt: skip
+async def test_arguments_that_would_fail_mid_episode_are_refused_first(
+    overrides: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    kwargs = {"policies": instant_policies(), **run_kwargs()}
+    kwargs.update(overrides)
+    with captured_events() as events, pytest.raises(error, match=message):
+        await run_episode(ToyEnv(fail_reset=True), **kwargs)
+    assert events == []
+
+
+def test_in_thread_takes_a_blocking_callable() -> None:
+    with pytest.raises(TypeError, match=r"^in_thread\(\) takes a blocking policy"):
+        in_thread(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="is async: use it as a policy as it is"):
+        in_thread(_blocking)
+
+
+@pytest.mark.parametrize("callback", ["after_step", "is_action", "fallback", "describe_turn"])
+async def test_a_callback_error_is_raised_as_itself_and_the_episode_logged_as_ended(
+    callback: str,
+) -> None:
+    def broken(*args: Any) -> Any:
+        raise ZeroDivisionError("callback broke")
+
+    policies = instant_policies()
+    if callback == "fallback":
+        del policies["b"]  # b plays the fallback
+    kwargs = {**run_kwargs(), callback: broken}
+    with captured_events() as events, pytest.raises(ZeroDivisionError, match="callback broke"):
+        await run_episode(ToyEnv(), policies=policies, **kwargs)
+    (finished,) = [e for e in events if e["event"] == "episode_finished"]
+    assert finished["status"] == "error"
+    assert finished["error"] == "ZeroDivisionError: callback broke"
+
+
+async def test_a_cancelled_episode_is_logged_as_ended() -> None:
+    async def hang(obs: Any, role: str) -> Any:
+        await anyio.sleep_forever()
+
+    with captured_events() as events:
+        with anyio.move_on_after(0.05):
+            await run_episode(ToyEnv(), policies={"a": hang}, **run_kwargs())
+    (finished,) = [e for e in events if e["event"] == "episode_finished"]
+    assert finished["status"] == "cancelled" and finished["error"] is None
