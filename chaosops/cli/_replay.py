@@ -28,14 +28,74 @@ class Mismatch:
         return f"episode {self.episode_id} ({self.run_key}) step {self.step}: {self.what}"
 
 
+STATUSES = ("ok", "failed")
+
+
+def _shown(value: object) -> str:
+    """A JSON value as an error message shows it: its literal, or its kind."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 40 else f"{value[:40]!r}..."
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _expect(record: Mapping[str, Any], name: str, where: str, kind: str, ok: Any) -> None:
+    if name not in record:
+        raise ValueError(f"{where}{name}: missing; expected {kind}")
+    value = record[name]
+    if not ok(value):
+        raise ValueError(f"{where}{name}: expected {kind}, got {_shown(value)}")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_record(record: Mapping[str, Any]) -> None:
+    """Raise ``ValueError("<field>: expected ..., got ...")`` unless the fields
+    replay reads have the types ``results.jsonl`` records give them.
+
+    The scenario fields and the actions' content are not checked here: a
+    scenario that cannot be rebuilt or an unreadable action is a mismatch.
+    """
+    status = record.get("status", "ok")
+    if status not in STATUSES:
+        raise ValueError(f"status: expected one of {', '.join(STATUSES)}, got {_shown(status)}")
+    _expect(record, "resolved", "", "true or false", lambda v: isinstance(v, bool))
+    _expect(record, "cumulative_reward", "", "a number", _is_number)
+    _expect(record, "steps", "", "a list of steps", lambda v: isinstance(v, list))
+    for index, step in enumerate(record["steps"]):
+        where = f"steps[{index}]"
+        if not isinstance(step, dict):
+            raise ValueError(f"{where}: expected an object (a step), got {_shown(step)}")
+        where += "."
+        _expect(step, "role", where, "a role name", lambda v: isinstance(v, str))
+        _expect(step, "action", where, "an object (an action)", lambda v: isinstance(v, dict))
+        _expect(step, "reward", where, "a number", _is_number)
+        _expect(step, "done", where, "true or false", lambda v: isinstance(v, bool))
+
+
 def replay_records(records: Iterable[Mapping[str, Any]]) -> tuple[int, int, list[Mismatch]]:
     """Replay recorded actions; return (episodes, steps, mismatches).
 
-    Each record's scenario is reset in a fresh ``ChaosOpsEnvironment`` and its
-    applied actions are stepped in order; a step whose role, reward or done
-    flag differs is a mismatch, and so are a final resolved flag or
-    cumulative reward that differ (episodes that failed are checked step by
-    step only).
+    The records must pass :func:`check_record`. Each record's scenario is
+    reset in a fresh ``ChaosOpsEnvironment`` and its applied actions are
+    stepped in order; a step whose role, reward or done flag differs is a
+    mismatch, and so are a final resolved flag or cumulative reward that
+    differ. A failed episode's steps are those applied before the environment
+    failed: its resolved flag is not checked (the failing step may have
+    changed the world before raising), its cumulative reward is (the runner
+    records the environment's after the applied steps, which the replay
+    reaches too).
     """
     from chaosops.env.environment import ChaosOpsEnvironment
     from chaosops.env.models import ChaosOpsAction
@@ -54,7 +114,7 @@ def replay_records(records: Iterable[Mapping[str, Any]]) -> tuple[int, int, list
             mismatches.append(Mismatch(ep_id, key, 0, f"cannot rebuild the scenario: {exc}"))
             continue
         done = False
-        for number, step in enumerate(record.get("steps") or (), start=1):
+        for number, step in enumerate(record["steps"], start=1):
             steps += 1
             if done:
                 mismatches.append(Mismatch(ep_id, key, number, "recorded after the episode ended"))
@@ -64,34 +124,33 @@ def replay_records(records: Iterable[Mapping[str, Any]]) -> tuple[int, int, list
             except (KeyError, ValueError) as exc:
                 mismatches.append(Mismatch(ep_id, key, number, f"unreadable action: {exc}"))
                 break
-            if str(step.get("role")) != env.current_role.value:
+            if step["role"] != env.current_role.value:
                 mismatches.append(
                     Mismatch(
                         ep_id,
                         key,
                         number,
-                        f"role recorded {step.get('role')}, replayed {env.current_role.value}",
+                        f"role recorded {step['role']}, replayed {env.current_role.value}",
                     )
                 )
             obs = env.step(action)
-            recorded = float(step.get("reward", math.nan))
+            recorded = float(step["reward"])
             replayed = float(obs.reward or 0.0)
             if not math.isclose(recorded, replayed, rel_tol=1e-9, abs_tol=1e-9):
                 mismatches.append(
                     Mismatch(ep_id, key, number, f"reward recorded {recorded}, replayed {replayed}")
                 )
-            if bool(step.get("done")) != bool(obs.done):
+            if step["done"] != bool(obs.done):
                 mismatches.append(
                     Mismatch(
-                        ep_id, key, number, f"done recorded {step.get('done')}, replayed {obs.done}"
+                        ep_id, key, number, f"done recorded {step['done']}, replayed {obs.done}"
                     )
                 )
             done = bool(obs.done)
-        if record.get("status", "ok") != "ok":
-            continue
         state = env.state
-        final = len(record.get("steps") or ())
-        if bool(record.get("resolved")) != bool(state.resolved):
+        final = len(record["steps"])
+        failed = record.get("status", "ok") == "failed"
+        if not failed and record["resolved"] != bool(state.resolved):
             mismatches.append(
                 Mismatch(
                     ep_id,
@@ -100,7 +159,7 @@ def replay_records(records: Iterable[Mapping[str, Any]]) -> tuple[int, int, list
                     f"resolved recorded {record.get('resolved')}, replayed {state.resolved}",
                 )
             )
-        recorded_total = float(record.get("cumulative_reward", math.nan))
+        recorded_total = float(record["cumulative_reward"])
         if not math.isclose(recorded_total, state.cumulative_reward, rel_tol=1e-9, abs_tol=1e-9):
             mismatches.append(
                 Mismatch(
@@ -116,7 +175,7 @@ def replay_records(records: Iterable[Mapping[str, Any]]) -> tuple[int, int, list
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """``chaosops replay``; returns the exit code (1 when anything differs)."""
-    from chaosops.outputs import OutputError, read_results
+    from chaosops.outputs import RESULTS_FILE, OutputError, read_results
 
     path = Path(args.results)
     if not path.exists():
@@ -128,6 +187,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
         records, torn = read_results(path)
     except OutputError as exc:
         raise CLIError(str(exc), code=2 if exc.usage else 1) from None
+    file = path / RESULTS_FILE if path.is_dir() else path
+    for number, record in enumerate(records, start=1):
+        try:
+            check_record(record)
+        except ValueError as exc:
+            raise CLIError(f"{file}: line {number}: {exc}") from None
     if torn:
         note("ignored a torn last line (the run was killed while writing it)")
     episodes, steps, mismatches = replay_records(records)
