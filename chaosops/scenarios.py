@@ -15,7 +15,7 @@ A suite file is TOML::
     seeds = [0, 31, 62]                # one scenario per seed, in this order ...
     # ... or instead of `seeds`:
     # seed_start = 0                   #   first seed
-    # count = 3                        #   number of scenarios
+    # count = 3                        #   number of scenarios (at most 100000)
     # seed_step = 31                   #   optional, default 1
     max_steps = 12                     # optional, default: the tier's max (12/18/25)
     inject_misleading_logs = false     # optional, default: difficulty == "hard"
@@ -23,6 +23,11 @@ A suite file is TOML::
     [scenarios.turn_timeout]           # optional: per-role turn deadline, seconds
     sre = 5.0
     manager = 2.5
+
+A file plans at most 1,000,000 scenarios (`MAX_SUITE_SCENARIOS`) and an entry's
+`count` is at most 100,000 (`MAX_ENTRY_COUNT`); both are checked before any
+scenario is built, so a typo such as `count = 1000000000000` is one error line,
+not a hang.
 
 Each entry expands to one `Scenario` per seed (`Scenario.from_type`, so the rogue
 fleet agent follows the failure type), in file order. Unknown keys are errors
@@ -83,6 +88,10 @@ __all__ = [
 ]
 
 CANONICAL_TIERS = ("easy", "medium", "hard")
+MAX_ENTRY_COUNT = 100_000
+"""The largest ``count`` of a suite entry (and of ``--episodes-per-type``)."""
+MAX_SUITE_SCENARIOS = 1_000_000
+"""The most scenarios one suite file (and one run's plan) may hold."""
 _VALID_FAILURES = ", ".join(f.value for f in FailureType)
 _VALID_TIERS = ", ".join(t.value for t in DifficultyTier)
 _VALID_ROLES = ", ".join(r.value for r in AgentRole)
@@ -114,7 +123,7 @@ class _EntryModel(BaseModel):
     difficulty: StrictStr | None = None
     seeds: list[StrictInt] | None = None
     seed_start: StrictInt | None = None
-    count: Annotated[StrictInt, Field(ge=1)] | None = None
+    count: Annotated[StrictInt, Field(ge=1, le=MAX_ENTRY_COUNT)] | None = None
     seed_step: StrictInt = 1
     max_steps: Annotated[StrictInt, Field(ge=1)] | None = None
     inject_misleading_logs: StrictBool | None = None
@@ -203,7 +212,7 @@ _FIELD_HINTS = {
     "difficulty": f"one of: {_VALID_TIERS}",
     "seeds": "a list of integers, e.g. seeds = [0, 31, 62]",
     "seed_start": "an integer",
-    "count": "an integer >= 1",
+    "count": f"an integer from 1 to {MAX_ENTRY_COUNT}",
     "seed_step": "an integer",
     "max_steps": "an integer >= 1",
     "inject_misleading_logs": "true or false",
@@ -294,6 +303,14 @@ def read_suite(path: str | Path) -> Suite:
     except ValidationError as exc:
         where, problem = _describe_error(exc.errors()[0])
         raise ScenarioFileError(path, where, problem) from None
+    total = sum(len(e.seeds) if e.seeds is not None else e.count or 0 for e in model.scenarios)
+    if total > MAX_SUITE_SCENARIOS:
+        raise ScenarioFileError(
+            path,
+            "scenarios",
+            f"{total} scenarios in all; a suite file holds at most {MAX_SUITE_SCENARIOS} "
+            "(split it, or lower the counts)",
+        )
     entries: list[LoadedScenario] = []
     for index, entry in enumerate(model.scenarios):
         tier_value = entry.difficulty or model.difficulty

@@ -37,6 +37,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
+MAX_EPISODES_PER_TYPE = 100_000
+"""The largest ``--episodes-per-type`` (as a suite entry's ``count``)."""
+
+
+def _episodes_per_type(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_EPISODES_PER_TYPE:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer from 1 to {MAX_EPISODES_PER_TYPE}, got {text!r}"
+        )
+    return value
+
+
 def _int(text: str) -> int:
     try:
         return int(text)
@@ -125,10 +138,10 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--episodes-per-type",
-        type=_positive_int,
+        type=_episodes_per_type,
         metavar="N",
         help="replace the suites' seeds: N seeds per (failure type, tier) entry, "
-        "seed = seed offset + 97*i + 31*r as in scenarios_for_tier",
+        f"seed = seed offset + 97*i + 31*r as in scenarios_for_tier (1 to {MAX_EPISODES_PER_TYPE})",
     )
     parser.add_argument(
         "--seed-offset",

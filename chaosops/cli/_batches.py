@@ -52,6 +52,19 @@ def plan_batches(
     return batches
 
 
+_RUNNING: list[tuple[Any, Stop]] = []
+"""The batches running now: their cancel scope and :class:`Stop`."""
+
+
+def stop_running(signum: int) -> None:
+    """Stop the batches running now as the signal ``signum`` would (finished
+    episodes kept); called in the event loop, e.g. when stdout is closed."""
+    for scope, stop in _RUNNING:
+        if stop.signum is None:
+            stop.signum = signum
+        scope.cancel()
+
+
 async def _watch_signals(scope: Any, stop: Stop) -> None:
     import anyio
 
@@ -88,6 +101,7 @@ async def run_batches(
     stop = Stop()
     try:
         async with anyio.create_task_group() as tg:
+            _RUNNING.append((tg.cancel_scope, stop))
             tg.start_soon(_watch_signals, tg.cancel_scope, stop)
             for batch in batches:
                 async with open_batch(
@@ -102,6 +116,7 @@ async def run_batches(
                         on_result(batch, batch.indices[index], result)
             tg.cancel_scope.cancel()
     finally:
+        _RUNNING[:] = [(scope, st) for scope, st in _RUNNING if st is not stop]
         if on_batch is not None:
             on_batch(None)
         with anyio.CancelScope(shield=True):
@@ -138,5 +153,6 @@ def execute(
 
 
 def stop_code(stop: Stop) -> int:
-    """The exit code of a stopped run: 128 + the signal (130 SIGINT, 143 SIGTERM)."""
+    """The exit code of a stopped run: 128 + the signal (130 SIGINT, 143 SIGTERM,
+    141 SIGPIPE: stdout closed while JSON logs went there)."""
     return 128 + (stop.signum or signal.SIGINT)

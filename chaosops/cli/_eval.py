@@ -16,6 +16,42 @@ from ._run import refuse_existing
 from ._terminal import configure_logs, console_for, note
 
 
+def _check_writable(
+    out: Path,
+    json_path: Path | None,
+    json_given: str | None,
+    chart: Path | None,
+    chart_given: str | None,
+) -> None:
+    """Refuse (:class:`CLIError`, exit 2) output paths the evaluation could not
+    be written to: ``--out`` not a folder, a parent folder that cannot be made or
+    written in, a path that is a folder. Writes nothing."""
+    import tempfile
+
+    for path, given, option in ((json_path, json_given, "--json"), (chart, chart_given, "--chart")):
+        if path is None:
+            continue
+        shown = f"{option} {path}" if given else f"--out {out}"
+        parent = path.parent
+        if not given and out.exists() and not out.is_dir():
+            raise CLIError(f"--out {out} is a file, not a folder; pass a folder for the evaluation")
+        if path.is_dir():
+            raise CLIError(f"{option} {path} is a folder; pass a file path")
+        existing = parent  # the nearest folder that exists: the rest is made at the end
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        try:
+            if not existing.is_dir():
+                raise NotADirectoryError(20, f"{existing} is not a folder")
+            with tempfile.TemporaryFile(dir=existing):
+                pass
+        except OSError as exc:
+            raise CLIError(
+                f"{shown}: cannot write in folder {parent}: {exc.strerror or exc}; "
+                f"pass another {option if given else '--out'}"
+            ) from None
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     """``chaosops eval``; returns the exit code."""
     import orjson
@@ -37,6 +73,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     scenarios = [p.scenario for p in planned]
     json_path = None if args.json == "-" else Path(args.json or args.out / "eval.json")
     chart = None if args.no_chart else Path(args.chart or args.out / "eval_reward_by_tier.png")
+    # where the evaluation goes can take it, before any episode runs
+    _check_writable(args.out, json_path, args.json, chart, args.chart)
     # like `chaosops run`: never over an earlier evaluation, checked before any episode
     for path, given, option in ((json_path, args.json, "--json"), (chart, args.chart, "--chart")):
         if path is None:
@@ -49,8 +87,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 f"pass another --out folder, or remove {path} to replace it",
                 folder=args.out,
             )
+    table_stream = configure_logs(args)  # a bad log target fails before anything runs
     llm = prepare_llm(args, policies)
-    table_stream = configure_logs(args)
     if args.json == "-":
         table_stream = sys.stderr
 
@@ -81,19 +119,25 @@ def cmd_eval(args: argparse.Namespace) -> int:
         progress=progress,
         llm=llm,
     )
-    if stop.signum is not None:
-        note("interrupted; no evaluation written")
-        return stop_code(stop)
-
     records = [done[i] for name in policies for done in [by_policy[name]] for i in sorted(done)]
+    interrupted = stop.signum is not None
+    if interrupted and not records:
+        note("interrupted before any episode finished; no evaluation written")
+        return stop_code(stop)
     rows = evaluate_records(records)
-    console_for(table_stream).print(render_table(rows, title="chaosops eval"))
+    title = (
+        "chaosops eval (interrupted: finished episodes only)" if interrupted else "chaosops eval"
+    )
+    console_for(table_stream).print(render_table(rows, title=title))
     payload = {
         "policies": policies,
         "episodes_per_policy": len(planned),
+        "episodes": len(records),
+        "complete": not interrupted,
         "rows": rows_to_json(rows),
     }
     data = orjson.dumps(payload, option=orjson.OPT_INDENT_2) + b"\n"
+    where: Path | None = json_path
     try:
         if args.json == "-":
             sys.stdout.write(data.decode())
@@ -101,13 +145,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
         elif json_path is not None:
             json_path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(json_path, data)
-            note(f"wrote {json_path}")
-        if chart is not None:
+            note(f"wrote {json_path}" + (" (complete: false)" if interrupted else ""))
+        where = chart
+        if chart is not None and not interrupted:
             chart.parent.mkdir(parents=True, exist_ok=True)
             if write_reward_chart(rows, chart):
                 note(f"wrote {chart}")
             else:
                 note("matplotlib is not installed; no chart (pip install 'chaosops[plot]')")
     except OSError as exc:
-        raise CLIError(f"cannot write the evaluation: {exc.strerror or exc}", code=1) from None
+        raise CLIError(
+            f"cannot write the evaluation to {where or 'stdout'}: {exc.strerror or exc}", code=1
+        ) from None
+    if interrupted:
+        note(
+            f"interrupted: evaluation of the {len(records)} of "
+            f"{len(planned) * len(policies)} episode(s) that finished (no chart)"
+        )
+        return stop_code(stop)
     return 0

@@ -50,21 +50,37 @@ def suite_files(paths: Sequence[str]) -> list[Path]:
     return files
 
 
+def _too_many(count: int, what: str) -> CLIError:
+    from chaosops.scenarios import MAX_SUITE_SCENARIOS
+
+    return CLIError(
+        f"{what} plan {count} episodes; a run plans at most {MAX_SUITE_SCENARIOS} "
+        "(lower --episodes-per-type, or run the suites in several runs)"
+    )
+
+
 def load_suites(paths: Sequence[str]) -> list[Any]:
     """The suites named on the command line (default: the canonical ones).
 
-    Raises :class:`CLIError` with the loader's one-line message on a bad file.
+    Raises :class:`CLIError` with the loader's one-line message on a bad file,
+    and when the suites together plan more than ``MAX_SUITE_SCENARIOS``
+    episodes (each file is bounded by the loader, before it builds anything).
     """
-    from chaosops.scenarios import ScenarioFileError, read_suite
+    from chaosops.scenarios import MAX_SUITE_SCENARIOS, ScenarioFileError, read_suite
 
     suites = []
+    total = 0
     for path in suite_files(paths):
         try:
-            suites.append(read_suite(path))
+            suite = read_suite(path)
         except ScenarioFileError as exc:
             raise CLIError(one_line(exc)) from None
         except OSError as exc:
             raise CLIError(f"cannot read scenario file {path}: {exc.strerror or exc}") from None
+        total += len(suite.entries)
+        if total > MAX_SUITE_SCENARIOS:
+            raise _too_many(total, f"the suites up to {path}")
+        suites.append(suite)
     return suites
 
 
@@ -81,11 +97,20 @@ def expand_episodes_per_type(
     canonical suites this gives exactly ``scenarios_for_tier(tier,
     seed_offset=..., episodes_per_type=N)`` per tier.
     """
+    from chaosops.scenarios import MAX_SUITE_SCENARIOS
+
     pools = _tier_pools()
     templates: dict[tuple[str, str], PlannedEpisode] = {}
     for item in planned:
         key = (item.scenario.failure_type.value, item.scenario.difficulty.value)
         templates.setdefault(key, item)
+    total = len(templates) * episodes_per_type
+    if total > MAX_SUITE_SCENARIOS:
+        raise _too_many(
+            total,
+            f"{len(templates)} (failure type, tier) entries x --episodes-per-type "
+            f"{episodes_per_type}",
+        )
     extra: dict[str, list[str]] = {}
     out = []
     for (failure, tier), template in templates.items():

@@ -12,7 +12,7 @@ from ._batches import Batch, execute, plan_batches, stop_code
 from ._errors import CLIError
 from ._plan import PlannedEpisode, plan_episodes
 from ._policies import policy_factory, prepare_llm
-from ._terminal import configure_logs, console_for, note
+from ._terminal import configure_logs, console_for, note, stdout_gone
 
 
 def build_summary(records: Sequence[Mapping[str, Any]], planned: Sequence[str]) -> dict[str, Any]:
@@ -220,6 +220,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             refuse_existing(
                 path, "pass --resume to continue that run, or a new --out folder", folder=args.out
             )
+    # the log target fails (one line naming it) before the folder is made
+    table_stream = configure_logs(args)
     llm = prepare_llm(args, [args.policy])
     factory = policy_factory(args.policy, llm)
     render = _renderer()
@@ -236,7 +238,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                 args.out / RUN_FILE,
                 orjson.dumps(options, option=orjson.OPT_INDENT_2) + b"\n",
             )
-        table_stream = configure_logs(args)
         if args.resume:
             note(
                 f"resuming {args.out}: {len(state.done_keys & set(keys))} of {len(keys)} "
@@ -272,7 +273,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if stop.signum is not None:
         note(
-            f"interrupted: {progress.done} episode(s) finished this run, kept in "
+            ("stdout closed: stopped; " if stdout_gone() else "interrupted: ")
+            + f"{progress.done} episode(s) finished this run, kept in "
             f"{outputs.results_path}; run again with --resume to finish"
         )
         return stop_code(stop)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -18,14 +20,67 @@ def console_for(stream: TextIO) -> Any:
     return Console(file=stream, width=width, highlight=False)
 
 
+class ReaderGoneStream:
+    """``sys.stdout`` for JSON logs (``--log-json -``): when its reader goes
+    away (``| head -1``), the batches stop as on a signal (SIGPIPE, exit 141,
+    finished episodes and the summary kept) instead of a BrokenPipeError
+    traceback; what is still written goes to the null device."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self._reader_gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def _reader_gone(self) -> None:
+        if self.gone:
+            return
+        self.gone = True
+        try:  # later writes, and the interpreter's last flush, go nowhere
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+        from ._batches import stop_running
+
+        stop_running(signal.SIGPIPE)
+
+
+STDOUT_LOGS: ReaderGoneStream | None = None
+"""The stdout wrapper of ``--log-json -``, once configured."""
+
+
+def stdout_gone() -> bool:
+    """Whether stdout, where the JSON logs went, was closed by its reader."""
+    return STDOUT_LOGS is not None and STDOUT_LOGS.gone
+
+
 def configure_logs(args: argparse.Namespace) -> TextIO:
     """Configure JSON logs; return the stream for tables and notes."""
+    global STDOUT_LOGS
+    STDOUT_LOGS = None
     if not args.log_json:
         return sys.stdout
     from actors import configure_logging
 
     if args.log_json == "-":
-        configure_logging(sys.stdout, pretty=False)
+        STDOUT_LOGS = ReaderGoneStream(sys.stdout)
+        configure_logging(STDOUT_LOGS, pretty=False)
         return sys.stderr
     path = Path(args.log_json)
     try:
@@ -34,7 +89,8 @@ def configure_logs(args: argparse.Namespace) -> TextIO:
             pass
     except OSError as exc:
         raise CLIError(
-            f"cannot write the log file {args.log_json}: {exc.strerror or exc}", code=1
+            f"--log-json: cannot write the log file {args.log_json}: {exc.strerror or exc}",
+            code=1,
         ) from None
     configure_logging(path, pretty=False)
     return sys.stdout
