@@ -56,6 +56,7 @@ __all__ = [
     "plan_keys",
     "read_results",
     "result_record",
+    "results_file",
     "run_key",
     "scenario_fields",
     "scenario_from_record",
@@ -309,6 +310,12 @@ def _split_lines(data: bytes) -> tuple[list[bytes], bytes]:
     return lines, data[end:]
 
 
+def results_file(path: str | Path) -> Path:
+    """``path`` itself, or the ``results.jsonl`` in it when it is a run folder."""
+    file = Path(path)
+    return file / RESULTS_FILE if file.is_dir() else file
+
+
 def read_results(path: str | Path) -> tuple[list[dict[str, Any]], bool]:
     """Read a ``results.jsonl`` file (or the one in a run folder).
 
@@ -316,9 +323,7 @@ def read_results(path: str | Path) -> tuple[list[dict[str, Any]], bool]:
     writing it) was ignored. A damaged line elsewhere raises
     :class:`OutputError` naming the file and line.
     """
-    file = Path(path)
-    if file.is_dir():
-        file = file / RESULTS_FILE
+    file = results_file(path)
     try:
         data = file.read_bytes()
     except FileNotFoundError:

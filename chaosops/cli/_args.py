@@ -7,6 +7,7 @@ import json
 import math
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -27,27 +28,32 @@ class Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
+def _int_from(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``low`` (and <= ``high`` when given)."""
 
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer from {low} to {high}, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
+_positive_int = _int_from(1)
+_non_negative_int = _int_from(0)
 
 MAX_EPISODES_PER_TYPE = 100_000
 """The largest ``--episodes-per-type`` (as a suite entry's ``count``)."""
 
-
-def _episodes_per_type(text: str) -> int:
-    value = _positive_int(text)
-    if value > MAX_EPISODES_PER_TYPE:
-        raise argparse.ArgumentTypeError(
-            f"expected an integer from 1 to {MAX_EPISODES_PER_TYPE}, got {text!r}"
-        )
-    return value
+_episodes_per_type = _int_from(1, MAX_EPISODES_PER_TYPE)
 
 
 def _int(text: str) -> int:
@@ -55,16 +61,6 @@ def _int(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
 
 
 def _json_object(text: str) -> dict[str, Any]:

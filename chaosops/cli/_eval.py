@@ -16,19 +16,15 @@ from ._run import refuse_existing
 from ._terminal import configure_logs, console_for, note
 
 
-def _check_writable(
-    out: Path,
-    json_path: Path | None,
-    json_given: str | None,
-    chart: Path | None,
-    chart_given: str | None,
-) -> None:
-    """Refuse (:class:`CLIError`, exit 2) output paths the evaluation could not
-    be written to: ``--out`` not a folder, a parent folder that cannot be made or
-    written in, a path that is a folder. Writes nothing."""
+def _check_outputs(out: Path, outputs: tuple[tuple[Path | None, str | None, str], ...]) -> None:
+    """Refuse (:class:`CLIError`, exit 2) the evaluation's output paths, each
+    ``(path or None, the value given or None, option)``, before any episode
+    runs: ``--out`` not a folder, a parent folder that cannot be made or written
+    in, a path that is a folder, and (like ``chaosops run``) a file an earlier
+    evaluation wrote. Writes nothing."""
     import tempfile
 
-    for path, given, option in ((json_path, json_given, "--json"), (chart, chart_given, "--chart")):
+    for path, given, option in outputs:
         if path is None:
             continue
         shown = f"{option} {path}" if given else f"--out {out}"
@@ -50,6 +46,15 @@ def _check_writable(
                 f"{shown}: cannot write in folder {parent}: {exc.strerror or exc}; "
                 f"pass another {option if given else '--out'}"
             ) from None
+    for path, given, option in outputs:
+        if path is None:
+            continue
+        if given:
+            refuse_existing(path, f"pass another {option} path, or remove that file")
+        else:
+            refuse_existing(
+                path, f"pass another --out folder, or remove {path} to replace it", folder=out
+            )
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -73,20 +78,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     scenarios = [p.scenario for p in planned]
     json_path = None if args.json == "-" else Path(args.json or args.out / "eval.json")
     chart = None if args.no_chart else Path(args.chart or args.out / "eval_reward_by_tier.png")
-    # where the evaluation goes can take it, before any episode runs
-    _check_writable(args.out, json_path, args.json, chart, args.chart)
-    # like `chaosops run`: never over an earlier evaluation, checked before any episode
-    for path, given, option in ((json_path, args.json, "--json"), (chart, args.chart, "--chart")):
-        if path is None:
-            continue
-        if given:
-            refuse_existing(path, f"pass another {option} path, or remove that file")
-        else:
-            refuse_existing(
-                path,
-                f"pass another --out folder, or remove {path} to replace it",
-                folder=args.out,
-            )
+    # where the evaluation goes can take it and holds no earlier one, before any episode runs
+    _check_outputs(args.out, ((json_path, args.json, "--json"), (chart, args.chart, "--chart")))
     table_stream = configure_logs(args)  # a bad log target fails before anything runs
     llm = prepare_llm(args, policies)
     if args.json == "-":

@@ -175,7 +175,7 @@ def replay_records(records: Iterable[Mapping[str, Any]]) -> tuple[int, int, list
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """``chaosops replay``; returns the exit code (1 when anything differs)."""
-    from chaosops.outputs import RESULTS_FILE, OutputError, read_results
+    from chaosops.outputs import OutputError, read_results, results_file
 
     path = Path(args.results)
     if not path.exists():
@@ -187,7 +187,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         records, torn = read_results(path)
     except OutputError as exc:
         raise CLIError(str(exc), code=2 if exc.usage else 1) from None
-    file = path / RESULTS_FILE if path.is_dir() else path
+    file = results_file(path)
     for number, record in enumerate(records, start=1):
         try:
             check_record(record)

@@ -3,7 +3,6 @@ written or run, ``eval`` stopped by Ctrl-C, and a run whose stdout is closed."""
 
 from __future__ import annotations
 
-import signal
 import time
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from .test_cli_e2e import (  # the module-scoped fixtures work and mock_llm, and
     TIMEOUT,
     assert_one_error_line,
     chaosops,
+    interrupt,
     jsonl,
     mock_llm,  # noqa: F401
     spawn,
@@ -127,12 +127,8 @@ def test_eval_interrupted_writes_the_finished_episodes(work: Path, mock_llm: str
         while b"episode_finished" not in (log.read_bytes() if log.exists() else b""):
             assert proc.poll() is None and time.monotonic() < deadline, "no episode finished"
             time.sleep(0.02)
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=TIMEOUT)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        stderr = interrupt(proc)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr and "interrupted" in stderr
     data = orjson.loads((out / "eval.json").read_bytes())

@@ -364,6 +364,18 @@ def _wait_for_results(proc: subprocess.Popen[str], path: Path, count: int) -> No
     raise AssertionError(f"no {count} results in {path} within {TIMEOUT}s")
 
 
+def interrupt(proc: subprocess.Popen[str]) -> str:
+    """Ctrl-C a spawned command and wait for it; returns its stderr (killed if it hangs)."""
+    try:
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return stderr
+
+
 def _check_folder(out: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     results = jsonl(out / "results.jsonl")
     keys = [r["run_key"] for r in results]
@@ -416,12 +428,8 @@ def test_sigint_exits_130_and_keeps_finished_episodes(work: Path, mock_llm: str)
     proc = spawn(*_llm_run(work, mock_llm, out), cwd=work)
     try:
         _wait_for_results(proc, out / "results.jsonl", 1)
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=TIMEOUT)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        stderr = interrupt(proc)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert "interrupted" in stderr
