@@ -107,22 +107,13 @@ async def run_episode(
                 else:
                     trace.status, trace.error = "error", error_text(exc)
                 if _logging.log_enabled(_logging.INFO):
-                    _log_abandoned(trace, perf_counter() - started)
+                    trace.wall_s = perf_counter() - started
+                    _log_finished(trace, None)  # abandoned mid-way: describe_finish is not asked
                 raise
         trace.wall_s = perf_counter() - started
         if _logging.log_enabled(_logging.INFO):
-            _logging.emit(
-                "info",
-                "episode_finished",
-                {
-                    "episode_id": episode_id,
-                    "status": trace.status,
-                    "error": trace.error,
-                    **(describe_finish(env, trace) if describe_finish is not None else {}),
-                    "timeouts": trace.timeouts,
-                    "errors": trace.errors,
-                    "wall_s": floor(trace.wall_s * 1e6 + 0.5) / 1e6,  # round(, 6): 10x dearer
-                },
+            _log_finished(
+                trace, describe_finish(env, trace) if describe_finish is not None else None
             )
         return trace
     finally:
@@ -132,7 +123,8 @@ async def run_episode(
             unbind_contextvars("episode_id")
 
 
-def _log_abandoned(trace: EpisodeTrace, wall_s: float) -> None:
+def _log_finished(trace: EpisodeTrace, described: Mapping[str, Any] | None) -> None:
+    # episode_finished, with what describe_finish returned when it was called
     _logging.emit(
         "info",
         "episode_finished",
@@ -140,9 +132,10 @@ def _log_abandoned(trace: EpisodeTrace, wall_s: float) -> None:
             "episode_id": trace.episode_id,
             "status": trace.status,
             "error": trace.error,
+            **(described or {}),
             "timeouts": trace.timeouts,
             "errors": trace.errors,
-            "wall_s": floor(wall_s * 1e6 + 0.5) / 1e6,
+            "wall_s": floor(trace.wall_s * 1e6 + 0.5) / 1e6,  # round(, 6): 10x dearer
         },
     )
 
