@@ -145,8 +145,13 @@ class Mailbox(_Wakeable, Generic[T]):
         return self._recv.receive_nowait()  # raises EndOfStream once closed and drained
 
     def take(self) -> T | None:
-        """The next item if one is queued, else None (asyncio only; see :meth:`waiter`)."""
-        if self._count:
+        """The next item if one is queued, else None (asyncio only; see :meth:`waiter`).
+
+        None once closed, also with items still queued: they were for an
+        episode that is over (a reader busy in a shielded call when it closed
+        finds its stale request there).
+        """
+        if self._count and not self._closed:
             self._count -= 1
             return self._recv.receive_nowait()
         return None

@@ -129,6 +129,29 @@ async def test_shielded_late_reply_is_dropped_and_never_applied() -> None:
     assert trace.turns[-4].action == act("a", "fresh")
 
 
+async def test_episode_ending_during_a_shielded_call_with_a_request_queued() -> None:
+    # Role a's first call shields itself past the end of the episode; its next
+    # turn's request waits in its inbox and times out too. When the call comes
+    # back the episode is over and its inbox closed: the actor leaves quietly
+    # (it used to raise ClosedResourceError out of the episode's task group).
+    async def shielded(obs: Any, role: str) -> Any:
+        if obs.step == 0:
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(0.15)
+        return act(role, "late")
+
+    policies = instant_policies()
+    policies["a"] = shielded
+    env = ToyEnv(steps=8)
+    with captured_events() as events:
+        trace = await run_episode(env, policies=policies, **run_kwargs(turn_timeout={"a": 0.03}))
+    assert trace.status == "ok" and len(trace.turns) == 8
+    assert [r.turn for r in trace.turns if r.timed_out] == [0, 4]
+    assert act("a", "late") not in env.applied
+    late = [(e["turn"], e["role"]) for e in events if e["event"] == "late_reply_dropped"]
+    assert late == [(0, "a")]
+
+
 async def test_an_answer_after_the_deadline_is_late_even_before_the_turn_closes() -> None:
     # A call that blocks the event loop past its deadline (here a plain policy
     # that sleeps; on a busy loop, any call) answers before the deadline's
