@@ -20,6 +20,8 @@ Public API:
 - :func:`current_turn`: inside a policy, the :class:`TurnContext` of the turn
   (``annotate(**fields)`` attaches data to the step and its log event).
 - :func:`configure_logging`, :func:`get_logger`: structured JSON logs.
+- :func:`configure_metrics`, :func:`current_meter`: Prometheus metrics (episodes,
+  turns by outcome, turn latency, late replies, tokens), served on ``/metrics``.
 
 This package imports nothing from the environments it drives: see
 :class:`TurnEnv` for what it expects.
@@ -34,6 +36,7 @@ from ._deadline import timeouts_by_role
 from ._gc import gc_frozen
 from ._ids import new_episode_id
 from ._logging import configure_logging, get_logger, log_enabled
+from ._metrics import Meter, configure_metrics, current_meter
 from ._run import LOOPS, resolve_loop, run
 from ._threads import in_thread
 from ._types import (
@@ -51,6 +54,7 @@ __all__ = [
     "LOOPS",
     "EpisodeTrace",
     "JobResults",
+    "Meter",
     "Policy",
     "Role",
     "TurnContext",
@@ -59,6 +63,8 @@ __all__ = [
     "TurnRecord",
     "TurnTimeout",
     "configure_logging",
+    "configure_metrics",
+    "current_meter",
     "current_turn",
     "gc_frozen",
     "get_logger",

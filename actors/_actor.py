@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 from anyio import ClosedResourceError, EndOfStream
 
-from . import _logging
+from . import _logging, _metrics
 from ._context import CURRENT
 from ._mailbox import Mailbox, Replies
 from ._types import Policy, error_text
@@ -239,7 +239,10 @@ def log_late_reply(
     episode_id: str, turn: int, role: Any, error: BaseException | None = None
 ) -> None:
     """Log ``late_reply_dropped`` for a reply that came after its turn's deadline
-    (with ``error``, ``"Type: message"``, when the late call raised)."""
+    (with ``error``, ``"Type: message"``, when the late call raised), and count it."""
+    meter = _metrics.STATE.meter
+    if meter is not None:
+        meter.late_reply(role)
     if _logging.log_enabled(_logging.INFO):
         raised = {} if error is None else {"error": error_text(error)}
         _logging.STATE.logger.info(

@@ -20,7 +20,7 @@ import anyio.lowlevel
 from anyio import EndOfStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from . import _logging
+from . import _logging, _metrics
 from ._gc import gc_frozen
 from ._tasks import TaskGroup
 
@@ -43,6 +43,9 @@ def _prepare(
     """
     _check(concurrency)
     seq: Sequence[T] = items if isinstance(items, Sequence) else list(items)
+    meter = _metrics.STATE.meter
+    if meter is not None:
+        meter.episodes_planned.inc(len(seq))
     if _logging.log_enabled(_logging.INFO):
         _logging.STATE.logger.info(
             "run_started", episodes=len(seq), concurrency=concurrency, **(log_fields or {})

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 from structlog.contextvars import bind_contextvars, reset_contextvars, unbind_contextvars
 
-from . import _logging
+from . import _logging, _metrics
 from ._actor import Actor, EpisodeState, Reply, log_late_reply
 from ._deadline import timeouts_by_role
 from ._ids import new_episode_id
@@ -85,6 +85,9 @@ async def run_episode(
     try:
         trace = EpisodeTrace(episode_id=episode_id)
         started = perf_counter()
+        meter = _metrics.STATE.meter
+        if meter is not None:
+            meter.episode_started()
         if _logging.log_enabled(_logging.INFO):
             _logging.emit(
                 "info", "episode_started", {"episode_id": episode_id, **(log_fields or {})}
@@ -106,11 +109,15 @@ async def run_episode(
                     trace.status, trace.error = "cancelled", None
                 else:
                     trace.status, trace.error = "error", error_text(exc)
+                if meter is not None:
+                    meter.episode_finished(trace.status)
                 if _logging.log_enabled(_logging.INFO):
                     trace.wall_s = perf_counter() - started
                     _log_finished(trace, None)  # abandoned mid-way: describe_finish is not asked
                 raise
         trace.wall_s = perf_counter() - started
+        if meter is not None:
+            meter.episode_finished(trace.status)
         if _logging.log_enabled(_logging.INFO):
             _log_finished(
                 trace, describe_finish(env, trace) if describe_finish is not None else None
@@ -226,6 +233,7 @@ async def _play(
     }
     records = trace.turns if record_turns else None
     log = _logging.STATE
+    meter = _metrics.STATE.meter  # None: metrics off
     now = loop.time if loop is not None else anyio.current_time
     turn = 0
     done = observation.done  # read once a turn: an observation's attribute may be dear (pydantic)
@@ -327,6 +335,11 @@ async def _play(
                 done = next_observation.done
                 if log.threshold <= _logging.INFO:
                     _log_turn(record, episode_id, describe_turn, done)
+                if meter is not None:
+                    played = actor is not None
+                    meter.turn(
+                        role, _outcome(record, played), latency if played else None, record.info
+                    )
                 observation = next_observation
                 turn += 1
             trace.final_observation = observation
@@ -345,6 +358,15 @@ async def _play(
                 await _stop_calls(actors, tg.tasks)
     if raised is not None:
         raise raised
+
+
+def _outcome(record: TurnRecord, played: bool) -> str:
+    # A step's outcome label in the metrics.
+    if not played:
+        return "no_policy"
+    if record.timed_out:
+        return "timed_out"
+    return "ok" if record.error is None else "error"
 
 
 LOGGED_ANNOTATIONS: frozenset[str] = frozenset(

@@ -333,7 +333,7 @@ async def arun_episode(
         record_turns=False,  # the steps above are the records
     )
     state = _state_of(env) if steps or trace.status == "ok" else None
-    return EpisodeResult(
+    result = EpisodeResult(
         scenario=scenario,
         steps=steps,
         resolved=bool(state and state.resolved),
@@ -349,6 +349,27 @@ async def arun_episode(
         errors=trace.errors,
         wall_s=trace.wall_s,
     )
+    meter = actors.current_meter()
+    if meter is not None and result.status == "ok":
+        _count_episode(meter, result)
+    return result
+
+
+def _count_episode(meter: actors.Meter, result: EpisodeResult) -> None:
+    """chaosops's own metrics, beside the runtime's: episodes scored by
+    scenario and whether they were resolved, and their cumulative reward."""
+    scenario = result.scenario
+    failure_type, difficulty = scenario.failure_type.value, scenario.difficulty.value
+    meter.counter(
+        "episodes_scored",
+        "Episodes played to their end, by failure type, difficulty and resolved (true, false).",
+        ("failure_type", "difficulty", "resolved"),
+    ).labels(failure_type, difficulty, "true" if result.resolved else "false").inc()
+    meter.summary(
+        "episode_reward",
+        "Cumulative reward of the episodes played to their end (sum / count: the mean).",
+        ("failure_type", "difficulty"),
+    ).labels(failure_type, difficulty).observe(result.cumulative_reward)
 
 
 def _episode_job(

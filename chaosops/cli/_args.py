@@ -48,6 +48,7 @@ def _int_from(low: int, high: int | None = None) -> Callable[[str], int]:
 
 
 _positive_int = _int_from(1)
+_port = _int_from(0, 65535)
 _non_negative_int = _int_from(0)
 
 MAX_EPISODES_PER_TYPE = 100_000
@@ -171,6 +172,19 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
         "--log-json",
         metavar="PATH",
         help="write structured JSON logs to PATH ('-' for stdout; the table then goes to stderr)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=_port,
+        metavar="PORT",
+        help="serve Prometheus metrics on http://HOST:PORT/metrics while the command runs "
+        "(0: a free port; the address is printed)",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address the metrics are served on (default 127.0.0.1; 0.0.0.0: every interface)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     llm = parser.add_argument_group("LLM policy (--policy llm)")

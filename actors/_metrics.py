@@ -1,0 +1,306 @@
+"""Prometheus metrics for the runtime: counters a scraper or a dashboard watches.
+
+Off until :func:`configure_metrics` is called; then every episode, turn and
+late reply of every batch is counted in a ``prometheus_client`` registry
+(the process's default one unless another is given), optionally served on
+``http://HOST:PORT/metrics`` from a background thread. Off, the runtime pays
+one attribute read per episode and a ``None`` test per turn.
+
+The metrics (``NS`` is the namespace, ``actors`` by default):
+
+- ``NS_episodes_planned_total``: episodes handed to batches (progress =
+  finished / planned);
+- ``NS_episodes_started_total``, ``NS_episodes_in_flight``;
+- ``NS_episodes_finished_total{status}``: ``ok``, ``failed`` (the environment
+  raised), ``error`` (a callback of the caller's raised), ``cancelled``;
+- ``NS_turns_total{role, outcome}``: applied steps; ``outcome`` is ``ok``,
+  ``timed_out``, ``error`` (the policy raised or returned no action) or
+  ``no_policy`` (a role without a policy played its fallback);
+- ``NS_turn_latency_seconds{role}``: a histogram of turn durations (from
+  sending the observation to closing the turn), for roles with a policy;
+- ``NS_late_replies_dropped_total{role}``: replies that came for a closed turn;
+- ``NS_policy_tokens_total{role, kind}``: ``prompt`` and ``completion``
+  tokens, from a turn's ``usage`` annotation (``{"prompt_tokens": n,
+  "completion_tokens": m}``, as OpenAI-compatible servers report them);
+- ``NS_parse_errors_total{role}``: turns annotated ``parse_error`` (an LLM
+  answer that was no action).
+
+An application adds its own metrics to the same registry and namespace with
+:meth:`Meter.counter` and its siblings (chaosops counts resolved episodes).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, Summary
+from prometheus_client.exposition import start_http_server
+
+__all__ = ["LATENCY_BUCKETS", "Meter", "configure_metrics", "current_meter"]
+
+LATENCY_BUCKETS: tuple[float, ...] = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 30.0, 60.0, float("inf"),
+)  # fmt: skip
+"""Upper bounds of ``turn_latency_seconds``: scripted policies (sub-millisecond)
+to slow LLM calls (a minute)."""
+
+_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_KINDS = {"counter": Counter, "gauge": Gauge, "histogram": Histogram, "summary": Summary}
+
+
+def _label(value: Any) -> str:
+    """A label value: an enum's value, anything else as ``str``."""
+    if isinstance(value, enum.Enum):
+        value = value.value
+    return value if isinstance(value, str) else str(value)
+
+
+class Meter:
+    """The runtime's metrics in one registry under one namespace.
+
+    Made by :func:`configure_metrics`. ``url`` is where they are served
+    (None when not served). :meth:`close` stops serving, removes the metrics
+    from the registry and stops the counting; ``with configure_metrics(...)
+    as meter:`` does it on leaving the block.
+    """
+
+    def __init__(self, registry: CollectorRegistry, namespace: str) -> None:
+        self.registry = registry
+        self.namespace = namespace
+        self.url: str | None = None
+        self._metrics: dict[str, Any] = {}
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._turn_children: dict[tuple[Any, str], Any] = {}
+        self._latency_children: dict[Any, Any] = {}
+        try:
+            self.episodes_planned = self.counter("episodes_planned", "Episodes handed to batches.")
+            self.episodes_started = self.counter("episodes_started", "Episodes started.")
+            self.episodes_in_flight = self.gauge(
+                "episodes_in_flight", "Episodes started and not finished."
+            )
+            self.episodes_finished = self.counter(
+                "episodes_finished",
+                "Episodes finished, by status: ok, failed (the environment raised), "
+                "error (a callback raised), cancelled.",
+                ("status",),
+            )
+            self.turns = self.counter(
+                "turns",
+                "Applied steps, by role and outcome: ok, timed_out, error, no_policy.",
+                ("role", "outcome"),
+            )
+            self.turn_latency = self.histogram(
+                "turn_latency_seconds",
+                "Turn duration, from sending the observation to closing the turn.",
+                ("role",),
+                buckets=LATENCY_BUCKETS,
+            )
+            self.late_replies = self.counter(
+                "late_replies_dropped", "Replies that came for a closed turn.", ("role",)
+            )
+            self.tokens = self.counter(
+                "policy_tokens",
+                "Tokens a policy reported in its usage annotation, by kind: prompt, completion.",
+                ("role", "kind"),
+            )
+            self.parse_errors = self.counter(
+                "parse_errors", "Turns whose answer could not be parsed into an action.", ("role",)
+            )
+        except BaseException:
+            self._unregister()
+            raise
+
+    # -- the application's own metrics -------------------------------------
+
+    def counter(self, name: str, documentation: str, labelnames: Sequence[str] = ()) -> Counter:
+        """The counter ``NS_<name>_total`` of this registry, made on first use."""
+        return self._get("counter", name, documentation, labelnames)
+
+    def gauge(self, name: str, documentation: str, labelnames: Sequence[str] = ()) -> Gauge:
+        """The gauge ``NS_<name>``, made on first use."""
+        return self._get("gauge", name, documentation, labelnames)
+
+    def histogram(
+        self,
+        name: str,
+        documentation: str,
+        labelnames: Sequence[str] = (),
+        *,
+        buckets: Sequence[float] = LATENCY_BUCKETS,
+    ) -> Histogram:
+        """The histogram ``NS_<name>``, made on first use with ``buckets``."""
+        return self._get("histogram", name, documentation, labelnames, buckets=buckets)
+
+    def summary(self, name: str, documentation: str, labelnames: Sequence[str] = ()) -> Summary:
+        """The summary ``NS_<name>`` (a count and a sum: means), made on first use."""
+        return self._get("summary", name, documentation, labelnames)
+
+    def _get(
+        self, kind: str, name: str, documentation: str, labelnames: Sequence[str], **kwargs: Any
+    ) -> Any:
+        labelnames = tuple(labelnames)
+        metric = self._metrics.get(name)
+        if metric is None:
+            metric = _KINDS[kind](
+                name,
+                documentation,
+                labelnames,
+                namespace=self.namespace,
+                registry=self.registry,
+                **kwargs,
+            )
+            self._metrics[name] = metric
+        elif type(metric) is not _KINDS[kind] or metric._labelnames != labelnames:
+            raise ValueError(
+                f"metric {name!r} already exists as a {type(metric).__name__.lower()} "
+                f"with labels {metric._labelnames}, not a {kind} with labels {labelnames}"
+            )
+        return metric
+
+    # -- what the runtime counts (hot paths: no work beyond the counts) -------
+
+    def turn(
+        self,
+        role: Any,
+        outcome: str,
+        latency_s: float | None,
+        info: Mapping[str, Any] | None,
+    ) -> None:
+        """Count one applied step (``latency_s`` None: no policy was asked)."""
+        key = (role, outcome)
+        child = self._turn_children.get(key)
+        if child is None:
+            child = self._turn_children[key] = self.turns.labels(_label(role), outcome)
+        child.inc()
+        if latency_s is not None:
+            latency = self._latency_children.get(role)
+            if latency is None:
+                latency = self._latency_children[role] = self.turn_latency.labels(_label(role))
+            latency.observe(latency_s)
+        if info:
+            usage = info.get("usage")
+            if isinstance(usage, Mapping):
+                for kind in ("prompt", "completion"):
+                    count = usage.get(f"{kind}_tokens")
+                    if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+                        self.tokens.labels(_label(role), kind).inc(count)
+            if info.get("parse_error") is not None:
+                self.parse_errors.labels(_label(role)).inc()
+
+    def late_reply(self, role: Any) -> None:
+        self.late_replies.labels(_label(role)).inc()
+
+    def episode_started(self) -> None:
+        self.episodes_started.inc()
+        self.episodes_in_flight.inc()
+
+    def episode_finished(self, status: str) -> None:
+        self.episodes_finished.labels(status).inc()
+        self.episodes_in_flight.dec()
+
+    # -- serving and closing ------------------------------------------------
+
+    def _serve(self, port: int, host: str) -> None:
+        server, thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server, self._thread = server, thread
+        shown = f"[{host}]" if ":" in host else host
+        self.url = f"http://{shown}:{server.server_port}/metrics"
+
+    @property
+    def port(self) -> int | None:
+        """The port the metrics are served on (None when not served)."""
+        return None if self._server is None else self._server.server_port
+
+    def close(self) -> None:
+        """Stop serving, take the metrics out of the registry, stop counting."""
+        if self._closed:
+            return
+        self._closed = True
+        if STATE.meter is self:
+            STATE.meter = None
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            if self._thread is not None:
+                self._thread.join(timeout=5)
+        self._unregister()
+
+    def _unregister(self) -> None:
+        for metric in self._metrics.values():
+            try:
+                self.registry.unregister(metric)
+            except KeyError:  # already out
+                pass
+        self._metrics.clear()
+
+    def __enter__(self) -> Meter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = f", url={self.url!r}" if self.url else ""
+        return f"Meter(namespace={self.namespace!r}{where}{', closed' if self._closed else ''})"
+
+
+class _State:
+    __slots__ = ("meter",)
+
+    def __init__(self) -> None:
+        self.meter: Meter | None = None
+
+
+STATE = _State()
+
+
+def current_meter() -> Meter | None:
+    """The :class:`Meter` counting now, or None when metrics are off."""
+    return STATE.meter
+
+
+def configure_metrics(
+    port: int | None = None,
+    *,
+    host: str = "127.0.0.1",
+    namespace: str = "actors",
+    registry: CollectorRegistry | None = None,
+) -> Meter:
+    """Count the runtime's episodes, turns and late replies in Prometheus metrics.
+
+    ``registry``: where they go (default: ``prometheus_client``'s process-wide
+    registry, which an application that already serves one exposes with its
+    own). ``port``: also serve the registry on ``http://host:port/metrics``
+    from a background thread (0 picks a free port: see ``Meter.url``); the
+    default host is loopback only. ``namespace`` prefixes every name.
+
+    Replaces the meter of a previous call (closed: no longer served or
+    registered). A port that cannot be bound raises ``OSError`` and leaves
+    no meter behind. Returns the :class:`Meter`.
+    """
+    if port is not None and (
+        isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535
+    ):
+        raise ValueError(f"port must be an integer from 0 to 65535 or None, got {port!r:.80}")
+    if not isinstance(namespace, str) or not _NAME.fullmatch(namespace):
+        raise ValueError(
+            f"namespace must be a name of letters, digits and underscores, got {namespace!r:.80}"
+        )
+    if STATE.meter is not None:
+        STATE.meter.close()
+    meter = Meter(registry if registry is not None else REGISTRY, namespace)
+    if port is not None:
+        try:
+            meter._serve(port, host)
+        except BaseException:
+            meter.close()
+            raise
+    STATE.meter = meter
+    return meter

@@ -1,0 +1,175 @@
+"""``--metrics-port``: Prometheus metrics served while a run goes, scraped by a
+client over loopback (and by a real Prometheus server where one is installed)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+import actors
+from chaosops.agents.policies import heuristic_policy
+from chaosops.agents.runner import run_batch
+from chaosops.curriculum.generator import scenarios_for_tier
+from chaosops.env.environment import DEFAULT_TURN_ORDER
+
+from .test_cli_e2e import (  # the module-scoped fixtures work and mock_llm, and helpers
+    TIMEOUT,
+    _llm_run,
+    assert_one_error_line,
+    chaosops,
+    interrupt,
+    jsonl,
+    mock_llm,  # noqa: F401
+    spawn,
+    work,  # noqa: F401
+)
+
+
+def _scrape(url: str) -> dict[str, float]:
+    """Sums of each sample name over its labels."""
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    sums: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
+    return sums
+
+
+def test_a_run_serves_its_metrics_while_it_goes(
+    work: Path,  # noqa: F811
+    mock_llm: str,  # noqa: F811
+) -> None:
+    out = work / "metrics-run"
+    proc = spawn(*_llm_run(work, mock_llm, out, "--metrics-port", "0"), cwd=work)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("chaosops: Prometheus metrics on http://127.0.0.1:"), line
+        url = line.rsplit(" ", 1)[1].strip()
+        deadline = time.monotonic() + TIMEOUT
+        seen: dict[str, float] = {}
+        while time.monotonic() < deadline and proc.poll() is None:
+            seen = _scrape(url)
+            if seen.get("chaosops_episodes_scored_total", 0) >= 1:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before it was scraped mid-way"
+        # mid-run: the plan, the episodes in flight, finished ones and their turns
+        assert seen["chaosops_episodes_planned_total"] == 12
+        assert 1 <= seen["chaosops_episodes_finished_total"] < 12
+        assert seen["chaosops_episodes_in_flight"] <= 2  # --concurrency 2
+        assert seen["chaosops_turns_total"] >= 1
+        assert seen["chaosops_turn_latency_seconds_sum"] >= 0.08  # the mock's latency
+        assert seen["chaosops_policy_tokens_total"] > 0
+        assert seen["chaosops_episodes_scored_total"] >= 1
+        # the process's own metrics come with the default registry
+        assert seen["process_resident_memory_bytes"] > 0
+        _, stderr = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            interrupt(proc)
+    assert proc.returncode == 0, stderr
+    assert len(jsonl(out / "results.jsonl")) == 12
+
+
+def test_a_metrics_port_that_cannot_be_served_is_one_line_before_anything_is_written(
+    work: Path,  # noqa: F811
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = work / "metrics-taken"
+        proc = chaosops("run", "--metrics-port", port, "--out", out, cwd=work)
+    assert proc.returncode == 2
+    assert_one_error_line(proc, "--metrics-port", f"127.0.0.1:{port}", "in use")
+    assert not out.exists()
+    proc = chaosops("run", "--metrics-port", "65536", "--out", out, cwd=work)
+    assert_one_error_line(proc, "--metrics-port", "0 to 65535", "65536")
+    assert not out.exists()
+
+
+# ------------------------------------------------- a real Prometheus server
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path) -> Iterator[tuple[Path, int]]:
+    """A Prometheus server's config file (to fill in) and port: started by the test."""
+    if shutil.which("prometheus") is None:
+        pytest.skip("no prometheus server installed (Debian: apt-get install prometheus)")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    yield tmp_path / "prometheus.yml", port
+
+
+def _query(port: int, expr: str) -> list[dict[str, object]]:
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=5) as response:
+        body = json.loads(response.read())
+    assert body["status"] == "success", body
+    return list(body["data"]["result"])
+
+
+def test_a_real_prometheus_server_scrapes_the_metrics(
+    tmp_path: Path, prometheus: tuple[Path, int]
+) -> None:
+    config, port = prometheus
+    registry = CollectorRegistry()
+    with actors.configure_metrics(0, registry=registry, namespace="chaosops") as meter:
+        scenarios = scenarios_for_tier("easy", episodes_per_type=2)
+        results = run_batch(
+            scenarios,
+            lambda sc: dict.fromkeys(DEFAULT_TURN_ORDER, heuristic_policy(sc.seed)),
+            concurrency=4,
+        )
+        turns = sum(len(r.steps) for r in results)
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n"
+            "scrape_configs:\n  - job_name: chaosops\n"
+            f"    static_configs:\n      - targets: ['127.0.0.1:{meter.port}']\n"
+        )
+        server = subprocess.Popen(
+            [
+                "prometheus",
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp_path / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + TIMEOUT
+            found: list[dict[str, object]] = []
+            while time.monotonic() < deadline and not found:
+                time.sleep(0.5)
+                try:
+                    found = _query(port, "sum(chaosops_turns_total)")
+                except OSError:  # not listening yet
+                    continue
+            assert found, "Prometheus never scraped the metrics"
+            assert float(found[0]["value"][1]) == turns  # type: ignore[index]
+            up = _query(port, 'up{job="chaosops"}')
+            assert float(up[0]["value"][1]) == 1  # type: ignore[index]
+            resolved = _query(port, 'sum(chaosops_episodes_scored_total{resolved="true"})')
+            assert float(resolved[0]["value"][1]) == sum(r.resolved for r in results)  # type: ignore[index]
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
