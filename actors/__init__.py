@@ -20,6 +20,8 @@ Public API:
 - :func:`current_turn`: inside a policy, the :class:`TurnContext` of the turn
   (``annotate(**fields)`` attaches data to the step and its log event).
 - :func:`configure_logging`, :func:`get_logger`: structured JSON logs.
+- :func:`configure_tracing`: OpenTelemetry spans, one per episode and per turn,
+  the policy's own spans nested in its turn's.
 - :func:`configure_metrics`, :func:`current_meter`: Prometheus metrics (episodes,
   turns by outcome, turn latency, late replies, tokens), served on ``/metrics``.
 
@@ -39,6 +41,7 @@ from ._logging import configure_logging, get_logger, log_enabled
 from ._metrics import Meter, configure_metrics, current_meter
 from ._run import LOOPS, resolve_loop, run
 from ._threads import in_thread
+from ._tracing import configure_tracing, disable_tracing, tracing_enabled
 from ._types import (
     EpisodeTrace,
     Policy,
@@ -64,8 +67,10 @@ __all__ = [
     "TurnTimeout",
     "configure_logging",
     "configure_metrics",
+    "configure_tracing",
     "current_meter",
     "current_turn",
+    "disable_tracing",
     "gc_frozen",
     "get_logger",
     "in_thread",
@@ -77,4 +82,5 @@ __all__ = [
     "run_episode",
     "run_jobs",
     "timeouts_by_role",
+    "tracing_enabled",
 ]

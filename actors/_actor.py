@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 from anyio import ClosedResourceError, EndOfStream
 
-from . import _logging, _metrics
+from . import _logging, _metrics, _tracing
 from ._context import CURRENT
 from ._mailbox import Mailbox, Replies
 from ._types import Policy, error_text
@@ -56,7 +56,7 @@ class EpisodeState:
 
     __slots__ = (
         "closed_info", "episode_id", "loop", "open_actor", "open_deadline", "open_turn",
-        "replies", "scope_class", "timer", "timer_when",
+        "replies", "scope_class", "timer", "timer_when", "trace_context",
     )  # fmt: skip
 
     def __init__(
@@ -81,6 +81,9 @@ class EpisodeState:
         self.open_deadline: float | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.timer_when = 0.0
+        # While tracing: the open turn's span as an OpenTelemetry context, made
+        # current in the actor for the policy call.
+        self.trace_context: Any = None
 
     def arm(self, actor: Actor, deadline: float) -> None:
         """Make sure a timer fires by ``deadline``, the open turn's (asyncio)."""
@@ -187,6 +190,8 @@ class Actor:
             self.turn, self.deadline, self.info = turn, deadline, None
             error: BaseException | None = None
             result: Any = None
+            trace_context = episode.trace_context
+            traced = _tracing.STATE.attach(trace_context) if trace_context is not None else None
             try:
                 result = policy(observation, role)
                 if type(result) in _PLAIN_TYPES:
@@ -207,6 +212,9 @@ class Actor:
             except Exception as exc:  # a policy bug costs its turn only
                 self.scope = None
                 error = exc
+            finally:
+                if traced is not None:
+                    _tracing.STATE.detach(traced)
             info, self.info, self.turn = self.info, None, -1
             if episode.open_turn != turn or (deadline is not None and clock() >= deadline):
                 # Came back after its deadline: the turn was closed (the call
@@ -243,6 +251,8 @@ def log_late_reply(
     meter = _metrics.STATE.meter
     if meter is not None:
         meter.late_reply(role)
+    if _tracing.STATE.tracer is not None:
+        _tracing.late_reply(turn, role)
     if _logging.log_enabled(_logging.INFO):
         raised = {} if error is None else {"error": error_text(error)}
         _logging.STATE.logger.info(

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 from structlog.contextvars import bind_contextvars, reset_contextvars, unbind_contextvars
 
-from . import _logging, _metrics
+from . import _logging, _metrics, _tracing
 from ._actor import Actor, EpisodeState, Reply, log_late_reply
 from ._deadline import timeouts_by_role
 from ._ids import new_episode_id
@@ -82,9 +82,14 @@ async def run_episode(
     # What ``bound_contextvars`` does, minus its walk over every context
     # variable to save the previous value: the token restores it.
     tokens = bind_contextvars(episode_id=episode_id)
+    tracer = _tracing.STATE.tracer  # None: tracing off
+    span: Any = None
+    described: Mapping[str, Any] | None = None
     try:
         trace = EpisodeTrace(episode_id=episode_id)
         started = perf_counter()
+        if tracer is not None:
+            span, span_token = _tracing.start_episode(tracer, episode_id, log_fields)
         meter = _metrics.STATE.meter
         if meter is not None:
             meter.episode_started()
@@ -118,12 +123,15 @@ async def run_episode(
         trace.wall_s = perf_counter() - started
         if meter is not None:
             meter.episode_finished(trace.status)
-        if _logging.log_enabled(_logging.INFO):
-            _log_finished(
-                trace, describe_finish(env, trace) if describe_finish is not None else None
-            )
+        logged = _logging.log_enabled(_logging.INFO)
+        if describe_finish is not None and (logged or span is not None):
+            described = describe_finish(env, trace)
+        if logged:
+            _log_finished(trace, described)
         return trace
     finally:
+        if span is not None:
+            _tracing.end_episode(span, span_token, trace, described)
         try:
             reset_contextvars(**tokens)
         except ValueError:  # closed from another context (a coroutine collected unfinished)
@@ -234,6 +242,8 @@ async def _play(
     records = trace.turns if record_turns else None
     log = _logging.STATE
     meter = _metrics.STATE.meter  # None: metrics off
+    tracer = _tracing.STATE.tracer  # None: tracing off
+    turn_span: Any = None  # the open turn's span, while tracing
     now = loop.time if loop is not None else anyio.current_time
     turn = 0
     done = observation.done  # read once a turn: an observation's attribute may be dear (pydantic)
@@ -248,6 +258,8 @@ async def _play(
                 timed_out = False
                 error: str | None = None
                 info: dict[str, Any] | None = None
+                if tracer is not None:
+                    turn_span = _start_turn_span(tracer, state, turn, role, actor is not None)
                 if actor is None:
                     action = fallback(role)
                     latency = 0.0
@@ -335,6 +347,15 @@ async def _play(
                 done = next_observation.done
                 if log.threshold <= _logging.INFO:
                     _log_turn(record, episode_id, describe_turn, done)
+                if turn_span is not None:
+                    state.trace_context = None
+                    _tracing.end_turn(
+                        turn_span,
+                        record,
+                        describe_turn(record) if describe_turn is not None else None,
+                        done,
+                    )
+                    turn_span = None
                 if meter is not None:
                     played = actor is not None
                     meter.turn(
@@ -349,6 +370,8 @@ async def _play(
             # gone, not inside the task group's ExceptionGroup.
             raised = exc
         finally:
+            if turn_span is not None:  # nothing applied: the environment raised, or cancelled
+                _tracing.end_unfinished_turn(turn_span, trace.error or "the turn was abandoned")
             if loop is not None:
                 state.disarm()
             # Idle actors leave when their inbox closes; one still in a closed
@@ -358,6 +381,17 @@ async def _play(
                 await _stop_calls(actors, tg.tasks)
     if raised is not None:
         raise raised
+
+
+def _start_turn_span(tracer: Any, state: EpisodeState, turn: int, role: Any, played: bool) -> Any:
+    # A turn's span under the episode's (current in the coordinator); the
+    # actor makes it current for the policy call.
+    span = tracer.start_span(
+        "turn", attributes={"turn.index": turn, "turn.role": _tracing.attribute(role)}
+    )
+    if played:
+        state.trace_context = _tracing.STATE.in_context(span)
+    return span
 
 
 def _outcome(record: TurnRecord, played: bool) -> str:

@@ -186,6 +186,13 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
         metavar="HOST",
         help="address the metrics are served on (default 127.0.0.1; 0.0.0.0: every interface)",
     )
+    parser.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="send OpenTelemetry traces (a span per episode and per turn) over OTLP/HTTP to "
+        "URL, e.g. http://127.0.0.1:4318 (needs the otel extra; OTEL_EXPORTER_OTLP_HEADERS "
+        "and OTEL_SERVICE_NAME are honoured)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     llm = parser.add_argument_group("LLM policy (--policy llm)")
     llm.add_argument(

@@ -13,7 +13,8 @@ from ._errors import CLIError
 from ._plan import plan_episodes
 from ._policies import policy_factory, prepare_llm
 from ._run import refuse_existing
-from ._terminal import configure_logs, console_for, note, serve_metrics
+from ._telemetry import serve_metrics, start_tracing
+from ._terminal import configure_logs, console_for, note
 
 
 def _check_outputs(out: Path, outputs: tuple[tuple[Path | None, str | None, str], ...]) -> None:
@@ -81,6 +82,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # where the evaluation goes can take it and holds no earlier one, before any episode runs
     _check_outputs(args.out, ((json_path, args.json, "--json"), (chart, args.chart, "--chart")))
     serve_metrics(args)  # a port that cannot be served fails before anything is written
+    start_tracing(args)  # so does a collector that cannot be reached
     table_stream = configure_logs(args)  # a bad log target fails before anything runs
     llm = prepare_llm(args, policies)
     if args.json == "-":

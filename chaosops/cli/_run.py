@@ -12,7 +12,8 @@ from ._batches import Batch, execute, plan_batches, stop_code
 from ._errors import CLIError
 from ._plan import PlannedEpisode, plan_episodes
 from ._policies import policy_factory, prepare_llm
-from ._terminal import configure_logs, console_for, note, serve_metrics, stdout_gone
+from ._telemetry import serve_metrics, start_tracing
+from ._terminal import configure_logs, console_for, note, stdout_gone
 
 
 def build_summary(records: Sequence[Mapping[str, Any]], planned: Sequence[str]) -> dict[str, Any]:
@@ -221,6 +222,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 path, "pass --resume to continue that run, or a new --out folder", folder=args.out
             )
     serve_metrics(args)  # a port that cannot be served fails before anything is written
+    start_tracing(args)  # so does a collector that cannot be reached
     # the log target fails (one line naming it) before the folder is made
     table_stream = configure_logs(args)
     llm = prepare_llm(args, [args.policy])

@@ -96,23 +96,6 @@ def configure_logs(args: argparse.Namespace) -> TextIO:
     return sys.stdout
 
 
-def serve_metrics(args: argparse.Namespace) -> None:
-    """``--metrics-port``: count the run in Prometheus metrics and serve them
-    (namespace ``chaosops``); one line naming the address when it cannot be."""
-    if args.metrics_port is None:
-        return
-    from actors import configure_metrics
-
-    where = f"{args.metrics_host}:{args.metrics_port}"
-    try:
-        meter = configure_metrics(args.metrics_port, host=args.metrics_host, namespace="chaosops")
-    except OSError as exc:
-        raise CLIError(
-            f"--metrics-port: cannot serve metrics on {where}: {exc.strerror or exc}"
-        ) from None
-    note(f"Prometheus metrics on {meter.url}")
-
-
 def note(text: str) -> None:
     """One line ``chaosops: <text>`` on stderr."""
     sys.stderr.write(f"{PROG}: {text}\n")

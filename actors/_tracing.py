@@ -1,0 +1,173 @@
+"""OpenTelemetry traces: a span per episode, a child span per turn.
+
+Off until :func:`configure_tracing` is called (it needs ``opentelemetry-api``;
+an SDK and an exporter, e.g. OTLP, come from the application or the
+``otel`` extra). Then each episode is an ``episode`` span (a trace of its
+own unless a span is current where the episode runs: the caller's span is its
+parent) and each applied step a ``turn`` span under it, from sending the
+observation to closing the turn. The policy call runs with its turn's span
+current, so what the policy traces itself (an instrumented HTTP client, an
+LLM SDK, a span of its own) lands under the turn it played. Off, the runtime
+pays one attribute read per episode and a ``None`` test per turn.
+
+Attributes, all of them also in the structured log:
+
+- ``episode``: ``episode.id``, ``episode.<field>`` for each ``log_fields``
+  and ``describe_finish`` field (chaosops: failure type, difficulty, seed,
+  resolved, cumulative reward...), ``episode.status``, ``episode.timeouts``,
+  ``episode.errors``; status ERROR (with the error) when
+  the environment or a callback raised; an event ``late_reply_dropped`` per
+  reply that came for a closed turn.
+- ``turn``: ``turn.index``, ``turn.role``, ``turn.<field>`` for each
+  ``describe_turn`` field (chaosops: step, action type, target, args),
+  ``turn.reward``, ``turn.done``, ``turn.timed_out``, ``turn.error``,
+  ``turn.latency_ms``; the GenAI conventions' ``gen_ai.usage.input_tokens``
+  and ``gen_ai.usage.output_tokens`` from a ``usage`` annotation; status
+  ERROR with the error when the policy raised or returned no action.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+__all__ = ["configure_tracing", "disable_tracing", "tracing_enabled"]
+
+
+class _State:
+    __slots__ = ("attach", "current_span", "detach", "error", "in_context", "tracer")
+
+    def __init__(self) -> None:
+        self.tracer: Any = None  # None: tracing off
+        self.attach: Any = None  # opentelemetry.context.attach
+        self.detach: Any = None
+        self.in_context: Any = None  # opentelemetry.trace.set_span_in_context
+        self.error: Any = None  # opentelemetry.trace.StatusCode.ERROR
+        self.current_span: Any = None  # opentelemetry.trace.get_current_span
+
+
+STATE = _State()
+
+
+def configure_tracing(tracer_provider: Any = None, *, name: str = "actors") -> None:
+    """Trace every episode and turn with OpenTelemetry (see the module's doc).
+
+    ``tracer_provider``: where the spans go (default: the global provider
+    set with ``opentelemetry.trace.set_tracer_provider``; without an SDK the
+    spans cost little and go nowhere). ``name``: the instrumentation scope.
+    Raises ImportError with what to install when ``opentelemetry-api`` is
+    missing. Replaces a previous configuration; :func:`disable_tracing` ends it.
+    """
+    try:
+        from opentelemetry import context, trace
+    except ImportError:
+        raise ImportError(
+            "tracing needs the OpenTelemetry API: pip install 'chaosops[otel]' "
+            "(or opentelemetry-api with an SDK and an exporter of your choice)"
+        ) from None
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string, got {name!r:.80}")
+    tracer = trace.get_tracer(name, tracer_provider=tracer_provider)
+    STATE.attach, STATE.detach = context.attach, context.detach
+    STATE.in_context = trace.set_span_in_context
+    STATE.error = trace.StatusCode.ERROR
+    STATE.current_span = trace.get_current_span
+    STATE.tracer = tracer
+
+
+def disable_tracing() -> None:
+    """Stop tracing (spans already ended were handed to the provider)."""
+    STATE.tracer = None
+
+
+def tracing_enabled() -> bool:
+    """True while episodes and turns are traced."""
+    return STATE.tracer is not None
+
+
+_ENCODE = msgspec.json.Encoder(enc_hook=repr).encode
+
+
+def attribute(value: Any) -> Any:
+    """``value`` as an OpenTelemetry attribute value: str, bool, int, float kept,
+    an enum as its value, None as None (the attribute is left out), anything
+    else as JSON text."""
+    if isinstance(value, enum.Enum):  # before str and int: StrEnum, IntEnum
+        value = value.value
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    return _ENCODE(value).decode()
+
+
+def set_fields(span: Any, prefix: str, fields: Mapping[str, Any] | None) -> None:
+    """``prefix.key`` attributes for each field that has a value."""
+    if not fields:
+        return
+    for key, value in fields.items():
+        value = attribute(value)
+        if value is not None:
+            span.set_attribute(f"{prefix}.{key}", value)
+
+
+def set_usage(span: Any, info: Mapping[str, Any] | None) -> None:
+    """The GenAI conventions' token counts from a ``usage`` annotation."""
+    usage = info.get("usage") if info else None
+    if not isinstance(usage, Mapping):
+        return
+    for key, name in (("prompt_tokens", "input_tokens"), ("completion_tokens", "output_tokens")):
+        count = usage.get(key)
+        if isinstance(count, int) and not isinstance(count, bool):
+            span.set_attribute(f"gen_ai.usage.{name}", count)
+
+
+def start_episode(tracer: Any, episode_id: str, fields: Mapping[str, Any] | None) -> Any:
+    """The episode's span, made current; returns ``(span, token)``."""
+    span = tracer.start_span("episode", attributes={"episode.id": episode_id})
+    set_fields(span, "episode", fields)
+    return span, STATE.attach(STATE.in_context(span))
+
+
+def end_episode(span: Any, token: Any, trace: Any, described: Mapping[str, Any] | None) -> None:
+    """End the episode's span with how it ended (``trace``: an EpisodeTrace)."""
+    try:
+        set_fields(span, "episode", described)
+        span.set_attribute("episode.status", trace.status)
+        span.set_attribute("episode.timeouts", trace.timeouts)
+        span.set_attribute("episode.errors", trace.errors)
+        if trace.error is not None:
+            span.set_status(STATE.error, trace.error)
+        span.end()
+    finally:
+        STATE.detach(token)
+
+
+def late_reply(turn: int, role: Any) -> None:
+    """An event ``late_reply_dropped`` on the episode's span (current where this runs)."""
+    STATE.current_span().add_event(
+        "late_reply_dropped", {"turn.index": turn, "turn.role": attribute(role)}
+    )
+
+
+def end_turn(span: Any, record: Any, described: Mapping[str, Any] | None, done: bool) -> None:
+    """End a turn's span with what was applied (``record``: a TurnRecord)."""
+    set_fields(span, "turn", described)
+    reward = record.next_observation.reward
+    if reward is not None:
+        span.set_attribute("turn.reward", attribute(reward))
+    span.set_attribute("turn.done", bool(done))
+    span.set_attribute("turn.timed_out", record.timed_out)
+    span.set_attribute("turn.latency_ms", round(record.latency_s * 1000, 3))
+    set_usage(span, record.info)
+    if record.error is not None:
+        span.set_attribute("turn.error", record.error)
+        span.set_status(STATE.error, record.error)
+    span.end()
+
+
+def end_unfinished_turn(span: Any, error: str) -> None:
+    """End a turn's span that applied nothing (the environment raised, or cancelled)."""
+    span.set_status(STATE.error, error)
+    span.end()
