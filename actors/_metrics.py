@@ -35,10 +35,10 @@ import enum
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, Summary
-from prometheus_client.exposition import start_http_server
+if TYPE_CHECKING:  # imported when metrics are configured: ~50 ms off `import actors`
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary
 
 __all__ = ["LATENCY_BUCKETS", "Meter", "configure_metrics", "current_meter"]
 
@@ -50,7 +50,12 @@ LATENCY_BUCKETS: tuple[float, ...] = (
 to slow LLM calls (a minute)."""
 
 _NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-_KINDS = {"counter": Counter, "gauge": Gauge, "histogram": Histogram, "summary": Summary}
+
+
+def _metric_class(kind: str) -> type[Any]:
+    import prometheus_client
+
+    return getattr(prometheus_client, kind.capitalize())  # type: ignore[no-any-return]
 
 
 def _label(value: Any) -> str:
@@ -147,8 +152,9 @@ class Meter:
     ) -> Any:
         labelnames = tuple(labelnames)
         metric = self._metrics.get(name)
+        cls = _metric_class(kind)
         if metric is None:
-            metric = _KINDS[kind](
+            metric = cls(
                 name,
                 documentation,
                 labelnames,
@@ -157,7 +163,7 @@ class Meter:
                 **kwargs,
             )
             self._metrics[name] = metric
-        elif type(metric) is not _KINDS[kind] or metric._labelnames != labelnames:
+        elif type(metric) is not cls or metric._labelnames != labelnames:
             raise ValueError(
                 f"metric {name!r} already exists as a {type(metric).__name__.lower()} "
                 f"with labels {metric._labelnames}, not a {kind} with labels {labelnames}"
@@ -208,6 +214,8 @@ class Meter:
     # -- serving and closing ------------------------------------------------
 
     def _serve(self, port: int, host: str) -> None:
+        from prometheus_client.exposition import start_http_server
+
         server, thread = start_http_server(port, addr=host, registry=self.registry)
         self._server, self._thread = server, thread
         shown = f"[{host}]" if ":" in host else host
@@ -295,7 +303,9 @@ def configure_metrics(
         )
     if STATE.meter is not None:
         STATE.meter.close()
-    meter = Meter(registry if registry is not None else REGISTRY, namespace)
+    if registry is None:
+        from prometheus_client import REGISTRY as registry
+    meter = Meter(registry, namespace)
     if port is not None:
         try:
             meter._serve(port, host)
