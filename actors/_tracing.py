@@ -102,17 +102,17 @@ def attribute(value: Any) -> Any:
     return _ENCODE(value).decode()
 
 
-def set_fields(span: Any, prefix: str, fields: Mapping[str, Any] | None) -> None:
+def add_fields(attributes: dict[str, Any], prefix: str, fields: Mapping[str, Any] | None) -> None:
     """``prefix.key`` attributes for each field that has a value."""
     if not fields:
         return
     for key, value in fields.items():
         value = attribute(value)
         if value is not None:
-            span.set_attribute(f"{prefix}.{key}", value)
+            attributes[f"{prefix}.{key}"] = value
 
 
-def set_usage(span: Any, info: Mapping[str, Any] | None) -> None:
+def add_usage(attributes: dict[str, Any], info: Mapping[str, Any] | None) -> None:
     """The GenAI conventions' token counts from a ``usage`` annotation."""
     usage = info.get("usage") if info else None
     if not isinstance(usage, Mapping):
@@ -120,23 +120,26 @@ def set_usage(span: Any, info: Mapping[str, Any] | None) -> None:
     for key, name in (("prompt_tokens", "input_tokens"), ("completion_tokens", "output_tokens")):
         count = usage.get(key)
         if isinstance(count, int) and not isinstance(count, bool):
-            span.set_attribute(f"gen_ai.usage.{name}", count)
+            attributes[f"gen_ai.usage.{name}"] = count
 
 
 def start_episode(tracer: Any, episode_id: str, fields: Mapping[str, Any] | None) -> Any:
     """The episode's span, made current; returns ``(span, token)``."""
-    span = tracer.start_span("episode", attributes={"episode.id": episode_id})
-    set_fields(span, "episode", fields)
+    attributes = {"episode.id": episode_id}
+    add_fields(attributes, "episode", fields)
+    span = tracer.start_span("episode", attributes=attributes)
     return span, STATE.attach(STATE.in_context(span))
 
 
 def end_episode(span: Any, token: Any, trace: Any, described: Mapping[str, Any] | None) -> None:
     """End the episode's span with how it ended (``trace``: an EpisodeTrace)."""
     try:
-        set_fields(span, "episode", described)
-        span.set_attribute("episode.status", trace.status)
-        span.set_attribute("episode.timeouts", trace.timeouts)
-        span.set_attribute("episode.errors", trace.errors)
+        attributes: dict[str, Any] = {}
+        add_fields(attributes, "episode", described)
+        attributes["episode.status"] = trace.status
+        attributes["episode.timeouts"] = trace.timeouts
+        attributes["episode.errors"] = trace.errors
+        span.set_attributes(attributes)
         if trace.error is not None:
             span.set_status(STATE.error, trace.error)
         span.end()
@@ -153,17 +156,19 @@ def late_reply(turn: int, role: Any) -> None:
 
 def end_turn(span: Any, record: Any, described: Mapping[str, Any] | None, done: bool) -> None:
     """End a turn's span with what was applied (``record``: a TurnRecord)."""
-    set_fields(span, "turn", described)
+    attributes: dict[str, Any] = {}
+    add_fields(attributes, "turn", described)
     reward = record.next_observation.reward
     if reward is not None:
-        span.set_attribute("turn.reward", attribute(reward))
-    span.set_attribute("turn.done", bool(done))
-    span.set_attribute("turn.timed_out", record.timed_out)
-    span.set_attribute("turn.latency_ms", round(record.latency_s * 1000, 3))
-    set_usage(span, record.info)
+        attributes["turn.reward"] = attribute(reward)
+    attributes["turn.done"] = bool(done)
+    attributes["turn.timed_out"] = record.timed_out
+    attributes["turn.latency_ms"] = round(record.latency_s * 1000, 3)
+    add_usage(attributes, record.info)
     if record.error is not None:
-        span.set_attribute("turn.error", record.error)
+        attributes["turn.error"] = record.error
         span.set_status(STATE.error, record.error)
+    span.set_attributes(attributes)
     span.end()
 
 
