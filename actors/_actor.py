@@ -10,9 +10,10 @@ from typing import Any
 import anyio
 from anyio import ClosedResourceError, EndOfStream
 
-from . import _logging, _metrics, _tracing
+from . import _logging, _tracing
 from ._context import CURRENT
 from ._mailbox import Mailbox, Replies
+from ._metrics import EpisodeMeter
 from ._types import Policy, error_text
 
 Request = tuple[int, Any, float | None]
@@ -55,8 +56,8 @@ class EpisodeState:
     """
 
     __slots__ = (
-        "closed_info", "episode_id", "loop", "open_actor", "open_deadline", "open_turn",
-        "replies", "scope_class", "timer", "timer_when", "trace_context",
+        "closed_info", "episode_id", "loop", "meter", "open_actor", "open_deadline",
+        "open_turn", "replies", "scope_class", "timer", "timer_when", "trace_context",
     )  # fmt: skip
 
     def __init__(
@@ -84,6 +85,8 @@ class EpisodeState:
         # While tracing: the open turn's span as an OpenTelemetry context, made
         # current in the actor for the policy call.
         self.trace_context: Any = None
+        # The episode's metrics, None when off.
+        self.meter: EpisodeMeter | None = None
 
     def arm(self, actor: Actor, deadline: float) -> None:
         """Make sure a timer fires by ``deadline``, the open turn's (asyncio)."""
@@ -224,7 +227,7 @@ class Actor:
                 # the turn closes timed out, keeping the annotations made.
                 if episode.open_turn == turn:
                     self.turn, self.info = turn, info  # for close_turn
-                log_late_reply(self.episode_id, turn, role, error)
+                log_late_reply(self.episode_id, turn, role, error, episode.meter)
                 error = None
                 continue
             if error is not None and _logging.log_enabled(_logging.ERROR):
@@ -244,11 +247,14 @@ class Actor:
 
 
 def log_late_reply(
-    episode_id: str, turn: int, role: Any, error: BaseException | None = None
+    episode_id: str,
+    turn: int,
+    role: Any,
+    error: BaseException | None = None,
+    meter: EpisodeMeter | None = None,
 ) -> None:
     """Log ``late_reply_dropped`` for a reply that came after its turn's deadline
     (with ``error``, ``"Type: message"``, when the late call raised), and count it."""
-    meter = _metrics.STATE.meter
     if meter is not None:
         meter.late_reply(role)
     if _tracing.STATE.tracer is not None:

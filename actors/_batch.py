@@ -45,7 +45,7 @@ def _prepare(
     seq: Sequence[T] = items if isinstance(items, Sequence) else list(items)
     meter = _metrics.STATE.meter
     if meter is not None:
-        meter.episodes_planned.inc(len(seq))
+        meter.planned(len(seq), log_fields)
     if _logging.log_enabled(_logging.INFO):
         _logging.STATE.logger.info(
             "run_started", episodes=len(seq), concurrency=concurrency, **(log_fields or {})

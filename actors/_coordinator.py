@@ -17,6 +17,7 @@ from ._deadline import timeouts_by_role
 from ._ids import new_episode_id
 from ._logging import TurnFields
 from ._mailbox import Mailbox, Replies, asyncio_loop
+from ._metrics import EpisodeMeter
 from ._tasks import TaskGroup
 from ._types import EpisodeTrace, Policy, TurnEnv, TurnRecord, TurnTimeout, error_text
 
@@ -91,8 +92,7 @@ async def run_episode(
         if tracer is not None:
             span, span_token = _tracing.start_episode(tracer, episode_id, log_fields)
         meter = _metrics.STATE.meter
-        if meter is not None:
-            meter.episode_started()
+        counted = meter.episode(log_fields) if meter is not None else None
         if _logging.log_enabled(_logging.INFO):
             _logging.emit(
                 "info", "episode_started", {"episode_id": episode_id, **(log_fields or {})}
@@ -104,8 +104,8 @@ async def run_episode(
         else:
             try:
                 await _play(
-                    env, trace, observation, policies, timeouts,
-                    fallback, is_action, max_turns, describe_turn, after_step, record_turns,
+                    env, trace, observation, policies, timeouts, fallback, is_action,
+                    max_turns, describe_turn, after_step, record_turns, counted,
                 )  # fmt: skip
             except BaseException as exc:
                 # Abandoned: cancelled, or a callback of the caller's raised.
@@ -114,15 +114,15 @@ async def run_episode(
                     trace.status, trace.error = "cancelled", None
                 else:
                     trace.status, trace.error = "error", error_text(exc)
-                if meter is not None:
-                    meter.episode_finished(trace.status)
+                if counted is not None:
+                    counted.finished(trace.status)
                 if _logging.log_enabled(_logging.INFO):
                     trace.wall_s = perf_counter() - started
                     _log_finished(trace, None)  # abandoned mid-way: describe_finish is not asked
                 raise
         trace.wall_s = perf_counter() - started
-        if meter is not None:
-            meter.episode_finished(trace.status)
+        if counted is not None:
+            counted.finished(trace.status)
         logged = _logging.log_enabled(_logging.INFO)
         if describe_finish is not None and (logged or span is not None):
             described = describe_finish(env, trace)
@@ -219,6 +219,7 @@ async def _play(
     describe_turn: Callable[[TurnRecord], Mapping[str, Any]] | None,
     after_step: Callable[[TurnEnv, TurnRecord], None] | None,
     record_turns: bool,
+    meter: EpisodeMeter | None,
 ) -> None:
     """The actors' task group and the turn loop: send, wait for the reply or
     the deadline, step, record, log.
@@ -236,12 +237,12 @@ async def _play(
         Mailbox(len(policies) + 1, loop) if loop is None else Replies(loop)
     )
     state = EpisodeState(episode_id, replies, loop)
+    state.meter = meter  # None: metrics off
     actors = {
         role: Actor(role, policy, state, Mailbox(1, loop)) for role, policy in policies.items()
     }
     records = trace.turns if record_turns else None
     log = _logging.STATE
-    meter = _metrics.STATE.meter  # None: metrics off
     tracer = _tracing.STATE.tracer  # None: tracing off
     turn_span: Any = None  # the open turn's span, while tracing
     now = loop.time if loop is not None else anyio.current_time
@@ -289,21 +290,21 @@ async def _play(
                                     break
                                 await replies.waiter()
                             elif reply[0] != turn:
-                                log_late_reply(episode_id, reply[0], reply[1])
+                                log_late_reply(episode_id, reply[0], reply[1], meter=meter)
                             else:
                                 break
                     elif timeout is None:
                         actor.inbox.put_latest((turn, observation, None))
                         reply = await replies.get()
                         while reply[0] != turn:
-                            log_late_reply(episode_id, reply[0], reply[1])
+                            log_late_reply(episode_id, reply[0], reply[1], meter=meter)
                             reply = await replies.get()
                     else:
                         deadline = now() + timeout
                         actor.inbox.put_latest((turn, observation, deadline))
                         reply = await replies.get_before(deadline)
                         while reply is not None and reply[0] != turn:
-                            log_late_reply(episode_id, reply[0], reply[1])
+                            log_late_reply(episode_id, reply[0], reply[1], meter=meter)
                             reply = await replies.get_before(deadline)
                         if reply is None:
                             state.close_turn(actor, turn)

@@ -12,7 +12,8 @@ pays one attribute read per episode and a ``None`` test per turn.
 
 Attributes, all of them also in the structured log:
 
-- ``episode``: ``episode.id``, ``episode.<field>`` for each ``log_fields``
+- ``episode``: ``episode.id``, ``run.id`` (the log's, when logging is
+  configured), ``episode.<field>`` for each ``log_fields``
   and ``describe_finish`` field (chaosops: failure type, difficulty, seed,
   resolved, cumulative reward...), ``episode.status``, ``episode.timeouts``,
   ``episode.errors``; status ERROR (with the error) when
@@ -22,7 +23,8 @@ Attributes, all of them also in the structured log:
   ``describe_turn`` field (chaosops: step, action type, target, args),
   ``turn.reward``, ``turn.done``, ``turn.timed_out``, ``turn.error``,
   ``turn.latency_ms``; the GenAI conventions' ``gen_ai.usage.input_tokens``
-  and ``gen_ai.usage.output_tokens`` from a ``usage`` annotation; status
+  and ``gen_ai.usage.output_tokens`` from a ``usage`` annotation,
+  ``turn.parse_error`` from a ``parse_error`` one; status
   ERROR with the error when the policy raised or returned no action.
 """
 
@@ -33,6 +35,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
+
+from . import _logging
 
 __all__ = ["configure_tracing", "disable_tracing", "tracing_enabled"]
 
@@ -126,6 +130,9 @@ def add_usage(attributes: dict[str, Any], info: Mapping[str, Any] | None) -> Non
 def start_episode(tracer: Any, episode_id: str, fields: Mapping[str, Any] | None) -> Any:
     """The episode's span, made current; returns ``(span, token)``."""
     attributes = {"episode.id": episode_id}
+    run_id = _logging.STATE.run_id  # the log's, when logging is configured
+    if run_id is not None:
+        attributes["run.id"] = run_id
     add_fields(attributes, "episode", fields)
     span = tracer.start_span("episode", attributes=attributes)
     return span, STATE.attach(STATE.in_context(span))
@@ -165,6 +172,9 @@ def end_turn(span: Any, record: Any, described: Mapping[str, Any] | None, done: 
     attributes["turn.timed_out"] = record.timed_out
     attributes["turn.latency_ms"] = round(record.latency_s * 1000, 3)
     add_usage(attributes, record.info)
+    parse_error = record.info.get("parse_error") if record.info else None
+    if parse_error is not None:  # an answer that was no action: noop played
+        attributes["turn.parse_error"] = str(parse_error)[:200]
     if record.error is not None:
         attributes["turn.error"] = record.error
         span.set_status(STATE.error, record.error)

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -288,12 +289,14 @@ async def arun_episode(
     *,
     max_turns: int | None = None,
     turn_timeout: TurnTimeoutArg = None,
+    fields: Mapping[str, Any] | None = None,
 ) -> EpisodeResult:
     """Play ``scenario`` on ``env`` (reset here) with one actor per role.
 
     ``max_turns`` defaults to ``scenario.max_steps * len(env.turn_order)``.
-    ``turn_timeout``: see :data:`TurnTimeoutArg`.
+    ``turn_timeout``: see :data:`TurnTimeoutArg`. ``fields``: see :data:`FIELDS_DOC`.
     """
+    fields = _check_fields(fields)
     if max_turns is None:
         max_turns = scenario.max_steps * len(env.turn_order)
     episode_id = actors.new_episode_id()
@@ -323,6 +326,7 @@ async def arun_episode(
         turn_timeout=_timeouts(turn_timeout, scenario),
         episode_id=episode_id,
         log_fields={
+            **fields,
             "failure_type": scenario.failure_type,
             "difficulty": scenario.difficulty,
             "seed": scenario.seed,
@@ -351,31 +355,72 @@ async def arun_episode(
     )
     meter = actors.current_meter()
     if meter is not None and result.status == "ok":
-        _count_episode(meter, result)
+        _count_episode(meter, result, fields)
     return result
 
 
-def _count_episode(meter: actors.Meter, result: EpisodeResult) -> None:
-    """chaosops's own metrics, beside the runtime's: episodes scored by
-    scenario and whether they were resolved, and their cumulative reward."""
+def _count_episode(meter: actors.Meter, result: EpisodeResult, fields: Mapping[str, Any]) -> None:
+    """chaosops's own metrics, beside the runtime's (with its labels first,
+    e.g. ``policy``): episodes scored by scenario and whether they were
+    resolved, and the mean cumulative reward (a gauge: rewards are negative as
+    often as not, which a counter or a summary's sum cannot follow)."""
     scenario = result.scenario
-    failure_type, difficulty = scenario.failure_type.value, scenario.difficulty.value
+    labels = (*meter.values(fields), scenario.failure_type.value, scenario.difficulty.value)
+    names = (*meter.labels, "failure_type", "difficulty")
     meter.counter(
         "episodes_scored",
         "Episodes played to their end, by failure type, difficulty and resolved (true, false).",
-        ("failure_type", "difficulty", "resolved"),
-    ).labels(failure_type, difficulty, "true" if result.resolved else "false").inc()
-    meter.summary(
-        "episode_reward",
-        "Cumulative reward of the episodes played to their end (sum / count: the mean).",
-        ("failure_type", "difficulty"),
-    ).labels(failure_type, difficulty).observe(result.cumulative_reward)
+        (*names, "resolved"),
+    ).labels(*labels, "true" if result.resolved else "false").inc()
+    total = _REWARDS.setdefault(meter, {}).setdefault(labels, [0.0, 0])
+    total[0] += result.cumulative_reward
+    total[1] += 1
+    meter.gauge(
+        "episode_reward_mean",
+        "Mean cumulative reward of the episodes played to their end.",
+        names,
+    ).labels(*labels).set(total[0] / total[1])
+
+
+_REWARDS: weakref.WeakKeyDictionary[actors.Meter, dict[tuple[str, ...], list[Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per meter and label values: [sum of cumulative rewards, episodes]."""
+
+_RESERVED_FIELDS = frozenset(
+    {"episode_id", "failure_type", "difficulty", "seed", "episodes", "concurrency",
+     "turn_timeout", "event", "level", "run_id", "timestamp"}
+)  # fmt: skip
+
+FIELDS_DOC = """``fields``: a mapping of a few str keys to scalar values naming the
+batch (e.g. ``{"policy": "oracle"}``): added to ``run_started`` and to each
+episode's ``episode_started`` event and ``episode`` span, and the values of
+the metric labels configured with ``actors.configure_metrics(labels=...)``."""
+
+
+def _check_fields(fields: Mapping[str, Any] | None) -> dict[str, Any]:
+    if fields is None:
+        return {}
+    if not isinstance(fields, Mapping):
+        raise TypeError(f"fields must be a mapping of names to values, got {fields!r:.80}")
+    for key, value in fields.items():
+        if not isinstance(key, str) or key in _RESERVED_FIELDS:
+            raise ValueError(
+                f"fields: {key!r:.80} is not a field name a batch may set (a str other than "
+                f"{', '.join(sorted(_RESERVED_FIELDS))})"
+            )
+        if value is not None and not isinstance(value, str | bool | int | float):
+            raise TypeError(
+                f"fields: {key!r} must be a str, number, bool or None, got {value!r:.80}"
+            )
+    return dict(fields)
 
 
 def _episode_job(
     policies: Policies,
     turn_timeout: TurnTimeoutArg,
     env_factory: Callable[[], ChaosOpsEnvironment],
+    fields: Mapping[str, Any],
 ) -> Callable[[Scenario], Any]:
     # Returns arun_episode's coroutine (the batch worker awaits it) instead of
     # awaiting it in a coroutine of its own: one level less to walk through
@@ -386,6 +431,7 @@ def _episode_job(
             scenario,
             _policies_for(policies, scenario),
             turn_timeout=turn_timeout,
+            fields=fields,
         )
 
     return job
@@ -401,13 +447,15 @@ def _jobs_kwargs(
     env_factory: Callable[[], ChaosOpsEnvironment],
     concurrency: int,
     gc_freeze: bool,
+    fields: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """The arguments of ``actors.run_jobs`` / ``open_jobs`` for a batch of episodes."""
+    fields = _check_fields(fields)
     return {
-        "job": _episode_job(policies, turn_timeout, env_factory),
+        "job": _episode_job(policies, turn_timeout, env_factory, fields),
         "concurrency": concurrency,
         "failed": _failed,
-        "log_fields": {"turn_timeout": _timeout_field(turn_timeout)},
+        "log_fields": {**fields, "turn_timeout": _timeout_field(turn_timeout)},
         "gc_freeze": gc_freeze,
     }
 
@@ -420,6 +468,7 @@ async def arun_batch(
     turn_timeout: TurnTimeoutArg = None,
     env_factory: Callable[[], ChaosOpsEnvironment] = ChaosOpsEnvironment,
     gc_freeze: bool = True,
+    fields: Mapping[str, Any] | None = None,
 ) -> list[EpisodeResult]:
     """Run one episode per scenario (each on a fresh environment), at most
     ``concurrency`` at a time; results in the order of ``scenarios``.
@@ -433,7 +482,7 @@ async def arun_batch(
     ``concurrency`` is 1. Use a factory seeded per scenario.
 
     An environment failure marks that episode ``"failed"``; the batch goes on.
-    Cancelling the caller cancels every episode.
+    Cancelling the caller cancels every episode. ``fields``: see :data:`FIELDS_DOC`.
 
     ``gc_freeze`` (default on): what survives the garbage collector while the
     batch runs is frozen out of its sight, so that no collection walks the
@@ -444,7 +493,7 @@ async def arun_batch(
     """
     return await actors.run_jobs(
         _check_batch(scenarios, policies, turn_timeout),
-        **_jobs_kwargs(policies, turn_timeout, env_factory, concurrency, gc_freeze),
+        **_jobs_kwargs(policies, turn_timeout, env_factory, concurrency, gc_freeze, fields),
     )
 
 
@@ -457,6 +506,7 @@ async def open_batch(
     turn_timeout: TurnTimeoutArg = None,
     env_factory: Callable[[], ChaosOpsEnvironment] = ChaosOpsEnvironment,
     gc_freeze: bool = True,
+    fields: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[actors.JobResults[EpisodeResult]]:
     """:func:`arun_batch` as a stream: ``(index, result)`` as each episode finishes.
 
@@ -475,7 +525,7 @@ async def open_batch(
     """
     async with actors.open_jobs(
         _check_batch(scenarios, policies, turn_timeout),
-        **_jobs_kwargs(policies, turn_timeout, env_factory, concurrency, gc_freeze),
+        **_jobs_kwargs(policies, turn_timeout, env_factory, concurrency, gc_freeze, fields),
     ) as results:
         yield results
 
@@ -501,6 +551,7 @@ def run_episode(
     *,
     max_turns: int | None = None,
     turn_timeout: TurnTimeoutArg = None,
+    fields: Mapping[str, Any] | None = None,
 ) -> EpisodeResult:
     """Synchronous :func:`arun_episode` (same runtime, run with ``actors.run``).
 
@@ -516,6 +567,7 @@ def run_episode(
             policy_by_role,
             max_turns=max_turns,
             turn_timeout=turn_timeout,
+            fields=fields,
         )
     )
 
@@ -528,6 +580,7 @@ def run_batch(
     turn_timeout: TurnTimeoutArg = None,
     env_factory: Callable[[], ChaosOpsEnvironment] = ChaosOpsEnvironment,
     gc_freeze: bool = True,
+    fields: Mapping[str, Any] | None = None,
 ) -> list[EpisodeResult]:
     """Synchronous :func:`arun_batch`: results in the order of ``scenarios``.
 
@@ -547,5 +600,6 @@ def run_batch(
             turn_timeout=turn_timeout,
             env_factory=env_factory,
             gc_freeze=gc_freeze,
+            fields=fields,
         )
     )

@@ -36,12 +36,12 @@ def _int_from(low: int, high: int | None = None) -> Callable[[str], int]:
             value = int(text)
         except ValueError:
             value = low - 1
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}")
-        if high is not None and value > high:
+        if high is not None and not low <= value <= high:
             raise argparse.ArgumentTypeError(
                 f"expected an integer from {low} to {high}, got {text!r}"
             )
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}")
         return value
 
     return parse
@@ -182,9 +182,14 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--metrics-host",
-        default="127.0.0.1",
         metavar="HOST",
         help="address the metrics are served on (default 127.0.0.1; 0.0.0.0: every interface)",
+    )
+    parser.add_argument(
+        "--metrics-linger",
+        type=_non_negative,
+        metavar="SECONDS",
+        help="keep serving the final metrics this long after the run (for a last scrape)",
     )
     parser.add_argument(
         "--otlp-endpoint",

@@ -24,7 +24,9 @@ class Stop:
 
 @dataclasses.dataclass
 class Batch:
-    """One call to the runner: scenarios sharing a deadline, with their plan indices."""
+    """One call to the runner: scenarios sharing a deadline, with their plan
+    indices; ``tag``, the policy's name, is the batch's ``policy`` field (in
+    its log events, spans and metric labels)."""
 
     scenarios: list[Any]
     indices: list[int]
@@ -109,6 +111,7 @@ async def run_batches(
                     batch.factory,
                     concurrency=concurrency,
                     turn_timeout=batch.turn_timeout,
+                    fields={"policy": batch.tag} if batch.tag else None,
                 ) as results:
                     if on_batch is not None:
                         on_batch(results)

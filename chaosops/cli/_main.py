@@ -13,6 +13,7 @@ from ._mock import cmd_mock_llm
 from ._replay import cmd_replay
 from ._run import cmd_run
 from ._scenarios import cmd_scenarios
+from ._telemetry import finish
 from ._terminal import note
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -33,9 +34,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.error(f"missing command; choose from {', '.join([*_COMMANDS, 'mock-llm'])}")
-        if args.command in ("run", "eval"):
-            _check_event_loop()
-        return _COMMANDS[args.command](args)
+        if args.command not in ("run", "eval"):
+            return _COMMANDS[args.command](args)
+        _check_event_loop()
+        try:
+            return _COMMANDS[args.command](args)
+        finally:
+            finish(args)  # the metrics' linger, the last spans sent
     except CLIError as exc:
         sys.stderr.write(f"{PROG}: error: {one_line(exc)}\n")
         return exc.code

@@ -258,7 +258,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             outputs.write_episode(result, policy=args.policy, key=keys[index], render=render)
             progress.advance(result)
 
-        batches = plan_batches(args, planned, todo, factory)
+        batches = plan_batches(args, planned, todo, factory, tag=args.policy)
         stop = execute(
             batches,
             concurrency=args.concurrency,

@@ -4,9 +4,16 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import logging
 import os
+import socket
+import ssl
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from typing import Any
 
 from ._errors import PROG, CLIError
 from ._terminal import note
@@ -16,31 +23,61 @@ def serve_metrics(args: argparse.Namespace) -> None:
     """``--metrics-port``: count the run in Prometheus metrics and serve them
     (namespace ``chaosops``); one line naming the address when it cannot be."""
     if args.metrics_port is None:
+        for option, value in (("--metrics-host", args.metrics_host),
+                              ("--metrics-linger", args.metrics_linger)):  # fmt: skip
+            if value is not None:
+                raise CLIError(f"{option} needs --metrics-port (the port to serve them on)")
         return
+    args.metrics_host = args.metrics_host or "127.0.0.1"
+    import prometheus_client
+
     from actors import configure_metrics
 
+    prometheus_client.disable_created_metrics()  # no *_created series beside each counter
     where = f"{args.metrics_host}:{args.metrics_port}"
     try:
-        meter = configure_metrics(args.metrics_port, host=args.metrics_host, namespace="chaosops")
+        meter = configure_metrics(
+            args.metrics_port, host=args.metrics_host, namespace=PROG, labels=("policy",)
+        )
     except OSError as exc:
+        option = "--metrics-host" if isinstance(exc, socket.gaierror) else "--metrics-port"
+        if exc.errno == errno.EADDRNOTAVAIL:
+            option = "--metrics-host"
         raise CLIError(
-            f"--metrics-port: cannot serve metrics on {where}: {exc.strerror or exc}"
+            f"{option}: cannot serve metrics on {where}: {exc.strerror or exc}"
         ) from None
     note(f"Prometheus metrics on {meter.url}")
 
 
+class _Tracing:
+    """The exporting side of ``--otlp-endpoint``: what was ended and sent."""
+
+    def __init__(self, url: str, provider: Any, exporter: Any) -> None:
+        self.url = url
+        self.provider = provider
+        self.exporter = exporter
+        self.ended = 0  # spans ended (handed to the batch processor)
+        self.sent = 0  # spans the collector accepted
+
+
+_TRACING: list[_Tracing] = []
+
+
 def start_tracing(args: argparse.Namespace) -> None:
     """``--otlp-endpoint``: trace every episode and turn, exported over OTLP/HTTP
-    (protobuf) in batches; the spans still queued are sent when the command
-    exits. The endpoint is checked first: one line naming it when it cannot be
-    reached (exit 1) or the OpenTelemetry SDK is missing (exit 2)."""
-    if not args.otlp_endpoint:
+    (protobuf) in batches, with the headers and certificates of the standard
+    ``OTEL_EXPORTER_OTLP_*`` variables. The endpoint is checked first: one line
+    naming it when it cannot be reached or refuses an export (exit 1), or when
+    the OpenTelemetry SDK is missing (exit 2). :func:`finish` sends what is
+    still queued, for a bounded time, and says how many spans were lost."""
+    if args.otlp_endpoint is None:
         return
+    url = traces_url(args.otlp_endpoint)
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
     except ImportError:
         raise CLIError(
             "--otlp-endpoint needs OpenTelemetry's SDK and OTLP exporter: "
@@ -48,42 +85,137 @@ def start_tracing(args: argparse.Namespace) -> None:
         ) from None
     import actors
 
-    url = traces_url(args.otlp_endpoint)
     _check_collector(url)
+    # The SDK's own warnings (a retry, a full queue) would interleave with the
+    # progress bar, one per batch: finish() says what was lost, in one line.
+    for name in ("opentelemetry.exporter", "opentelemetry.sdk.trace.export"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+    class Counted(SpanExporter):
+        def export(self, spans: Any) -> Any:
+            result = inner.export(spans)
+            if result.name == "SUCCESS":
+                tracing.sent += len(spans)
+            return result
+
+        def shutdown(self) -> None:
+            inner.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30_000) -> bool:
+            return bool(inner.force_flush(timeout_millis))
+
+    class Ended(SpanProcessor):
+        def on_end(self, span: Any) -> None:
+            tracing.ended += 1
+
+    inner = OTLPSpanExporter(endpoint=url, timeout=_FLUSH_S)
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or PROG})
-    provider = TracerProvider(resource=resource)  # shut down (flushed) at exit
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=url, timeout=10)))
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)  # finish() does it
+    tracing = _Tracing(url, provider, inner)
+    provider.add_span_processor(Ended())
+    # spans leave every second (the SDK's default is 5 s): a trace viewer follows the run
+    provider.add_span_processor(BatchSpanProcessor(Counted(), schedule_delay_millis=1000))
+    _TRACING.append(tracing)
     actors.configure_tracing(provider, name=PROG)
     note(f"OpenTelemetry traces to {url}")
+
+
+_FLUSH_S = 5
+"""Seconds an export may take, and the final flush: a collector gone away
+delays the command's exit by about twice this at most."""
+
+
+def finish(args: argparse.Namespace) -> None:
+    """After the command: keep serving the metrics ``--metrics-linger``
+    seconds, then send the spans still queued. Ctrl-C cuts either short; the
+    command's exit code stays its own."""
+    linger = getattr(args, "metrics_linger", 0) or 0
+    if linger and getattr(args, "metrics_port", None) is not None:
+        import actors
+
+        meter = actors.current_meter()
+        if meter is not None:
+            note(f"serving the final metrics on {meter.url} for {linger:g} s (Ctrl-C to stop)")
+            try:
+                time.sleep(linger)
+            except KeyboardInterrupt:
+                pass
+    while _TRACING:
+        _finish_tracing(_TRACING.pop())
+
+
+def _finish_tracing(tracing: _Tracing) -> None:
+    import actors
+
+    actors.disable_tracing()
+    try:
+        tracing.provider.force_flush(timeout_millis=_FLUSH_S * 1000)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        tracing.exporter.shutdown()  # what is still queued fails at once
+        try:
+            tracing.provider.shutdown()
+        except KeyboardInterrupt:
+            pass
+    lost = tracing.ended - tracing.sent
+    if lost:
+        note(
+            f"OpenTelemetry: {lost} of {tracing.ended} spans were not delivered to "
+            f"{tracing.url} (collector unreachable or too slow)"
+        )
 
 
 def traces_url(endpoint: str) -> str:
     """The OTLP/HTTP traces URL of ``endpoint`` (a collector's base URL, as
     ``OTEL_EXPORTER_OTLP_ENDPOINT`` takes it, or its ``/v1/traces`` URL)."""
-    endpoint = endpoint.strip()
-    if not endpoint.startswith(("http://", "https://")):
+    parts = urllib.parse.urlsplit(endpoint.strip())
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise CLIError(
-            f"--otlp-endpoint: expected an http:// or https:// URL such as "
+            f"--otlp-endpoint: expected an http:// or https:// URL with a host, such as "
             f"http://127.0.0.1:4318, got {endpoint!r}"
         )
-    endpoint = endpoint.rstrip("/")
-    return endpoint if endpoint.endswith("/v1/traces") else endpoint + "/v1/traces"
+    path = parts.path.rstrip("/")
+    if not path.endswith("/v1/traces"):
+        path += "/v1/traces"
+    return urllib.parse.urlunsplit((parts.scheme.lower(), parts.netloc, path, parts.query, ""))
+
+
+def _env(name: str) -> str | None:
+    # The traces-specific variable first, as the exporter reads them.
+    return os.environ.get(f"OTEL_EXPORTER_OTLP_TRACES_{name}") or os.environ.get(
+        f"OTEL_EXPORTER_OTLP_{name}"
+    )
 
 
 def _check_collector(url: str) -> None:
-    # An empty export request: a collector answers 200 and stores nothing.
-    request = urllib.request.Request(
-        url, data=b"", method="POST", headers={"Content-Type": "application/x-protobuf"}
-    )
+    """An empty export request, with the exporter's headers and certificates:
+    a collector answers 200 and stores nothing."""
+    from opentelemetry.util.re import parse_env_headers
+
+    headers = {"Content-Type": "application/x-protobuf"}
+    headers.update(parse_env_headers(_env("HEADERS") or "", liberal=True))
+    context = None
+    if url.startswith("https://"):
+        context = ssl.create_default_context(cafile=_env("CERTIFICATE"))
+        client_cert = _env("CLIENT_CERTIFICATE")
+        if client_cert:
+            context.load_cert_chain(client_cert, _env("CLIENT_KEY"))
+    request = urllib.request.Request(url, data=b"", method="POST", headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=5):
+        with urllib.request.urlopen(request, timeout=_FLUSH_S, context=context):
             pass
     except urllib.error.HTTPError as exc:
+        advice = (
+            "; set its credentials in OTEL_EXPORTER_OTLP_HEADERS"
+            if exc.code in (401, 403)
+            else "; expected an OpenTelemetry collector's OTLP/HTTP receiver"
+        )
         raise CLIError(
             f"--otlp-endpoint: {url} answered HTTP {exc.code} {exc.reason} to an empty "
-            "OTLP export; expected an OpenTelemetry collector's OTLP/HTTP receiver",
+            f"OTLP export{advice}",
             code=1,
         ) from None
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         raise CLIError(f"--otlp-endpoint: cannot reach {url}: {reason}", code=1) from None

@@ -97,8 +97,8 @@ async def test_a_batch_counts_episodes_turns_outcomes_latency_and_tokens(meter: 
     # the timed-out turns lasted at least their deadline
     assert value(meter, "turn_latency_seconds_bucket", role="b", le="0.025") == 6
     assert value(meter, "turn_latency_seconds_sum", role="b") >= 6 * 0.05
-    assert value(meter, "policy_tokens_total", role="d", kind="prompt") == 1200
-    assert value(meter, "policy_tokens_total", role="d", kind="completion") == 84
+    assert value(meter, "policy_tokens_total", role="d", type="input") == 1200
+    assert value(meter, "policy_tokens_total", role="d", type="output") == 84
     assert value(meter, "parse_errors_total", role="d") == 6
 
 
@@ -190,6 +190,8 @@ def test_a_taken_port_raises_and_leaves_nothing_behind() -> None:
         ({"port": "9000"}, "port must be an integer from 0 to 65535"),
         ({"port": True}, "port must be an integer from 0 to 65535"),
         ({"namespace": "my-runs"}, "namespace must be a name"),
+        ({"labels": ("role",)}, "labels must be names"),
+        ({"labels": ("my-policy",)}, "labels must be names"),
     ],
 )
 def test_bad_arguments_are_refused(kwargs: dict[str, Any], message: str) -> None:
@@ -209,3 +211,36 @@ def test_application_metrics_join_the_namespace(meter: Meter) -> None:
         meter.counter("resolved", "Resolved episodes.", ("other",))
     meter.close()
     assert value(meter, "resolved_total", kind="x") == 0
+    with pytest.raises(RuntimeError, match="closed"):
+        meter.counter("late", "Too late.")
+
+
+@pytest.mark.anyio
+async def test_labelled_series_and_zeros_before_the_first_event() -> None:
+    registry = CollectorRegistry()
+    with configure_metrics(registry=registry, namespace="z", labels=("policy",)):
+
+        async def job(index: int) -> EpisodeTrace:
+            return await run_episode(
+                ToyEnv(steps=4),
+                policies=instant_policies(),
+                log_fields={"policy": "one" if index < 2 else "two"},
+                **run_kwargs(),
+            )
+
+        await run_jobs(range(2), job, concurrency=2, log_fields={"policy": "one"})
+        await run_jobs(range(2, 5), job, concurrency=2, log_fields={"policy": "two"})
+
+        def get(name: str, **labels: str) -> float | None:
+            return registry.get_sample_value(f"z_{name}", labels)
+
+        assert get("episodes_planned_total", policy="one") == 2
+        assert get("episodes_planned_total", policy="two") == 3
+        assert get("episodes_finished_total", policy="two", status="ok") == 3
+        assert get("turns_total", policy="one", role="a", outcome="ok") == 2
+        assert get("turns_total", policy="two", role="b", outcome="ok") == 3
+        # series a dashboard plots exist, at 0, before anything happened to them
+        assert get("turns_total", policy="one", role="a", outcome="timed_out") == 0
+        assert get("episodes_finished_total", policy="one", status="failed") == 0
+        assert get("late_replies_dropped_total", policy="two", role="c") == 0
+        assert get("parse_errors_total", policy="two", role="d") == 0

@@ -18,7 +18,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 class Collector:
     """``url`` to export to; ``spans`` and ``resources`` received so far."""
 
-    def __init__(self) -> None:
+    def __init__(self, headers: dict[str, str] | None = None) -> None:
+        self.required_headers = headers or {}  # answered 401 without them
         self.spans: list[Any] = []
         self.resources: list[dict[str, Any]] = []
         self.exports = 0
@@ -36,6 +37,10 @@ class Collector:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if self.path != "/v1/traces":
                     self.send_response(404)
+                    self.end_headers()
+                    return
+                if any(self.headers.get(k) != v for k, v in owner.required_headers.items()):
+                    self.send_response(401)
                     self.end_headers()
                     return
                 if self.headers.get("Content-Encoding") == "gzip":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -47,6 +48,62 @@ def _scrape(url: str) -> dict[str, float]:
     return sums
 
 
+def _series(url: str) -> list[tuple[str, dict[str, str], float]]:
+    """Every sample: (name, labels, value)."""
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    return [
+        (sample.name, sample.labels, sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    ]
+
+
+def test_eval_lingers_with_its_final_counts_by_policy(work: Path) -> None:  # noqa: F811
+    out = work / "metrics-eval"
+    proc = spawn(
+        "eval", "tiny.toml", "--metrics-port", "0", "--metrics-linger", "60", "--no-chart",
+        "--no-progress", "--out", out, cwd=work,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        url = first.rsplit(" ", 1)[1].strip()
+        lines = [first]
+        while "serving the final metrics" not in lines[-1]:
+            lines.append(proc.stderr.readline())
+            assert lines[-1], "".join(lines)
+        series = _series(url)
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)  # lingering: a Ctrl-C ends it, and the command is done
+        proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            interrupt(proc)
+    assert proc.returncode == 0
+    assert time.monotonic() - start < 10
+    assert (out / "eval.json").exists()
+
+    def total(name: str, **labels: str) -> float:
+        return sum(
+            value for n, got, value in series
+            if n == f"chaosops_{name}" and all(got.get(k) == v for k, v in labels.items())
+        )  # fmt: skip
+
+    for policy in ("random", "heuristic", "oracle"):
+        assert total("episodes_planned_total", policy=policy) == 12
+        assert total("episodes_finished_total", policy=policy, status="ok") == 12
+        assert total("episodes_finished_total", policy=policy, status="failed") == 0
+        assert total("episodes_scored_total", policy=policy) == 12
+        assert total("episodes_in_flight", policy=policy) == 0
+    assert total("episodes_scored_total", policy="oracle", resolved="true") == 12
+    reward = [(labels, value) for name, labels, value in series
+              if name == "chaosops_episode_reward_mean"]  # fmt: skip
+    assert {labels["policy"] for labels, _ in reward} == {"random", "heuristic", "oracle"}
+    # no *_created series beside the counters
+    assert not [name for name, _, _ in series if name.endswith("_created")]
+
+
 def test_a_run_serves_its_metrics_while_it_goes(
     work: Path,  # noqa: F811
     mock_llm: str,  # noqa: F811
@@ -74,6 +131,9 @@ def test_a_run_serves_its_metrics_while_it_goes(
         assert seen["chaosops_turn_latency_seconds_sum"] >= 0.08  # the mock's latency
         assert seen["chaosops_policy_tokens_total"] > 0
         assert seen["chaosops_episodes_scored_total"] >= 1
+        labels = {tuple(sorted(lab.items())) for name, lab, _ in _series(url)
+                  if name == "chaosops_turns_total"}  # fmt: skip
+        assert labels and all(dict(lab)["policy"] == "llm" for lab in labels)
         # the process's own metrics come with the default registry
         assert seen["process_resident_memory_bytes"] > 0
         _, stderr = proc.communicate(timeout=TIMEOUT)
@@ -98,6 +158,11 @@ def test_a_metrics_port_that_cannot_be_served_is_one_line_before_anything_is_wri
     assert not out.exists()
     proc = chaosops("run", "--metrics-port", "65536", "--out", out, cwd=work)
     assert_one_error_line(proc, "--metrics-port", "0 to 65535", "65536")
+    proc = chaosops("run", "--metrics-host", "0.0.0.0", "--out", out, cwd=work)
+    assert_one_error_line(proc, "--metrics-host needs --metrics-port")
+    proc = chaosops("run", "--metrics-port", "0", "--metrics-host", "no.such.host.invalid",
+                    "--out", out, cwd=work)  # fmt: skip
+    assert_one_error_line(proc, "--metrics-host", "no.such.host.invalid")
     assert not out.exists()
 
 

@@ -3,17 +3,27 @@ exported over OTLP/HTTP to a collector on loopback."""
 
 from __future__ import annotations
 
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from .otlp_collector import Collector, attributes
-from .test_cli_e2e import (  # the module-scoped fixture work, and helpers
+from .test_cli_e2e import (  # the module-scoped fixtures work and mock_llm, and helpers
+    CHAOSOPS,
+    TIMEOUT,
+    _env,
     _free_port,
+    _llm_run,
     assert_one_error_line,
     chaosops,
+    interrupt,
     jsonl,
+    mock_llm,  # noqa: F401
+    spawn,
     work,  # noqa: F401
 )
 
@@ -51,6 +61,7 @@ def test_a_run_exports_a_span_per_episode_and_per_turn(
         episode = by_id[result["episode_id"]]
         fields = attributes(episode)
         assert fields["episode.status"] == "ok"
+        assert fields["episode.policy"] == "heuristic"
         assert fields["episode.failure_type"] == result["failure_type"]
         assert fields["episode.resolved"] == result["resolved"]
         assert fields["episode.cumulative_reward"] == pytest.approx(result["cumulative_reward"])
@@ -75,9 +86,10 @@ def test_an_unreachable_or_malformed_endpoint_is_one_line_before_anything_is_wri
     proc = chaosops("run", "--otlp-endpoint", url, "--out", out, cwd=work)
     assert proc.returncode == 1
     assert_one_error_line(proc, "--otlp-endpoint", f"{url}/v1/traces", "cannot reach")
-    proc = chaosops("run", "--otlp-endpoint", "127.0.0.1:4318", "--out", out, cwd=work)
-    assert proc.returncode == 2
-    assert_one_error_line(proc, "--otlp-endpoint", "http://", "'127.0.0.1:4318'")
+    for bad in ("127.0.0.1:4318", "http://", ""):
+        proc = chaosops("run", "--otlp-endpoint", bad, "--out", out, cwd=work)
+        assert proc.returncode == 2
+        assert_one_error_line(proc, "--otlp-endpoint", "http://", repr(bad))
     assert not out.exists()
 
 
@@ -90,3 +102,83 @@ def test_an_endpoint_that_is_no_collector_is_refused(
     assert proc.returncode == 1
     assert_one_error_line(proc, "/v1/logs/v1/traces", "HTTP 404")
     assert not out.exists()
+
+
+def _run_with_env(folder: Path, env: dict[str, str], *args: str | Path) -> Any:
+    return subprocess.run(
+        [CHAOSOPS, *map(str, args)],
+        capture_output=True, text=True, cwd=folder, env={**_env(), **env}, timeout=TIMEOUT,
+        check=False,
+    )  # fmt: skip
+
+
+def test_the_collectors_credentials_come_from_the_standard_variables(work: Path) -> None:  # noqa: F811
+    collector = Collector(headers={"x-api-key": "s3cret"})
+    try:
+        out = work / "traced-with-key"
+        proc = _run_with_env(work, {}, "run", "tiny.toml", "--otlp-endpoint", collector.url,
+                             "--out", out)  # fmt: skip
+        assert proc.returncode == 1
+        assert_one_error_line(proc, "HTTP 401", "OTEL_EXPORTER_OTLP_HEADERS")
+        assert not out.exists()
+        proc = _run_with_env(
+            work, {"OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=s3cret", "OTEL_SERVICE_NAME": "evals"},
+            "run", "tiny.toml", "--otlp-endpoint", collector.url, "--no-progress", "--out", out,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert len([s for s in collector.spans if s.name == "episode"]) == 12
+        assert {r["service.name"] for r in collector.resources} == {"evals"}
+        assert "not delivered" not in proc.stderr
+    finally:
+        collector.close()
+
+
+def test_a_collector_gone_mid_run_costs_a_bounded_wait_and_one_line(
+    work: Path,  # noqa: F811
+    mock_llm: str,  # noqa: F811
+) -> None:
+    collector = Collector()
+    out = work / "traced-collector-gone"
+    # one episode at a time: the run lasts seconds, and spans leave every second
+    args = _llm_run(work, mock_llm, out, "--otlp-endpoint", collector.url, "--concurrency", "1")
+    proc = spawn(*args, cwd=work)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline and not any(s.name == "episode" for s in collector.spans):
+            assert proc.poll() is None, "the run ended before the collector went away"
+            time.sleep(0.05)
+        collector.close()
+        gone = time.monotonic()
+        _, stderr = proc.communicate(timeout=TIMEOUT)
+    finally:
+        collector.close()
+        if proc.poll() is None:
+            interrupt(proc)
+    assert proc.returncode == 0, stderr
+    assert len(jsonl(out / "results.jsonl")) == 12  # the run itself is unaffected
+    assert time.monotonic() - gone < 30  # generous: the run's rest plus at most ~10 s
+    [lost] = [line for line in stderr.splitlines() if "not delivered" in line]
+    assert lost.startswith("chaosops: OpenTelemetry: ") and collector.url in lost
+    assert "Traceback" not in stderr and "Transient error" not in stderr
+
+
+def test_a_parse_error_is_on_its_turn_span(
+    work: Path,  # noqa: F811
+    collector: Collector,
+) -> None:
+    garbage = spawn("mock-llm", "--port", "0", "--rate-garbage", "1", cwd=work)
+    try:
+        assert garbage.stdout is not None
+        line = garbage.stdout.readline()
+        url = line.split(" at ", 1)[1].split()[0]
+        out = work / "traced-garbage"
+        proc = chaosops(*_llm_run(work, url, out, "--episodes-per-type", "1",
+                                  "--otlp-endpoint", collector.url), cwd=work)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        interrupt(garbage)
+    turns = [attributes(s) for s in collector.spans if s.name == "turn"]
+    assert turns and all(
+        t.get("turn.parse_error") for t in turns if t["turn.role"] != "manager" or True
+    )
+    assert all(t["turn.action_type"] == "noop" for t in turns)
