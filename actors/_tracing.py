@@ -72,6 +72,11 @@ def configure_tracing(tracer_provider: Any = None, *, name: str = "actors") -> N
             "tracing needs the OpenTelemetry API: pip install 'chaosops[otel]' "
             "(or opentelemetry-api with an SDK and an exporter of your choice)"
         ) from None
+    if tracer_provider is not None and not callable(getattr(tracer_provider, "get_tracer", None)):
+        raise TypeError(
+            f"tracer_provider must be an OpenTelemetry TracerProvider (or None for the "
+            f"global one), got {tracer_provider!r:.80}"
+        )
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r:.80}")
     tracer = trace.get_tracer(name, tracer_provider=tracer_provider)

@@ -223,3 +223,10 @@ def test_without_opentelemetry_says_what_to_install(monkeypatch: pytest.MonkeyPa
     with pytest.raises(ImportError, match=r"pip install 'chaosops\[otel\]'"):
         configure_tracing()
     assert not tracing_enabled()
+
+
+@pytest.mark.parametrize("provider", ["x", 3])
+def test_something_that_is_no_tracer_provider_is_refused(provider: Any) -> None:
+    with pytest.raises(TypeError, match="must be an OpenTelemetry TracerProvider"):
+        configure_tracing(provider)
+    assert not tracing_enabled()
