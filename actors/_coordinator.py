@@ -346,17 +346,16 @@ async def _play(
                 if after_step is not None:
                     after_step(env, record)
                 done = next_observation.done
-                if log.threshold <= _logging.INFO:
-                    _log_turn(record, episode_id, describe_turn, done)
-                if turn_span is not None:
-                    state.trace_context = None
-                    _tracing.end_turn(
-                        turn_span,
-                        record,
-                        describe_turn(record) if describe_turn is not None else None,
-                        done,
-                    )
-                    turn_span = None
+                logged = log.threshold <= _logging.INFO
+                if logged or turn_span is not None:
+                    # describe_turn once for the span and the log line (which takes it over)
+                    described = describe_turn(record) if describe_turn is not None else None
+                    if turn_span is not None:
+                        state.trace_context = None
+                        _tracing.end_turn(turn_span, record, described, done)
+                        turn_span = None
+                    if logged:
+                        _log_turn(record, episode_id, described, done)
                 if meter is not None:
                     played = actor is not None
                     meter.turn(
@@ -444,11 +443,11 @@ def _small(value: Any) -> Any:
 def _log_turn(
     record: TurnRecord,
     episode_id: str,
-    describe_turn: Callable[[TurnRecord], Mapping[str, Any]] | None,
+    described: Mapping[str, Any] | None,
     done: bool,
 ) -> None:
-    # The dict describe_turn returns is handed over (another mapping is copied).
-    extra = describe_turn(record) if describe_turn is not None else None
+    # The dict describe_turn returned is handed over (another mapping is copied).
+    extra = described
     if extra is not None and type(extra) is not dict:
         extra = dict(extra)
     if record.info:

@@ -349,8 +349,13 @@ def _render_line(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> bytes
     return bytes(line)
 
 
+def render_json(value: Any) -> str:
+    """``value`` as JSON text, the way a log line renders it (see :func:`_fallback`)."""
+    return _ENCODER.encode(value).decode()
+
+
 def _render_text(logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> str:
-    return _ENCODER.encode(event_dict).decode()
+    return render_json(event_dict)
 
 
 class _JsonLine:

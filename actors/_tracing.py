@@ -34,8 +34,6 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
-import msgspec
-
 from . import _logging
 
 __all__ = ["configure_tracing", "disable_tracing", "tracing_enabled"]
@@ -97,18 +95,15 @@ def tracing_enabled() -> bool:
     return STATE.tracer is not None
 
 
-_ENCODE = msgspec.json.Encoder(enc_hook=repr).encode
-
-
 def attribute(value: Any) -> Any:
     """``value`` as an OpenTelemetry attribute value: str, bool, int, float kept,
     an enum as its value, None as None (the attribute is left out), anything
-    else as JSON text."""
+    else as JSON text, rendered as in the log."""
     if isinstance(value, enum.Enum):  # before str and int: StrEnum, IntEnum
         value = value.value
     if value is None or isinstance(value, str | bool | int | float):
         return value
-    return _ENCODE(value).decode()
+    return _logging.render_json(value)
 
 
 def add_fields(attributes: dict[str, Any], prefix: str, fields: Mapping[str, Any] | None) -> None:
