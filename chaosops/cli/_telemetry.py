@@ -40,9 +40,8 @@ def serve_metrics(args: argparse.Namespace) -> None:
             args.metrics_port, host=args.metrics_host, namespace=PROG, labels=("policy",)
         )
     except OSError as exc:
-        option = "--metrics-host" if isinstance(exc, socket.gaierror) else "--metrics-port"
-        if exc.errno == errno.EADDRNOTAVAIL:
-            option = "--metrics-host"
+        bad_host = isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL
+        option = "--metrics-host" if bad_host else "--metrics-port"
         raise CLIError(
             f"{option}: cannot serve metrics on {where}: {exc.strerror or exc}"
         ) from None
@@ -60,7 +59,8 @@ class _Tracing:
         self.sent = 0  # spans the collector accepted
 
 
-_TRACING: list[_Tracing] = []
+_TRACING: _Tracing | None = None
+"""What ``--otlp-endpoint`` started, for :func:`finish`."""
 
 
 def start_tracing(args: argparse.Namespace) -> None:
@@ -70,6 +70,7 @@ def start_tracing(args: argparse.Namespace) -> None:
     naming it when it cannot be reached or refuses an export (exit 1), or when
     the OpenTelemetry SDK is missing (exit 2). :func:`finish` sends what is
     still queued, for a bounded time, and says how many spans were lost."""
+    global _TRACING
     if args.otlp_endpoint is None:
         return
     url = traces_url(args.otlp_endpoint)
@@ -77,7 +78,11 @@ def start_tracing(args: argparse.Namespace) -> None:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+        from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
+            SpanExporter,
+            SpanExportResult,
+        )
     except ImportError:
         raise CLIError(
             "--otlp-endpoint needs OpenTelemetry's SDK and OTLP exporter: "
@@ -94,7 +99,7 @@ def start_tracing(args: argparse.Namespace) -> None:
     class Counted(SpanExporter):
         def export(self, spans: Any) -> Any:
             result = inner.export(spans)
-            if result.name == "SUCCESS":
+            if result is SpanExportResult.SUCCESS:
                 tracing.sent += len(spans)
             return result
 
@@ -115,7 +120,7 @@ def start_tracing(args: argparse.Namespace) -> None:
     provider.add_span_processor(Ended())
     # spans leave every second (the SDK's default is 5 s): a trace viewer follows the run
     provider.add_span_processor(BatchSpanProcessor(Counted(), schedule_delay_millis=1000))
-    _TRACING.append(tracing)
+    _TRACING = tracing
     actors.configure_tracing(provider, name=PROG)
     note(f"OpenTelemetry traces to {url}")
 
@@ -129,19 +134,22 @@ def finish(args: argparse.Namespace) -> None:
     """After the command: keep serving the metrics ``--metrics-linger``
     seconds, then send the spans still queued. Ctrl-C cuts either short; the
     command's exit code stays its own."""
-    linger = getattr(args, "metrics_linger", 0) or 0
-    if linger and getattr(args, "metrics_port", None) is not None:
-        import actors
+    global _TRACING
+    import actors
 
-        meter = actors.current_meter()
-        if meter is not None:
-            note(f"serving the final metrics on {meter.url} for {linger:g} s (Ctrl-C to stop)")
-            try:
-                time.sleep(linger)
-            except KeyboardInterrupt:
-                pass
-    while _TRACING:
-        _finish_tracing(_TRACING.pop())
+    meter = actors.current_meter()
+    if args.metrics_linger and meter is not None:  # --metrics-linger needs --metrics-port
+        note(
+            f"serving the final metrics on {meter.url} for {args.metrics_linger:g} s "
+            "(Ctrl-C to stop)"
+        )
+        try:
+            time.sleep(args.metrics_linger)
+        except KeyboardInterrupt:
+            pass
+    if _TRACING is not None:
+        tracing, _TRACING = _TRACING, None
+        _finish_tracing(tracing)
 
 
 def _finish_tracing(tracing: _Tracing) -> None:
