@@ -282,12 +282,7 @@ def mock_llm(work: Path) -> Iterator[str]:
         assert "http://" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
         yield line.split(" at ", 1)[1].split()[0]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
@@ -362,6 +357,16 @@ def _wait_for_results(proc: subprocess.Popen[str], path: Path, count: int) -> No
         assert proc.poll() is None, "the run ended before it could be interrupted"
         time.sleep(0.02)
     raise AssertionError(f"no {count} results in {path} within {TIMEOUT}s")
+
+
+def stop(proc: subprocess.Popen[Any]) -> None:
+    """Terminate a server started by a test; killed if it lingers."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def interrupt(proc: subprocess.Popen[str]) -> str:

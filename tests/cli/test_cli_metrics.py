@@ -33,6 +33,7 @@ from .test_cli_e2e import (  # the module-scoped fixtures work and mock_llm, and
     jsonl,
     mock_llm,  # noqa: F401
     spawn,
+    stop,
     work,  # noqa: F401
 )
 
@@ -232,9 +233,4 @@ def test_a_real_prometheus_server_scrapes_the_metrics(
             resolved = _query(port, 'sum(chaosops_episodes_scored_total{resolved="true"})')
             assert float(resolved[0]["value"][1]) == sum(r.resolved for r in results)  # type: ignore[index]
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            stop(server)
