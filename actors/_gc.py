@@ -37,6 +37,7 @@ scripted policies.
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,6 +54,12 @@ EAGER_GEN0_THRESHOLD = 2_000
 
 BATCH_GEN0_THRESHOLD = 100_000
 """Generation-0 threshold in the survivors mode (the process's own, if higher, is kept)."""
+
+# CPython 3.12 starts with objects of its own in the permanent generation
+# (3.12.1: 375 tuples, before any code runs); they are not an application's
+# freeze. Counted when this module is imported, on 3.12 only: elsewhere the
+# interpreter starts with none, and any frozen object is the application's.
+_INTERPRETER_FROZEN = gc.get_freeze_count() if sys.version_info[:2] == (3, 12) else 0
 
 
 def _set_young_threshold(threshold: int) -> None:
@@ -92,8 +99,9 @@ def gc_frozen(enabled: bool = True) -> Iterator[None]:
     other threads) share one mechanism, and only the last one out unfreezes
     and restores the process's thresholds, also on error or cancellation. If
     the process already has frozen objects when the first batch starts (the
-    application uses ``gc.freeze()`` itself, e.g. before forking), the
-    collector is left alone. ``enabled=False`` does nothing.
+    application uses ``gc.freeze()`` itself, e.g. before forking; the few
+    CPython 3.12 freezes at start-up do not count), the collector is left
+    alone. ``enabled=False`` does nothing.
 
     The trade-off: an object frozen while alive that later becomes part of
     unreachable cyclic garbage is only collected after the last batch ends;
@@ -105,7 +113,7 @@ def gc_frozen(enabled: bool = True) -> Iterator[None]:
         return
     with _lock:
         _batches += 1
-        if _batches == 1 and gc.get_freeze_count() == 0:
+        if _batches == 1 and gc.get_freeze_count() <= _INTERPRETER_FROZEN:
             _saved_threshold = gc.get_threshold()
             _eager = True
             gc.freeze()  # what the process holds already: not the batch's to walk, nor to judge

@@ -12,7 +12,13 @@ import pytest
 from actors_toy import ToyEnv, act, captured_events, instant_policies, run_kwargs
 
 from actors import EpisodeTrace, open_jobs, run_episode, run_jobs
-from actors._gc import BATCH_GEN0_THRESHOLD, EAGER_GEN0_THRESHOLD, gc_eager
+from actors._gc import _INTERPRETER_FROZEN, BATCH_GEN0_THRESHOLD, EAGER_GEN0_THRESHOLD, gc_eager
+
+
+def _unfrozen() -> bool:
+    """Nothing frozen beyond what the interpreter starts with (3.12 freezes a few tuples)."""
+    return gc.get_freeze_count() <= _INTERPRETER_FROZEN
+
 
 pytestmark = pytest.mark.anyio
 
@@ -176,7 +182,7 @@ async def test_stream_counts_jobs_started_finished_and_in_flight() -> None:
 
 
 async def test_batches_freeze_gc_survivors_and_unfreeze_when_the_last_one_ends() -> None:
-    assert gc.get_freeze_count() == 0
+    assert _unfrozen()
     threshold = gc.get_threshold()
     seen: list[int] = []
     thresholds: list[int] = []
@@ -189,8 +195,8 @@ async def test_batches_freeze_gc_survivors_and_unfreeze_when_the_last_one_ends()
         return n
 
     await run_jobs(range(4), job, concurrency=2)
-    assert len(seen) == 4 and all(count > 0 for count in seen)
-    assert gc.get_freeze_count() == 0
+    assert len(seen) == 4 and all(count > _INTERPRETER_FROZEN for count in seen)
+    assert _unfrozen()
     # The eager mode's young threshold while the batch runs; the process's setting comes back.
     assert thresholds == [max(threshold[0], EAGER_GEN0_THRESHOLD)] * 4
     assert gc.get_threshold() == threshold
@@ -198,7 +204,7 @@ async def test_batches_freeze_gc_survivors_and_unfreeze_when_the_last_one_ends()
     seen.clear()
     async with open_jobs(range(3), job, concurrency=3, gc_freeze=False) as results:
         assert sorted([index async for index, _ in results]) == [0, 1, 2]
-    assert seen == [0, 0, 0]
+    assert len(seen) == 3 and all(count <= _INTERPRETER_FROZEN for count in seen)
 
     async def outer(n: int) -> int:
         await run_jobs(range(2), job, concurrency=1)  # nested: ends first
@@ -208,8 +214,9 @@ async def test_batches_freeze_gc_survivors_and_unfreeze_when_the_last_one_ends()
 
     seen.clear()
     await run_jobs(range(2), outer, concurrency=2)
-    assert all(count > 0 for count in seen)  # still frozen after the inner batches ended
-    assert gc.get_freeze_count() == 0
+    # still frozen after the inner batches ended
+    assert all(count > _INTERPRETER_FROZEN for count in seen)
+    assert _unfrozen()
 
 
 class _Cycle:
@@ -235,7 +242,7 @@ async def test_eager_mode_freezes_young_survivors_and_ignores_the_garbage_held_b
     assert await run_jobs(range(3), job, concurrency=3) == [0, 1, 2]
     assert [eager for eager, _ in snapshots] == [True] * 3
     assert all(grew >= 10 for _, grew in snapshots)  # a young collection's survivors, frozen
-    assert not gc_eager() and gc.get_freeze_count() == 0
+    assert not gc_eager() and _unfrozen()
 
 
 async def test_cyclic_garbage_switches_the_batch_to_freezing_only_old_survivors() -> None:
@@ -262,7 +269,7 @@ async def test_cyclic_garbage_switches_the_batch_to_freezing_only_old_survivors(
         (False, max(threshold[0], BATCH_GEN0_THRESHOLD), 0)
     ] * 3
     assert all(old > 0 for *_, old in seen)  # an older generation's survivors are still frozen
-    assert gc.get_threshold() == threshold and gc.get_freeze_count() == 0
+    assert gc.get_threshold() == threshold and _unfrozen()
 
     # The next batch starts eager again.
     modes: list[bool] = []
@@ -283,7 +290,7 @@ async def test_gc_is_unfrozen_after_a_failed_or_cancelled_batch() -> None:
     threshold = gc.get_threshold()
     with pytest.raises(ExceptionGroup):
         await run_jobs(range(3), boom, concurrency=3)
-    assert gc.get_freeze_count() == 0
+    assert _unfrozen()
     assert gc.get_threshold() == threshold
 
     async def hung(n: int) -> int:
@@ -295,7 +302,7 @@ async def test_gc_is_unfrozen_after_a_failed_or_cancelled_batch() -> None:
         async with open_jobs(range(3), hung, concurrency=3) as results:
             async for _ in results:
                 pass
-    assert gc.get_freeze_count() == 0
+    assert _unfrozen()
 
 
 async def test_an_application_that_froze_objects_itself_is_left_alone() -> None:
