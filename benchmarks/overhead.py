@@ -10,6 +10,12 @@ Targets: runtime >= 0.5x the bare loop at both concurrencies; logging adds
 <= 25%; the runtime's own cost per turn (runtime minus bare loop) <= 2.5x the
 ping-pong's. Run: ``python benchmarks/overhead.py``.
 
+Also measured in each round, as a reference and not a target: the same layout
+written plainly in asyncio (:func:`plain_asyncio_us_per_turn`), with and
+without a JSON line per turn, to tell what RUNTIME.md's structure costs on
+this machine from what the runtime adds to it (``benchmarks/cachegrind.py``
+counts the same configurations' instructions and cache misses).
+
 Each round measures everything once, side by side. The absolute figures are
 the best of the rounds; each ratio is the median of the rounds' own ratios
 (both sides taken moments apart), so that a slow spell of the machine, which
@@ -65,6 +71,105 @@ def bare_us_per_turn(scenarios: list[Any]) -> float:
     return dt / turns * 1e6
 
 
+def plain_asyncio_us_per_turn(
+    scenarios: list[Any], concurrency: int, log_path: Path | None = None
+) -> float:
+    """The same layout written plainly in asyncio, as a reference (not the runtime).
+
+    Per episode a task group with one task per role (an ``asyncio.Queue``
+    inbox, a ``Future`` per reply), the coordinator's loop stepping the
+    environment and recording an ``EpisodeStep`` per turn, an
+    ``EpisodeResult`` per episode, ``concurrency`` workers; on the runtime's
+    loop. No deadlines, no error handling, no checks, no stale-reply guard:
+    what RUNTIME.md's structure costs at the least. With ``log_path``, a
+    turn writes the ``turn`` event's fields as one JSON line (orjson, one
+    ``os.write`` on a file opened for appending, a float timestamp): the
+    least a flushed JSON line per turn costs.
+    """
+    import os
+
+    import orjson
+
+    from chaosops.agents.runner import EpisodeResult, EpisodeStep
+    from chaosops.env.environment import ChaosOpsEnvironment
+
+    fd = -1 if log_path is None else os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+
+    async def episode(scenario: Any) -> EpisodeResult:
+        loop = asyncio.get_running_loop()
+        env = ChaosOpsEnvironment()
+        policies = _factory(scenario)
+        episode_id = f"{scenario.seed:016x}"
+
+        async def actor(inbox: asyncio.Queue[Any], policy: Any) -> None:
+            while (request := await inbox.get()) is not None:
+                observation, role, reply = request
+                reply.set_result(policy(observation, role))
+
+        obs = env.reset(scenario=scenario)
+        limit = scenario.max_steps * len(env.turn_order)
+        steps: list[EpisodeStep] = []
+        inboxes: dict[Any, asyncio.Queue[Any]] = {}
+        async with asyncio.TaskGroup() as tg:
+            for role, policy in policies.items():
+                inboxes[role] = asyncio.Queue()
+                tg.create_task(actor(inboxes[role], policy))
+            while not obs.done and len(steps) < limit:
+                role = obs.turn_role
+                reply = loop.create_future()
+                sent = time.perf_counter()
+                inboxes[role].put_nowait((obs, role, reply))
+                action = await reply
+                latency = time.perf_counter() - sent
+                next_obs = env.step(action)
+                step = EpisodeStep(
+                    turn=len(steps), role=role, observation=obs, action=action,
+                    reward=next_obs.reward or 0.0, breakdown=env.last_breakdown,
+                    done=next_obs.done, latency_s=latency,
+                )  # fmt: skip
+                steps.append(step)
+                if fd >= 0:
+                    line = {
+                        "episode_id": episode_id, "turn": step.turn, "step": next_obs.step,
+                        "role": role, "action_type": action.action_type,
+                        "target": action.target, "args": action.args, "reward": step.reward,
+                        "done": step.done, "timed_out": False, "error": None,
+                        "latency_ms": round(latency * 1e3, 3), "event": "turn",
+                        "level": "info", "run_id": "reference", "timestamp": time.time(),
+                    }  # fmt: skip
+                    os.write(fd, orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
+                obs = next_obs
+            for inbox in inboxes.values():
+                inbox.put_nowait(None)
+        state = env.state
+        return EpisodeResult(
+            scenario=scenario, steps=steps, resolved=state.resolved,
+            final_step=state.step_count, cumulative_reward=state.cumulative_reward,
+            wrong_fixes=state.wrong_fixes, oversight_flags=list(state.oversight_flags),
+            declared_root_cause=state.declared_root_cause,
+        )  # fmt: skip
+
+    async def main() -> int:
+        pending = iter(scenarios)
+        results: list[EpisodeResult] = []
+
+        async def worker() -> None:
+            for scenario in pending:
+                results.append(await episode(scenario))
+
+        async with asyncio.TaskGroup() as tg:
+            for _ in range(concurrency):
+                tg.create_task(worker())
+        return sum(len(r.steps) for r in results)
+
+    try:
+        dt, turns = timed(lambda: actors.run(main))
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    return dt / turns * 1e6
+
+
 def pingpong_us_per_turn(turns: int = 40_000, roles: int = 4, loop: str = "asyncio") -> float:
     """Plain asyncio: four actor tasks, a Queue inbox each, a Future per reply.
 
@@ -100,7 +205,8 @@ def pingpong_us_per_turn(turns: int = 40_000, roles: int = 4, loop: str = "async
     return asyncio.run(main())
 
 
-KEYS = ("bare", "c1", "c64", "c1_log", "c64_log", "pp", "pp_loop")
+KEYS = ("bare", "c1", "c64", "c1_log", "c64_log", "pp", "pp_loop",
+        "ref1", "ref64", "ref1_log", "ref64_log")  # fmt: skip
 
 
 def measure(rounds: int = 7, per_type: int = 25) -> list[dict[str, float]]:
@@ -119,6 +225,8 @@ def measure(rounds: int = 7, per_type: int = 25) -> list[dict[str, float]]:
                     m[f"c{c}_log"] = runtime_us_per_turn(scenarios, c)
                 finally:
                     reset_logging()
+                m[f"ref{c}"] = plain_asyncio_us_per_turn(scenarios, c)
+                m[f"ref{c}_log"] = plain_asyncio_us_per_turn(scenarios, c, Path(tmp) / "ref.jsonl")
             samples.append(m)
     return samples
 
@@ -136,6 +244,10 @@ def ratios(samples: list[dict[str, float]]) -> dict[str, float]:
         "c64_log": [m["c64_log"] / m["c64"] - 1 for m in samples],
         "own": [(m["c1"] - m["bare"]) / m["pp"] for m in samples],
         "own_loop": [(m["c1"] - m["bare"]) / m["pp_loop"] for m in samples],
+        "ref1": [m["bare"] / m["ref1"] for m in samples],
+        "ref64": [m["bare"] / m["ref64"] for m in samples],
+        "ref1_log": [m["ref1_log"] / m["ref1"] - 1 for m in samples],
+        "ref64_log": [m["ref64_log"] / m["ref64"] - 1 for m in samples],
     }
     return {k: statistics.median(v) for k, v in per_round.items()}
 
@@ -165,6 +277,9 @@ def main(rounds: int = 7) -> dict[str, Any]:
                        ("c64", "runtime, concurrency 64"), ("c1_log", "runtime c1, JSON log file"),
                        ("c64_log", "runtime c64, JSON log file"),
                        ("pp", "asyncio ping-pong (no env)"),
+                       ("ref1", "plain asyncio layout, c1"), ("ref64", "plain asyncio layout, c64"),
+                       ("ref1_log", "plain layout c1, JSON lines"),
+                       ("ref64_log", "plain layout c64, JSON lines"),
                        ("pp_loop", f"the same ping-pong on {loop}")):  # fmt: skip
         print(f"  {label:30s} {m[key]:8.1f} us  ({1e6 / m[key]:9,.0f} turns/s)")
     print(f"  runtime own cost per turn      {m['c1'] - m['bare']:8.1f} us (c1), "
@@ -174,6 +289,9 @@ def main(rounds: int = 7) -> dict[str, Any]:
     rows = report(r)
     for name, value, target, ok in rows:
         print(f"  {name:42s} {value:>8s}  target {target:8s} {verdict(ok)}")
+    print("  the same figures for the plain asyncio layout (a reference, not the runtime):")
+    print(f"  {'plain layout/bare turns/s, c1 / c64':42s} {r['ref1']:.2f}x / {r['ref64']:.2f}x")
+    print(f"  {'its JSON lines add, c1 / c64':42s} {r['ref1_log']:+.1%} / {r['ref64_log']:+.1%}")
     return {"measures": m, "ratios": r, "rows": rows, "samples": samples}
 
 

@@ -1,0 +1,137 @@
+"""Figure 1's workload counted instead of timed: instructions and cache misses per turn.
+
+Wall-clock figures on a small shared machine drift by a third within minutes,
+more than most changes of the runtime move them. Valgrind's cachegrind counts
+instead: instructions executed, first-level data misses, and last-level misses
+of a simulated 1 MiB, 16-way cache (this machine's L2 per core), the same from
+one run to the next. Each configuration runs in two processes, one playing
+figure 1's batch once and one three times; half the difference, divided by the
+batch's turns, is one batch's cost per turn, with imports and warm-up gone.
+
+Configurations: the bare synchronous loop; the plain asyncio layout of
+``overhead.plain_asyncio_us_per_turn`` (RUNTIME.md's structure with nothing
+else: no deadlines, no checks); the runtime; at concurrency 1 and 64, and at
+concurrency 1 with a JSON line per turn (the write system call's kernel work
+is not counted: cachegrind sees user space only).
+
+Needs valgrind (Debian: ``apt-get install valgrind``). Five to ten minutes on
+two cores (valgrind runs the interpreter some fifty times slower; two
+processes at a time). Run: ``python benchmarks/cachegrind.py``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+CONFIGS = (
+    ("bare", "bare synchronous loop", 1),
+    ("plain", "plain asyncio layout, c1", 1),
+    ("plain", "plain asyncio layout, c64", 64),
+    ("runtime", "runtime, c1", 1),
+    ("runtime", "runtime, c64", 64),
+    ("plain_log", "plain layout c1, JSON lines", 1),
+    ("runtime_log", "runtime c1, JSON log file", 1),
+)
+LAST_LEVEL = "--LL=1048576,16,64"
+
+
+def _child(what: str, concurrency: int, times: int) -> None:
+    # Play figure 1's batch ``times`` times in this process (under valgrind).
+    import overhead
+
+    from actors import configure_logging
+    from actors._logging import reset_logging
+
+    scenarios = overhead._scenarios(25)
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "run.jsonl"
+        for _ in range(times):
+            if what == "bare":
+                overhead.bare_us_per_turn(scenarios)
+            elif what.startswith("plain"):
+                overhead.plain_asyncio_us_per_turn(
+                    scenarios, concurrency, log if what == "plain_log" else None
+                )
+            elif what == "runtime_log":
+                configure_logging(log)
+                try:
+                    overhead.runtime_us_per_turn(scenarios, concurrency)
+                finally:
+                    reset_logging()
+            else:
+                overhead.runtime_us_per_turn(scenarios, concurrency)
+
+
+def _counts(what: str, concurrency: int, times: int, out: Path) -> dict[str, int]:
+    # One process under cachegrind; its totals by event name.
+    subprocess.run(
+        ["valgrind", "--tool=cachegrind", "--cache-sim=yes", LAST_LEVEL,
+         f"--cachegrind-out-file={out}", sys.executable, __file__, "--child", what,
+         str(concurrency), str(times)],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    events: list[str] = []
+    for line in out.read_text().splitlines():
+        if line.startswith("events:"):
+            events = line.split()[1:]
+        elif line.startswith("summary:"):
+            return dict(zip(events, map(int, line.split()[1:]), strict=True))
+    raise RuntimeError(f"no summary in {out}")
+
+
+def _turns() -> int:
+    import overhead
+    from _common import bare_loop
+
+    from chaosops.agents.policies import random_policy
+
+    return bare_loop(overhead._scenarios(25), lambda sc: random_policy(sc.seed))
+
+
+def main() -> dict[str, dict[str, float]]:
+    if shutil.which("valgrind") is None:
+        sys.exit("benchmarks/cachegrind.py needs valgrind (Debian: apt-get install valgrind)")
+    turns = _turns()
+    jobs = [(what, label, c, n) for what, label, c in CONFIGS for n in (1, 3)]
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(2) as pool:
+        done = pool.map(
+            lambda job: _counts(job[0], job[2], job[3], Path(tmp) / f"{job[1]}.{job[3]}"), jobs
+        )
+        totals = {(label, n): counts for (_, label, _, n), counts in zip(jobs, done, strict=True)}
+    per_turn: dict[str, dict[str, float]] = {}
+    for _, label, _ in CONFIGS:
+        once, thrice = totals[(label, 1)], totals[(label, 3)]
+        diff = {k: (thrice[k] - once[k]) / 2 / turns for k in once}
+        per_turn[label] = {
+            "instructions": diff["Ir"],
+            "d1_misses": diff["D1mr"] + diff["D1mw"],
+            "ll_misses": diff["ILmr"] + diff["DLmr"] + diff["DLmw"],
+        }
+    print(f"figure 1's workload under cachegrind ({turns:,} turns a batch; per turn, user space;")
+    print("last level: a simulated 1 MiB 16-way cache)")
+    print(f"  {'':30s} {'instructions':>13s} {'L1d misses':>11s} {'LL misses':>10s}")
+    for label, row in per_turn.items():
+        print(f"  {label:30s} {row['instructions']:13,.0f} {row['d1_misses']:11,.0f} "
+              f"{row['ll_misses']:10,.0f}")  # fmt: skip
+    bare = per_turn["bare synchronous loop"]["instructions"]
+    for label in ("plain asyncio layout", "runtime"):
+        c1 = per_turn[f"{label}, c1"]
+        c64 = per_turn[f"{label}, c64"]
+        print(f"  {label}: instructions / bare loop's {c1['instructions'] / bare:.2f}x (c1), "
+              f"{c64['instructions'] / bare:.2f}x (c64); LL misses c64 / c1 "
+              f"{c64['ll_misses'] / c1['ll_misses']:.2f}x")  # fmt: skip
+    return per_turn
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        _child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    else:
+        main()
