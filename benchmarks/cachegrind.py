@@ -2,17 +2,20 @@
 
 Wall-clock figures on a small shared machine drift by a third within minutes,
 more than most changes of the runtime move them. Valgrind's cachegrind counts
-instead: instructions executed, first-level data misses, and last-level misses
-of a simulated 1 MiB, 16-way cache (this machine's L2 per core), the same from
-one run to the next. Each configuration runs in two processes, one playing
-figure 1's batch once and one three times; half the difference, divided by the
-batch's turns, is one batch's cost per turn, with imports and warm-up gone.
+instead: instructions executed, first-level data misses, and the misses of a
+simulated 1 MiB, 16-way cache (this machine's L2 per core; cachegrind models
+two levels, this one as the last), the same from one run to the next (hash
+seed fixed). Each configuration runs in two processes, one playing figure 1's
+batch once and one three times; the difference divided by two, then by the
+batch's turns, is one batch's cost per turn, with imports and warm-up gone
+(and without the full collection the timed figures run before each batch).
 
 Configurations: the bare synchronous loop; the plain asyncio layout of
 ``overhead.plain_asyncio_us_per_turn`` (RUNTIME.md's structure with nothing
-else: no deadlines, no checks); the runtime; at concurrency 1 and 64, and at
-concurrency 1 with a JSON line per turn (the write system call's kernel work
-is not counted: cachegrind sees user space only).
+else: no deadlines, no checks; the collector handled as the runtime's batches
+handle it); the runtime; at concurrency 1 and 64, and at concurrency 1 with
+their JSON lines (the write system call's kernel work is not counted:
+cachegrind sees user space only).
 
 Needs valgrind (Debian: ``apt-get install valgrind``). Five to ten minutes on
 two cores (valgrind runs the interpreter some fifty times slower; two
@@ -21,12 +24,14 @@ processes at a time). Run: ``python benchmarks/cachegrind.py``.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -49,6 +54,15 @@ def _child(what: str, concurrency: int, times: int) -> None:
     from actors import configure_logging
     from actors._logging import reset_logging
 
+    played: list[int] = []  # each play's turns
+
+    def untimed(fn: Any) -> tuple[float, Any]:
+        # No gc.collect() before each batch (not part of what is counted).
+        turns = fn()
+        played.append(turns)
+        return 1.0, turns
+
+    overhead.timed = untimed
     scenarios = overhead._scenarios(25)
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "run.jsonl"
@@ -67,16 +81,22 @@ def _child(what: str, concurrency: int, times: int) -> None:
                     reset_logging()
             else:
                 overhead.runtime_us_per_turn(scenarios, concurrency)
+    print(*played)
 
 
-def _counts(what: str, concurrency: int, times: int, out: Path) -> dict[str, int]:
+def _counts(what: str, concurrency: int, times: int, out: Path, turns: int) -> dict[str, int]:
     # One process under cachegrind; its totals by event name.
-    subprocess.run(
+    done = subprocess.run(
         ["valgrind", "--tool=cachegrind", "--cache-sim=yes", LAST_LEVEL,
          f"--cachegrind-out-file={out}", sys.executable, __file__, "--child", what,
          str(concurrency), str(times)],
-        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"},
     )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"{what} c{concurrency} x{times} failed:\n{done.stderr[-2000:]}")
+    played = [int(n) for n in done.stdout.split()]
+    if played != [turns] * times:
+        raise RuntimeError(f"{what} c{concurrency} played {played} turns, expected {turns} each")
     events: list[str] = []
     for line in out.read_text().splitlines():
         if line.startswith("events:"):
@@ -102,8 +122,10 @@ def main() -> dict[str, dict[str, float]]:
     jobs = [(what, label, c, n) for what, label, c in CONFIGS for n in (1, 3)]
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(2) as pool:
         done = pool.map(
-            lambda job: _counts(job[0], job[2], job[3], Path(tmp) / f"{job[1]}.{job[3]}"), jobs
-        )
+            lambda job: _counts(job[0], job[2], job[3], Path(tmp) / f"{job[0]}{job[2]}.{job[3]}",
+                                turns),
+            jobs,
+        )  # fmt: skip
         totals = {(label, n): counts for (_, label, _, n), counts in zip(jobs, done, strict=True)}
     per_turn: dict[str, dict[str, float]] = {}
     for _, label, _ in CONFIGS:
@@ -112,21 +134,21 @@ def main() -> dict[str, dict[str, float]]:
         per_turn[label] = {
             "instructions": diff["Ir"],
             "d1_misses": diff["D1mr"] + diff["D1mw"],
-            "ll_misses": diff["ILmr"] + diff["DLmr"] + diff["DLmw"],
+            "l2_misses": diff["ILmr"] + diff["DLmr"] + diff["DLmw"],
         }
     print(f"figure 1's workload under cachegrind ({turns:,} turns a batch; per turn, user space;")
-    print("last level: a simulated 1 MiB 16-way cache)")
-    print(f"  {'':30s} {'instructions':>13s} {'L1d misses':>11s} {'LL misses':>10s}")
+    print("L2: a simulated 1 MiB 16-way cache, cachegrind's last level; hash seed 0)")
+    print(f"  {'':30s} {'instructions':>13s} {'L1d misses':>11s} {'L2 misses':>10s}")
     for label, row in per_turn.items():
         print(f"  {label:30s} {row['instructions']:13,.0f} {row['d1_misses']:11,.0f} "
-              f"{row['ll_misses']:10,.0f}")  # fmt: skip
+              f"{row['l2_misses']:10,.0f}")  # fmt: skip
     bare = per_turn["bare synchronous loop"]["instructions"]
     for label in ("plain asyncio layout", "runtime"):
         c1 = per_turn[f"{label}, c1"]
         c64 = per_turn[f"{label}, c64"]
         print(f"  {label}: instructions / bare loop's {c1['instructions'] / bare:.2f}x (c1), "
-              f"{c64['instructions'] / bare:.2f}x (c64); LL misses c64 / c1 "
-              f"{c64['ll_misses'] / c1['ll_misses']:.2f}x")  # fmt: skip
+              f"{c64['instructions'] / bare:.2f}x (c64); L2 misses c64 / c1 "
+              f"{c64['l2_misses'] / c1['l2_misses']:.2f}x")  # fmt: skip
     return per_turn
 
 
