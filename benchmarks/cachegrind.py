@@ -84,8 +84,8 @@ def _child(what: str, concurrency: int, times: int) -> None:
     print(*played)
 
 
-def _counts(what: str, concurrency: int, times: int, out: Path, turns: int) -> dict[str, int]:
-    # One process under cachegrind; its totals by event name.
+def _counts(what: str, concurrency: int, times: int, out: Path) -> tuple[dict[str, int], int]:
+    # One process under cachegrind: its totals by event name, and the turns of a play.
     done = subprocess.run(
         ["valgrind", "--tool=cachegrind", "--cache-sim=yes", LAST_LEVEL,
          f"--cachegrind-out-file={out}", sys.executable, __file__, "--child", what,
@@ -95,38 +95,31 @@ def _counts(what: str, concurrency: int, times: int, out: Path, turns: int) -> d
     if done.returncode != 0:
         raise RuntimeError(f"{what} c{concurrency} x{times} failed:\n{done.stderr[-2000:]}")
     played = [int(n) for n in done.stdout.split()]
-    if played != [turns] * times:
-        raise RuntimeError(f"{what} c{concurrency} played {played} turns, expected {turns} each")
+    if len(played) != times or len(set(played)) != 1:
+        raise RuntimeError(f"{what} c{concurrency} x{times} played {played} turns")
     events: list[str] = []
     for line in out.read_text().splitlines():
         if line.startswith("events:"):
             events = line.split()[1:]
         elif line.startswith("summary:"):
-            return dict(zip(events, map(int, line.split()[1:]), strict=True))
+            return dict(zip(events, map(int, line.split()[1:]), strict=True)), played[0]
     raise RuntimeError(f"no summary in {out}")
-
-
-def _turns() -> int:
-    import overhead
-    from _common import bare_loop
-
-    from chaosops.agents.policies import random_policy
-
-    return bare_loop(overhead._scenarios(25), lambda sc: random_policy(sc.seed))
 
 
 def main() -> dict[str, dict[str, float]]:
     if shutil.which("valgrind") is None:
         sys.exit("benchmarks/cachegrind.py needs valgrind (Debian: apt-get install valgrind)")
-    turns = _turns()
     jobs = [(what, label, c, n) for what, label, c in CONFIGS for n in (1, 3)]
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(2) as pool:
-        done = pool.map(
-            lambda job: _counts(job[0], job[2], job[3], Path(tmp) / f"{job[0]}{job[2]}.{job[3]}",
-                                turns),
+        done = list(pool.map(
+            lambda job: _counts(job[0], job[2], job[3], Path(tmp) / f"{job[0]}{job[2]}.{job[3]}"),
             jobs,
-        )  # fmt: skip
-        totals = {(label, n): counts for (_, label, _, n), counts in zip(jobs, done, strict=True)}
+        ))  # fmt: skip
+    batch_turns = {turns for _, turns in done}
+    if len(batch_turns) != 1:  # every configuration plays the same batch
+        raise RuntimeError(f"the configurations played batches of {sorted(batch_turns)} turns")
+    (turns,) = batch_turns
+    totals = {(label, n): counts for (_, label, _, n), (counts, _) in zip(jobs, done, strict=True)}
     per_turn: dict[str, dict[str, float]] = {}
     for _, label, _ in CONFIGS:
         once, thrice = totals[(label, 1)], totals[(label, 3)]

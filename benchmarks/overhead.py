@@ -12,7 +12,7 @@ ping-pong's. Run: ``python benchmarks/overhead.py``.
 
 Also measured in each round, as a reference and not a target: the same layout
 written plainly in asyncio (:func:`plain_asyncio_us_per_turn`), with and
-without a JSON line per turn, to tell what RUNTIME.md's structure costs on
+without the same log events as JSON lines, to tell what RUNTIME.md's structure costs on
 this machine from what the runtime adds to it (``benchmarks/cachegrind.py``
 counts the same configurations' instructions and cache misses).
 
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import bare_loop, role_map, timed, verdict
+from _common import bare_loop, result_of, role_map, timed, verdict
 
 import actors
 from actors import configure_logging
@@ -155,12 +155,7 @@ def plain_asyncio_us_per_turn(
                 state.resolved, "final_step": state.step_count, "cumulative_reward":
                 state.cumulative_reward, "timeouts": 0, "errors": 0,
                 "wall_s": round(time.perf_counter() - started, 6)})  # fmt: skip
-        return EpisodeResult(
-            scenario=scenario, steps=steps, resolved=state.resolved,
-            final_step=state.step_count, cumulative_reward=state.cumulative_reward,
-            wrong_fixes=state.wrong_fixes, oversight_flags=list(state.oversight_flags),
-            declared_root_cause=state.declared_root_cause,
-        )  # fmt: skip
+        return result_of(scenario, steps, state)
 
     async def main() -> int:
         pending = iter(scenarios)
