@@ -9,15 +9,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from .test_cli_e2e import (  # the module-scoped fixtures work and mock_llm, and helpers
+from ._cli import (
     TIMEOUT,
     assert_one_error_line,
     chaosops,
     interrupt,
     jsonl,
-    mock_llm,  # noqa: F401
     spawn,
-    work,  # noqa: F401
 )
 
 HUGE_SUITE = """\
@@ -33,7 +31,7 @@ count = 1000000000000
 # ---------------------------------------------------------------------- bounds
 
 
-def test_a_huge_count_in_a_suite_is_one_line(work: Path) -> None:  # noqa: F811
+def test_a_huge_count_in_a_suite_is_one_line(work: Path) -> None:
     (work / "huge.toml").write_text(HUGE_SUITE)
     for command in (("scenarios",), ("run", "--out", work / "huge-run")):
         proc = chaosops(*command, "huge.toml", cwd=work)
@@ -42,7 +40,7 @@ def test_a_huge_count_in_a_suite_is_one_line(work: Path) -> None:  # noqa: F811
     assert not (work / "huge-run").exists()
 
 
-def test_a_huge_suite_file_is_one_line(work: Path) -> None:  # noqa: F811
+def test_a_huge_suite_file_is_one_line(work: Path) -> None:
     entry = '[[scenarios]]\nfailure_type = "db_deadlock"\nseed_start = 0\ncount = 100000\n'
     (work / "wide.toml").write_text('name = "wide"\ndifficulty = "easy"\n' + entry * 11)
     proc = chaosops("scenarios", "wide.toml", cwd=work)
@@ -59,7 +57,7 @@ def test_a_huge_suite_file_is_one_line(work: Path) -> None:  # noqa: F811
     ids=["over-the-entry-bound", "over-the-plan-bound"],
 )
 def test_huge_episodes_per_type_is_one_line(
-    work: Path,  # noqa: F811
+    work: Path,
     count: str,
     needles: tuple[str, ...],
 ) -> None:
@@ -75,7 +73,7 @@ def test_huge_episodes_per_type_is_one_line(
 
 
 @pytest.mark.parametrize("command", ["run", "eval"])
-def test_a_bad_log_target_writes_nothing(work: Path, command: str) -> None:  # noqa: F811
+def test_a_bad_log_target_writes_nothing(work: Path, command: str) -> None:
     (work / "afile").write_text("hi\n")
     out = work / f"badlog-{command}"
     proc = chaosops(
@@ -99,7 +97,7 @@ def test_a_bad_log_target_writes_nothing(work: Path, command: str) -> None:  # n
     ids=["out-is-a-file", "json-parent-is-a-file", "chart-parent-is-a-file", "json-is-a-folder"],
 )
 def test_eval_refuses_unwritable_outputs_before_running(
-    work: Path,  # noqa: F811
+    work: Path,
     extra: tuple[str, ...],
     needles: tuple[str, ...],
 ) -> None:
@@ -114,7 +112,7 @@ def test_eval_refuses_unwritable_outputs_before_running(
 # ------------------------------------------------------- eval stopped by Ctrl-C
 
 
-def test_eval_interrupted_writes_the_finished_episodes(work: Path, mock_llm: str) -> None:  # noqa: F811
+def test_eval_interrupted_writes_the_finished_episodes(work: Path, mock_llm: str) -> None:
     out = work / "eval-interrupted"
     log = work / "eval-interrupted.log"
     proc = spawn(
@@ -140,7 +138,7 @@ def test_eval_interrupted_writes_the_finished_episodes(work: Path, mock_llm: str
 # ------------------------------------------------------------ stdout closed
 
 
-def test_closed_stdout_stops_the_run_and_keeps_it(work: Path) -> None:  # noqa: F811
+def test_closed_stdout_stops_the_run_and_keeps_it(work: Path) -> None:
     out = work / "stdout-closed"
     proc = spawn(
         "run", "--episodes-per-type", "20", "--policy", "oracle", "--log-json", "-",

@@ -2,103 +2,25 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
-import socket
 import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-
-def _command() -> str:
-    local = Path(sys.executable).parent / "chaosops"
-    if local.exists():
-        return str(local)
-    found = shutil.which("chaosops")
-    if found is None:
-        pytest.skip("the chaosops command is not installed (pip install -e .)")
-    return found
-
-
-CHAOSOPS = _command()
-TIMEOUT = 60
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    env["COLUMNS"] = "200"
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def chaosops(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [CHAOSOPS, *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=_env(),
-        timeout=TIMEOUT,
-        check=False,
-    )
-
-
-def spawn(*args: str | Path, cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [CHAOSOPS, *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=cwd,
-        env=_env(),
-    )
-
-
-def jsonl(path: Path) -> list[dict[str, Any]]:
-    """Every line of a JSONL file; fails on a torn or unparseable line."""
-    data = path.read_bytes()
-    assert data == b"" or data.endswith(b"\n"), f"{path.name} ends with a torn line"
-    return [orjson.loads(line) for line in data.splitlines()]
-
-
-def assert_one_error_line(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
-    assert proc.returncode != 0, proc
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("chaosops: error: "), lines[0]
-    assert "Traceback" not in proc.stderr
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
-
-
-TINY_SUITE = """\
-name = "tiny"
-difficulty = "easy"
-
-[[scenarios]]
-failure_type = "db_deadlock"
-seeds = [0, 1, 2, 3, 4, 5]
-
-[[scenarios]]
-failure_type = "memory_leak"
-seeds = [0, 1, 2, 3, 4, 5]
-"""
-
-
-@pytest.fixture(scope="module")
-def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("cli")
-    (path / "tiny.toml").write_text(TINY_SUITE)
-    return path
-
+from ._cli import (
+    TIMEOUT,
+    assert_one_error_line,
+    chaosops,
+    free_port,
+    interrupt,
+    jsonl,
+    llm_run,
+    spawn,
+    wait_for_results,
+)
 
 # ------------------------------------------------------------------ default run
 
@@ -272,30 +194,8 @@ def test_eval_writes_json_and_chart(work: Path) -> None:
 # -------------------------------------------------------------- LLM, kills
 
 
-@pytest.fixture(scope="module")
-def mock_llm(work: Path) -> Iterator[str]:
-    """A slowed-down mock LLM server in its own process; yields its base URL."""
-    proc = spawn("mock-llm", "--port", "0", "--latency", "80ms", cwd=work)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "http://" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
-        yield line.split(" at ", 1)[1].split()[0]
-    finally:
-        stop(proc)
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_unreachable_llm_endpoint(work: Path) -> None:
-    url = f"http://127.0.0.1:{_free_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     proc = chaosops(
         "run",
         "tiny.toml",
@@ -332,55 +232,6 @@ def test_unknown_llm_model(work: Path, mock_llm: str) -> None:
     assert "sk-secret-123" not in line
 
 
-def _llm_run(work: Path, url: str, out: Path, *extra: str) -> list[str]:
-    return [
-        "run",
-        "tiny.toml",
-        "--policy",
-        "llm",
-        "--llm-base-url",
-        url,
-        "--concurrency",
-        "2",
-        "--no-progress",
-        "--out",
-        str(out),
-        *extra,
-    ]
-
-
-def _wait_for_results(proc: subprocess.Popen[str], path: Path, count: int) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_bytes().count(b"\n") >= count:
-            return
-        assert proc.poll() is None, "the run ended before it could be interrupted"
-        time.sleep(0.02)
-    raise AssertionError(f"no {count} results in {path} within {TIMEOUT}s")
-
-
-def stop(proc: subprocess.Popen[Any]) -> None:
-    """Terminate a server started by a test; killed if it lingers."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def interrupt(proc: subprocess.Popen[str]) -> str:
-    """Ctrl-C a spawned command and wait for it; returns its stderr (killed if it hangs)."""
-    try:
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=TIMEOUT)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    return stderr
-
-
 def _check_folder(out: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     results = jsonl(out / "results.jsonl")
     keys = [r["run_key"] for r in results]
@@ -397,7 +248,7 @@ def _check_folder(out: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 def clean_llm_run(work: Path, mock_llm: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     out = work / "llm-clean"
     secret = "sk-test-secret-4242"
-    proc = chaosops(*_llm_run(work, mock_llm, out, "--llm-api-key", secret), cwd=work)
+    proc = chaosops(*llm_run(work, mock_llm, out, "--llm-api-key", secret), cwd=work)
     assert proc.returncode == 0, proc.stderr
     assert secret not in proc.stdout + proc.stderr
     for path in out.iterdir():
@@ -409,9 +260,9 @@ def test_sigkill_then_resume_gives_the_clean_summary(
     work: Path, mock_llm: str, clean_llm_run: tuple[list[dict[str, Any]], dict[str, Any]]
 ) -> None:
     out = work / "llm-killed"
-    proc = spawn(*_llm_run(work, mock_llm, out), cwd=work)
+    proc = spawn(*llm_run(work, mock_llm, out), cwd=work)
     try:
-        _wait_for_results(proc, out / "results.jsonl", 2)
+        wait_for_results(proc, out / "results.jsonl", 2)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=TIMEOUT)
     finally:
@@ -419,7 +270,7 @@ def test_sigkill_then_resume_gives_the_clean_summary(
     partial = jsonl(out / "results.jsonl")  # whole lines only
     jsonl(out / "trajectories.jsonl")
     assert 2 <= len(partial) < 12
-    resumed = chaosops(*_llm_run(work, mock_llm, out, "--resume"), cwd=work)
+    resumed = chaosops(*llm_run(work, mock_llm, out, "--resume"), cwd=work)
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming" in resumed.stderr
     results, summary = _check_folder(out)
@@ -430,9 +281,9 @@ def test_sigkill_then_resume_gives_the_clean_summary(
 
 def test_sigint_exits_130_and_keeps_finished_episodes(work: Path, mock_llm: str) -> None:
     out = work / "llm-interrupted"
-    proc = spawn(*_llm_run(work, mock_llm, out), cwd=work)
+    proc = spawn(*llm_run(work, mock_llm, out), cwd=work)
     try:
-        _wait_for_results(proc, out / "results.jsonl", 1)
+        wait_for_results(proc, out / "results.jsonl", 1)
     finally:
         stderr = interrupt(proc)
     assert proc.returncode == 130, stderr

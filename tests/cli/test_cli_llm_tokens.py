@@ -17,13 +17,11 @@ from chaosops.env.models import FailureType
 from chaosops.env.world_sim import Scenario
 from chaosops.outputs import trajectory_records
 
-from .test_cli_e2e import (  # the module-scoped fixtures work and mock_llm, and helpers
-    _llm_run,
+from ._cli import (
     assert_one_error_line,
     chaosops,
     jsonl,
-    mock_llm,  # noqa: F401
-    work,  # noqa: F401
+    llm_run,
 )
 from .test_outputs import play
 
@@ -33,7 +31,7 @@ TOKEN_FIELDS = ("logprobs", "tokens", "token_ids", "prompt_token_ids")
 def _trajectories(folder: Path, url: str, name: str, *extra: str) -> list[dict[str, Any]]:
     """Run the tiny suite (one episode per failure type) with the LLM policy."""
     out = folder / name
-    proc = chaosops(*_llm_run(folder, url, out, "--episodes-per-type", "1", *extra), cwd=folder)
+    proc = chaosops(*llm_run(folder, url, out, "--episodes-per-type", "1", *extra), cwd=folder)
     assert proc.returncode == 0, proc.stderr
     records = jsonl(out / "trajectories.jsonl")
     assert len(records) >= 2
@@ -61,8 +59,8 @@ def _trajectories(folder: Path, url: str, name: str, *extra: str) -> list[dict[s
     ],
 )
 def test_llm_token_data_is_recorded(
-    work: Path,  # noqa: F811
-    mock_llm: str,  # noqa: F811
+    work: Path,
+    mock_llm: str,
     name: str,
     extra: tuple[str, ...],
     fields: set[str],
@@ -84,7 +82,7 @@ def test_llm_token_data_is_recorded(
 @pytest.mark.parametrize("value", ["[1]", "{bad", '"text"', "null", "3", ""])
 @pytest.mark.parametrize("command", ["run", "eval"])
 def test_bad_llm_extra_body_gets_one_line(
-    work: Path,  # noqa: F811
+    work: Path,
     command: str,
     value: str,
 ) -> None:
@@ -97,7 +95,7 @@ def test_bad_llm_extra_body_gets_one_line(
 
 @pytest.mark.parametrize("value", ["-1", "two"])
 def test_bad_llm_top_logprobs_gets_one_line(
-    work: Path,  # noqa: F811
+    work: Path,
     value: str,
 ) -> None:
     proc = chaosops("run", "--llm-top-logprobs", value, "--out", work / "bad-top", cwd=work)

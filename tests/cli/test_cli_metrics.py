@@ -24,17 +24,15 @@ from chaosops.agents.runner import run_batch
 from chaosops.curriculum.generator import scenarios_for_tier
 from chaosops.env.environment import DEFAULT_TURN_ORDER
 
-from .test_cli_e2e import (  # the module-scoped fixtures work and mock_llm, and helpers
+from ._cli import (
     TIMEOUT,
-    _llm_run,
     assert_one_error_line,
     chaosops,
     interrupt,
     jsonl,
-    mock_llm,  # noqa: F401
+    llm_run,
     spawn,
     stop,
-    work,  # noqa: F401
 )
 
 
@@ -60,7 +58,7 @@ def _series(url: str) -> list[tuple[str, dict[str, str], float]]:
     ]
 
 
-def test_eval_lingers_with_its_final_counts_by_policy(work: Path) -> None:  # noqa: F811
+def test_eval_lingers_with_its_final_counts_by_policy(work: Path) -> None:
     out = work / "metrics-eval"
     proc = spawn(
         "eval", "tiny.toml", "--metrics-port", "0", "--metrics-linger", "60", "--no-chart",
@@ -106,11 +104,11 @@ def test_eval_lingers_with_its_final_counts_by_policy(work: Path) -> None:  # no
 
 
 def test_a_run_serves_its_metrics_while_it_goes(
-    work: Path,  # noqa: F811
-    mock_llm: str,  # noqa: F811
+    work: Path,
+    mock_llm: str,
 ) -> None:
     out = work / "metrics-run"
-    proc = spawn(*_llm_run(work, mock_llm, out, "--metrics-port", "0"), cwd=work)
+    proc = spawn(*llm_run(work, mock_llm, out, "--metrics-port", "0"), cwd=work)
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()
@@ -146,7 +144,7 @@ def test_a_run_serves_its_metrics_while_it_goes(
 
 
 def test_a_metrics_port_that_cannot_be_served_is_one_line_before_anything_is_written(
-    work: Path,  # noqa: F811
+    work: Path,
 ) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -14,11 +14,10 @@ import pytest
 
 from chaosops import mock_llm
 
-from .test_cli_e2e import (  # the module-scoped fixture work, and helpers
+from ._cli import (
     assert_one_error_line,
     chaosops,
     jsonl,
-    work,  # noqa: F401
 )
 
 TINY = ("tiny.toml", "--episodes-per-type", "1", "--no-progress")  # 2 episodes
@@ -32,7 +31,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def heuristic_run(work: Path) -> Path:  # noqa: F811
+def heuristic_run(work: Path) -> Path:
     """A finished heuristic run of the tiny suite, one episode per failure type."""
     out = work / "resume-heuristic"
     proc = chaosops("run", *TINY, "--out", out, cwd=work)
@@ -64,7 +63,7 @@ def test_run_records_its_options(heuristic_run: Path) -> None:
 )
 def test_resume_with_other_options_is_refused(
     heuristic_run: Path,
-    work: Path,  # noqa: F811
+    work: Path,
     extra: tuple[str, ...],
     needles: tuple[str, ...],
 ) -> None:
@@ -75,7 +74,7 @@ def test_resume_with_other_options_is_refused(
     assert snapshot(heuristic_run) == before
 
 
-def test_resume_with_other_suites_is_refused(heuristic_run: Path, work: Path) -> None:  # noqa: F811
+def test_resume_with_other_suites_is_refused(heuristic_run: Path, work: Path) -> None:
     (work / "other.toml").write_text(
         'name = "other"\ndifficulty = "easy"\n[[scenarios]]\n'
         'failure_type = "disk_full"\nseeds = [0]\n'
@@ -96,7 +95,7 @@ def test_resume_with_other_suites_is_refused(heuristic_run: Path, work: Path) ->
     assert snapshot(heuristic_run) == before
 
 
-def test_resume_with_the_same_plan_goes_on(heuristic_run: Path, work: Path) -> None:  # noqa: F811
+def test_resume_with_the_same_plan_goes_on(heuristic_run: Path, work: Path) -> None:
     """The suite by another path and options that do not change episodes are fine."""
     before = snapshot(heuristic_run)
     proc = chaosops(
@@ -117,7 +116,7 @@ def test_resume_with_the_same_plan_goes_on(heuristic_run: Path, work: Path) -> N
     assert after["run.json"] == before["run.json"]
 
 
-def test_a_damaged_run_file_is_one_line(heuristic_run: Path, work: Path) -> None:  # noqa: F811
+def test_a_damaged_run_file_is_one_line(heuristic_run: Path, work: Path) -> None:
     out = work / "resume-damaged"
     shutil.copytree(heuristic_run, out)
     (out / "run.json").write_text("[1, 2")
@@ -130,7 +129,7 @@ def test_a_damaged_run_file_is_one_line(heuristic_run: Path, work: Path) -> None
 
 def test_a_run_without_run_file_is_checked_against_its_results(
     heuristic_run: Path,
-    work: Path,  # noqa: F811
+    work: Path,
 ) -> None:
     """A folder written before run.json existed: its recorded policy and episodes."""
     out = work / "resume-legacy"
@@ -153,7 +152,7 @@ def test_a_run_without_run_file_is_checked_against_its_results(
 # ------------------------------------------------------------------------ eval
 
 
-def test_eval_does_not_overwrite_an_earlier_evaluation(work: Path) -> None:  # noqa: F811
+def test_eval_does_not_overwrite_an_earlier_evaluation(work: Path) -> None:
     out = work / "eval-twice"
     args = ("eval", *TINY, "--policies", "oracle", "--out", out)
     first = chaosops(*args, cwd=work)
@@ -188,7 +187,7 @@ def taken_port() -> Iterator[int]:
 
 
 def test_mock_llm_on_a_taken_port_is_one_line(
-    work: Path,  # noqa: F811
+    work: Path,
     taken_port: int,
 ) -> None:
     proc = chaosops("mock-llm", "--port", str(taken_port), cwd=work)

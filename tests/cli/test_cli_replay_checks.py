@@ -17,7 +17,7 @@ from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import AgentRole
 from chaosops.outputs import result_record
 
-from .test_cli_e2e import TINY_SUITE, assert_one_error_line, chaosops, jsonl
+from ._cli import TINY_SUITE, assert_one_error_line, chaosops, jsonl
 
 
 @pytest.fixture(scope="module")

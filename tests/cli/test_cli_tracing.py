@@ -11,21 +11,19 @@ from typing import Any
 
 import pytest
 
-from .otlp_collector import Collector, attributes
-from .test_cli_e2e import (  # the module-scoped fixtures work and mock_llm, and helpers
-    CHAOSOPS,
+from ._cli import (
     TIMEOUT,
-    _env,
-    _free_port,
-    _llm_run,
     assert_one_error_line,
     chaosops,
+    cli_env,
+    command,
+    free_port,
     interrupt,
     jsonl,
-    mock_llm,  # noqa: F401
+    llm_run,
     spawn,
-    work,  # noqa: F401
 )
+from .otlp_collector import Collector, attributes
 
 
 @pytest.fixture
@@ -38,7 +36,7 @@ def collector() -> Iterator[Collector]:
 
 
 def test_a_run_exports_a_span_per_episode_and_per_turn(
-    work: Path,  # noqa: F811
+    work: Path,
     collector: Collector,
 ) -> None:
     out = work / "traced"
@@ -79,10 +77,10 @@ def test_a_run_exports_a_span_per_episode_and_per_turn(
 
 
 def test_an_unreachable_or_malformed_endpoint_is_one_line_before_anything_is_written(
-    work: Path,  # noqa: F811
+    work: Path,
 ) -> None:
     out = work / "untraced"
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     proc = chaosops("run", "--otlp-endpoint", url, "--out", out, cwd=work)
     assert proc.returncode == 1
     assert_one_error_line(proc, "--otlp-endpoint", f"{url}/v1/traces", "cannot reach")
@@ -94,7 +92,7 @@ def test_an_unreachable_or_malformed_endpoint_is_one_line_before_anything_is_wri
 
 
 def test_an_endpoint_that_is_no_collector_is_refused(
-    work: Path,  # noqa: F811
+    work: Path,
     collector: Collector,
 ) -> None:
     out = work / "not-a-collector"
@@ -106,13 +104,13 @@ def test_an_endpoint_that_is_no_collector_is_refused(
 
 def _run_with_env(folder: Path, env: dict[str, str], *args: str | Path) -> Any:
     return subprocess.run(
-        [CHAOSOPS, *map(str, args)],
-        capture_output=True, text=True, cwd=folder, env={**_env(), **env}, timeout=TIMEOUT,
+        [command(), *map(str, args)],
+        capture_output=True, text=True, cwd=folder, env={**cli_env(), **env}, timeout=TIMEOUT,
         check=False,
     )  # fmt: skip
 
 
-def test_the_collectors_credentials_come_from_the_standard_variables(work: Path) -> None:  # noqa: F811
+def test_the_collectors_credentials_come_from_the_standard_variables(work: Path) -> None:
     collector = Collector(headers={"x-api-key": "s3cret"})
     try:
         out = work / "traced-with-key"
@@ -134,13 +132,13 @@ def test_the_collectors_credentials_come_from_the_standard_variables(work: Path)
 
 
 def test_a_collector_gone_mid_run_costs_a_bounded_wait_and_one_line(
-    work: Path,  # noqa: F811
-    mock_llm: str,  # noqa: F811
+    work: Path,
+    mock_llm: str,
 ) -> None:
     collector = Collector()
     out = work / "traced-collector-gone"
     # one episode at a time: the run lasts seconds, and spans leave every second
-    args = _llm_run(work, mock_llm, out, "--otlp-endpoint", collector.url, "--concurrency", "1")
+    args = llm_run(work, mock_llm, out, "--otlp-endpoint", collector.url, "--concurrency", "1")
     proc = spawn(*args, cwd=work)
     try:
         deadline = time.monotonic() + TIMEOUT
@@ -163,7 +161,7 @@ def test_a_collector_gone_mid_run_costs_a_bounded_wait_and_one_line(
 
 
 def test_a_parse_error_is_on_its_turn_span(
-    work: Path,  # noqa: F811
+    work: Path,
     collector: Collector,
 ) -> None:
     garbage = spawn("mock-llm", "--port", "0", "--rate-garbage", "1", cwd=work)
@@ -172,7 +170,7 @@ def test_a_parse_error_is_on_its_turn_span(
         line = garbage.stdout.readline()
         url = line.split(" at ", 1)[1].split()[0]
         out = work / "traced-garbage"
-        proc = chaosops(*_llm_run(work, url, out, "--episodes-per-type", "1",
+        proc = chaosops(*llm_run(work, url, out, "--episodes-per-type", "1",
                                   "--otlp-endpoint", collector.url), cwd=work)  # fmt: skip
         assert proc.returncode == 0, proc.stderr
     finally:

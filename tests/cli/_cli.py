@@ -1,0 +1,151 @@
+"""Helpers shared by the CLI tests: the installed command run in subprocesses,
+JSONL files read strictly, the one-line error check, the tiny suite."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+
+@functools.cache
+def command() -> str:
+    """The installed ``chaosops`` command (the one beside this interpreter first);
+    skips the calling test when there is none."""
+    local = Path(sys.executable).parent / "chaosops"
+    if local.exists():
+        return str(local)
+    found = shutil.which("chaosops")
+    if found is None:
+        pytest.skip("the chaosops command is not installed (pip install -e .)")
+    return found
+
+
+TIMEOUT = 60
+
+
+def cli_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env["COLUMNS"] = "200"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def chaosops(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [command(), *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=cli_env(),
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+def spawn(*args: str | Path, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [command(), *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        env=cli_env(),
+    )
+
+
+def jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every line of a JSONL file; fails on a torn or unparseable line."""
+    data = path.read_bytes()
+    assert data == b"" or data.endswith(b"\n"), f"{path.name} ends with a torn line"
+    return [orjson.loads(line) for line in data.splitlines()]
+
+
+def assert_one_error_line(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
+    assert proc.returncode != 0, proc
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("chaosops: error: "), lines[0]
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+TINY_SUITE = """\
+name = "tiny"
+difficulty = "easy"
+
+[[scenarios]]
+failure_type = "db_deadlock"
+seeds = [0, 1, 2, 3, 4, 5]
+
+[[scenarios]]
+failure_type = "memory_leak"
+seeds = [0, 1, 2, 3, 4, 5]
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def llm_run(work: Path, url: str, out: Path, *extra: str) -> list[str]:
+    return [
+        "run",
+        "tiny.toml",
+        "--policy",
+        "llm",
+        "--llm-base-url",
+        url,
+        "--concurrency",
+        "2",
+        "--no-progress",
+        "--out",
+        str(out),
+        *extra,
+    ]
+
+
+def wait_for_results(proc: subprocess.Popen[str], path: Path, count: int) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_bytes().count(b"\n") >= count:
+            return
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        time.sleep(0.02)
+    raise AssertionError(f"no {count} results in {path} within {TIMEOUT}s")
+
+
+def stop(proc: subprocess.Popen[Any]) -> None:
+    """Terminate a server started by a test; killed if it lingers."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def interrupt(proc: subprocess.Popen[str]) -> str:
+    """Ctrl-C a spawned command and wait for it; returns its stderr (killed if it hangs)."""
+    try:
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return stderr
