@@ -19,7 +19,7 @@ cachegrind sees user space only).
 
 Needs valgrind (Debian: ``apt-get install valgrind``). Five to ten minutes on
 two cores (valgrind runs the interpreter some fifty times slower; two
-processes at a time). Run: ``python benchmarks/cachegrind.py``.
+processes at a time). Run: ``.venv/bin/python benchmarks/cachegrind.py``.
 """
 
 from __future__ import annotations

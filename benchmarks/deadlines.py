@@ -4,11 +4,12 @@ Concurrent episodes whose policies never answer, 50 ms turn deadline; the
 overshoot of a turn is ``latency_s - deadline`` (from sending the observation
 to closing the turn). All episodes are started together by one batch, so their
 deadlines fall due together. Not literally at one instant: the batch starts its
-episodes one per event-loop iteration (an episode's start costs ~0.3-0.4 ms of
-CPU here), so the first deadlines of 1,000 episodes fall due within the start
-window that is printed, and every later round of 1,000 deadlines stays as
-bunched. Targets: p99 <= 10 ms at 100 episodes, <= 100 ms at 1,000.
-Run: ``python benchmarks/deadlines.py``.
+episodes one per event-loop iteration (an episode's start: its environment,
+reset, actors and first request, about 160 us of CPU here), so the first
+deadlines of 1,000 episodes fall due within the start window that is printed,
+and every later round of 1,000 deadlines stays as bunched. Targets: p99 <= 10 ms
+at 100 episodes, <= 100 ms at 1,000.
+Run: ``.venv/bin/python benchmarks/deadlines.py``.
 """
 
 from __future__ import annotations

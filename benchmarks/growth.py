@@ -2,7 +2,7 @@
 
 Wall time for 100, 1,000 and 10,000 episodes (instant heuristic policies seeded
 per scenario, canonical suites cycled, concurrency 64): the time per episode
-should stay flat (linear growth). Run: ``python benchmarks/growth.py``.
+should stay flat (linear growth). Run: ``.venv/bin/python benchmarks/growth.py``.
 """
 
 from __future__ import annotations

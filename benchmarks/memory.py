@@ -4,7 +4,7 @@
 are in flight at once (coordinator, four actors, channels, environment). RSS
 (psutil) is read before the batch and once every episode is waiting; then the
 batch is cancelled. Target: <= 50 KB per in-flight episode.
-Run: ``python benchmarks/memory.py``.
+Run: ``.venv/bin/python benchmarks/memory.py``.
 """
 
 from __future__ import annotations

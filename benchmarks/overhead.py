@@ -8,7 +8,7 @@ asyncio ping-pong (four tasks, a Queue inbox, a Future reply) for scale.
 
 Targets: runtime >= 0.5x the bare loop at both concurrencies; logging adds
 <= 25%; the runtime's own cost per turn (runtime minus bare loop) <= 2.5x the
-ping-pong's. Run: ``python benchmarks/overhead.py``.
+ping-pong's. Run: ``.venv/bin/python benchmarks/overhead.py``.
 
 Also measured in each round, as a reference and not a target: the same layout
 written plainly in asyncio (:func:`plain_asyncio_us_per_turn`), with and

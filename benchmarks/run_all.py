@@ -1,6 +1,6 @@
 """Run figures 1 to 5 and print a compact table.
 
-Run: ``python benchmarks/run_all.py`` (about two minutes; the figures are
+Run: ``.venv/bin/python benchmarks/run_all.py`` (about a minute; the figures are
 noisy on a small shared machine, each script repeats and keeps its best).
 """
 

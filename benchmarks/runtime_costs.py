@@ -8,7 +8,7 @@ that never answers, deadline 0: timer, cancellation delivered into the call,
 fallback, next request). CPU time of the thread (``time.thread_time``), best of
 several rounds, so other processes on the machine disturb it less than wall
 time. Use it to A/B a change of ``actors``: run it before and after, in the
-same time window. Run: ``python benchmarks/runtime_costs.py``.
+same time window. Run: ``.venv/bin/python benchmarks/runtime_costs.py``.
 """
 
 from __future__ import annotations

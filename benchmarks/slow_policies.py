@@ -5,7 +5,7 @@ answer noop, so no episode ends early), concurrency 1,000. Target: wall time
 <= 1.15x the ideal 20 x 200 ms = 4 s. The speed-up over running the episodes
 one by one is computed from the measured time of a few sequential episodes
 (running 1,000 of them would take over an hour).
-Run: ``python benchmarks/slow_policies.py``.
+Run: ``.venv/bin/python benchmarks/slow_policies.py``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ OpenTelemetry SDK's tracer provider, a batch span processor and an exporter
 that drops the spans: what the SDK costs, not a network). Rounds interleave
 the three so a slow spell of the machine hits them alike; the figures are the
 median of the rounds' own differences. Not a target of RUNTIME.md. Run:
-``python benchmarks/telemetry_cost.py`` (needs the ``otel`` extra).
+``.venv/bin/python benchmarks/telemetry_cost.py`` (needs the ``otel`` extra).
 """
 
 from __future__ import annotations

@@ -199,7 +199,7 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
         "and OTEL_SERVICE_NAME are honoured)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    llm = parser.add_argument_group("LLM policy (--policy llm)")
+    llm = parser.add_argument_group("LLM policy (the llm policy of --policy or --policies)")
     llm.add_argument(
         "--llm-base-url",
         "--base-url",
@@ -268,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="run scenario suites with one policy",
         description="Run scenario suites with one policy; write results.jsonl, "
-        "trajectories.jsonl and summary.json to the output folder; print the table.",
+        "trajectories.jsonl, summary.json and run.json to the output folder; print the table.",
     )
     _add_batch_options(run)
     run.add_argument(
