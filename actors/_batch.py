@@ -11,7 +11,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from time import perf_counter
 from typing import Any, Generic, TypeVar, cast
 
@@ -21,7 +21,9 @@ from anyio import EndOfStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from . import _logging, _metrics
+from ._gate import CURRENT_GATE, HOT_EPISODES, TurnGate
 from ._gc import gc_frozen
+from ._mailbox import asyncio_loop
 from ._tasks import TaskGroup
 
 T = TypeVar("T")
@@ -58,6 +60,20 @@ def _log_finish(n: int, failed: int, started: float) -> None:
         _logging.STATE.logger.info(
             "run_finished", episodes=n, failed=failed, wall_s=round(perf_counter() - started, 6)
         )
+
+
+@contextmanager
+def _turn_gate() -> Iterator[None]:
+    """A new :class:`TurnGate` for the batch's episodes while the block runs (asyncio)."""
+    loop = asyncio_loop()
+    if loop is None:
+        yield
+        return
+    token = CURRENT_GATE.set(TurnGate(HOT_EPISODES, loop))
+    try:
+        yield
+    finally:
+        CURRENT_GATE.reset(token)
 
 
 async def _start_workers(count: int, spawn: Callable[[], object]) -> None:
@@ -113,7 +129,7 @@ async def run_jobs(
             finished.append(index)
 
     try:
-        with gc_frozen(gc_freeze):
+        with gc_frozen(gc_freeze), _turn_gate():
             async with TaskGroup() as tg:
                 await _start_workers(min(concurrency, n), lambda: tg.start_soon(worker))
     finally:  # also when a job failed or the batch was cancelled: what did finish
@@ -217,7 +233,7 @@ async def open_jobs(
     clones: list[MemoryObjectSendStream[Any]] = []
     raised: Exception | None = None
     try:
-        with gc_frozen(gc_freeze):
+        with gc_frozen(gc_freeze), _turn_gate():
             async with TaskGroup() as tg:
 
                 def spawn(out: MemoryObjectSendStream[Any]) -> None:

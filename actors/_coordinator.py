@@ -14,6 +14,7 @@ from structlog.contextvars import bind_contextvars, reset_contextvars, unbind_co
 from . import _logging, _metrics, _tracing
 from ._actor import Actor, EpisodeState, Reply, log_late_reply
 from ._deadline import timeouts_by_role
+from ._gate import CURRENT_GATE, SLICE_S, TurnGate, one_pass
 from ._ids import new_episode_id
 from ._logging import TurnFields
 from ._mailbox import Mailbox, Replies, asyncio_loop
@@ -249,10 +250,19 @@ async def _play(
     turn = 0
     done = observation.done  # read once a turn: an observation's attribute may be dear (pydantic)
     raised: Exception | None = None
+    # The batch's gate (asyncio): turns are played holding one of its permits
+    # (see actors._gate); ``held_since`` is when this episode took it.
+    gate: TurnGate | None = CURRENT_GATE.get() if loop is not None else None
+    holding = False
+    held_since = 0.0
+    rotate = False  # this turn's permit given away at the end of a slice
     async with TaskGroup() as tg:
         for actor in actors.values():
             tg.start_soon(actor.run, replies)
         try:
+            if gate is not None:
+                await gate.acquire()
+                holding, held_since = True, perf_counter()
             while not done and turn < max_turns:
                 role = observation.turn_role
                 actor = actors.get(role)
@@ -283,11 +293,24 @@ async def _play(
                             actor.inbox.put_latest((turn, observation, deadline))
                             state.arm(actor, deadline)
                         replies.expired = False
+                        # Holding a permit: one pass of the loop first (an
+                        # instant policy has replied by then), unless an
+                        # episode back from a wait is in line and this one's
+                        # slice is over: then it gives its permit away.
+                        rotate = holding and gate.returning and sent - held_since >= SLICE_S  # type: ignore[union-attr]
+                        one_more = holding and not rotate
                         while True:
                             reply = replies.take()
                             if reply is None:
                                 if replies.expired:
                                     break
+                                if one_more:
+                                    one_more = False
+                                    await one_pass()
+                                    continue
+                                if holding:  # waiting for more than a pass: let another play
+                                    gate.release()  # type: ignore[union-attr]
+                                    holding = False
                                 await replies.waiter()
                             elif reply[0] != turn:
                                 log_late_reply(episode_id, reply[0], reply[1], meter=meter)
@@ -310,6 +333,9 @@ async def _play(
                             state.close_turn(actor, turn)
                     state.open_turn = -1
                     latency = perf_counter() - sent
+                    if gate is not None and not holding:  # the turn is closed: step it in line
+                        await gate.acquire(returning=not rotate)
+                        holding, held_since = True, perf_counter()
                     if reply is None:
                         timed_out = True
                         trace.timeouts += 1
@@ -370,6 +396,9 @@ async def _play(
             # gone, not inside the task group's ExceptionGroup.
             raised = exc
         finally:
+            if holding:
+                gate.release()  # type: ignore[union-attr]
+                holding = False
             if turn_span is not None:  # nothing applied: the environment raised, or cancelled
                 _tracing.end_unfinished_turn(turn_span, trace.error or "the turn was abandoned")
             if loop is not None:

@@ -1,0 +1,115 @@
+"""Which episodes of a batch play their turns back to back (asyncio).
+
+With instant policies every episode of a batch is always ready to go on, and
+the event loop runs ready tasks first in, first out: each step of an episode
+(the coordinator's, then the actor's) waits behind one step of every other
+episode in flight. At concurrency 64 that is a round of 64 episodes' data
+(environment, observations, tasks) between two steps of one episode, more
+than a core's second-level cache holds, and a turn cost about a third more
+than at concurrency 1 (timed and counted in benchmarks/).
+
+A :class:`TurnGate` per batch holds :data:`HOT_EPISODES` permits. An episode
+plays its turns holding one: after sending a request it lets the loop run
+once (the actor's step), and when the reply is there by then it goes on at
+once, so the loop's round holds only the few episodes with a permit, and
+their data stays in the cache. An episode gives its permit back as soon as a
+reply is not there after that one pass (a slow policy: an LLM call, a
+thread, a deadline), and takes one again, first come first served, when its
+reply or deadline comes; so an episode never holds a permit while it waits
+for anything but one pass of the loop, and no episode can wait on another
+holding one (no deadlock, also with nested batches or policies that wait for
+each other). An episode that has held its permit for :data:`SLICE_S` gives it
+to the next in line, if any, at its next turn: a reply that came in waits a
+few slices at most, however long the instant episodes are.
+
+Only the order in which ready work runs changes: every episode of the batch
+is started, holds its environment and its actors, and runs its policies
+exactly as before; results, logs and deadlines are the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from contextvars import ContextVar
+from types import coroutine
+from typing import Any
+
+HOT_EPISODES = 4
+"""Permits per batch: how many episodes may play turns back to back at once.
+
+1 to 4 gave the same turn cost at concurrency 64 on a 1 MiB second-level
+cache; 8 was a little dearer, 16 close to no gate (benchmarks/overhead.py).
+"""
+
+SLICE_S = 0.001
+"""How long an episode may hold a permit while others wait for one (seconds)."""
+
+
+class TurnGate:
+    """Permits to play turns back to back, handed over first come first served.
+
+    Two lines: episodes coming back from a wait (a reply that took more than a
+    pass of the loop, or a deadline) are served before those starting or
+    given the turn away at the end of a slice.
+    """
+
+    __slots__ = ("_free", "_loop", "_returning", "_waiters")
+
+    def __init__(self, permits: int, loop: asyncio.AbstractEventLoop) -> None:
+        if permits < 1:
+            raise ValueError(f"a TurnGate needs at least one permit, got {permits}")
+        self._free = permits
+        self._loop = loop
+        self._returning: deque[asyncio.Future[None]] = deque()
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def returning(self) -> bool:
+        """True while an episode back from a wait is in line for a permit."""
+        return bool(self._returning)
+
+    @property
+    def free(self) -> int:
+        """Permits nobody holds."""
+        return self._free
+
+    async def acquire(self, returning: bool = False) -> None:
+        """Take a permit, waiting in line when none is free (``returning``: the first line)."""
+        if self._free and not self._returning and not self._waiters:
+            self._free -= 1
+            return
+        line = self._returning if returning else self._waiters
+        waiter = self._loop.create_future()
+        line.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # handed over as we were cancelled: pass it on
+            else:
+                try:
+                    line.remove(waiter)
+                except ValueError:  # pragma: no cover - already taken off by release()
+                    pass
+            raise
+
+    def release(self) -> None:
+        """Give a permit back: to the first episode in line, else to the pool."""
+        for line in (self._returning, self._waiters):
+            while line:
+                waiter = line.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+                    return
+        self._free += 1
+
+
+CURRENT_GATE: ContextVar[TurnGate | None] = ContextVar("actors_turn_gate", default=None)
+"""The gate of the batch the current task runs in (None: no batch, or not asyncio)."""
+
+
+@coroutine
+def one_pass() -> Any:
+    """Let the event loop run once (a bare yield: the task is scheduled again at once)."""
+    yield

@@ -1,0 +1,223 @@
+"""The batch's turn gate: instant episodes play back to back a few at a time,
+an episode back from a wait is served first, and nobody waits on a holder."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from actors_toy import ROLES, ToyEnv, act, run_kwargs
+
+from actors import EpisodeTrace, open_jobs, run_episode, run_jobs
+from actors._gate import HOT_EPISODES, TurnGate
+
+pytestmark = pytest.mark.anyio
+
+
+def _most_open(calls: list[int]) -> int:
+    """The most episodes at once between their first and their last policy call."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for i, episode in enumerate(calls):
+        first.setdefault(episode, i)
+        last[episode] = i
+    return max(sum(1 for e in first if first[e] <= i <= last[e]) for i in range(len(calls)))
+
+
+def _recording(episode: int, calls: list[int]) -> dict[str, Any]:
+    def policy(obs: Any, role: str) -> Any:
+        calls.append(episode)
+        return act(role)
+
+    return dict.fromkeys(ROLES, policy)
+
+
+async def test_instant_episodes_play_back_to_back_a_few_at_a_time() -> None:
+    calls: list[int] = []
+
+    async def job(n: int) -> EpisodeTrace:
+        return await run_episode(ToyEnv(steps=24), policies=_recording(n, calls), **run_kwargs())
+
+    traces = await run_jobs(range(32), job, concurrency=32)
+    assert all(len(t.turns) == 24 for t in traces)
+    assert len(calls) == 32 * 24
+    # Every episode in flight at once (32), but their turns interleave a few at a time.
+    assert _most_open(calls) <= HOT_EPISODES
+
+    calls.clear()
+    async with open_jobs(range(32), job, concurrency=32) as results:
+        assert len([r async for r in results]) == 32
+    assert _most_open(calls) <= HOT_EPISODES
+
+
+async def test_outside_a_batch_episodes_interleave_every_turn() -> None:
+    # No batch, no gate: concurrent episodes take turns round-robin, as before.
+    calls: list[int] = []
+    async with anyio.create_task_group() as tg:
+        for n in range(8):
+            tg.start_soon(
+                lambda n=n: run_episode(
+                    ToyEnv(steps=8), policies=_recording(n, calls), **run_kwargs()
+                )
+            )
+    assert _most_open(calls) == 8
+
+
+async def test_an_episode_back_from_a_wait_is_served_within_a_slice() -> None:
+    # One episode waits 5 ms for each reply; the others' policies are instant and
+    # their episodes long enough to hold every permit for a second or more. Each
+    # of its replies must be stepped (and the next request sent) within a few
+    # slices, not once an instant episode ends.
+    replied: list[float] = []
+    asked: list[float] = []
+
+    async def slow(obs: Any, role: str) -> Any:
+        asked.append(time.perf_counter())
+        await anyio.sleep(0.005)
+        replied.append(time.perf_counter())
+        return act(role)
+
+    async def job(n: int) -> EpisodeTrace:
+        if n == 0:
+            policies: dict[str, Any] = dict.fromkeys(ROLES, slow)
+            return await run_episode(ToyEnv(steps=12), policies=policies, **run_kwargs())
+        instant = dict.fromkeys(ROLES, lambda obs, role: act(role))
+        env = ToyEnv(steps=6000)
+        return await run_episode(env, policies=instant, **run_kwargs(max_turns=6000))
+
+    started = time.perf_counter()
+    traces = await run_jobs(range(HOT_EPISODES + 4), job, concurrency=HOT_EPISODES + 4)
+    assert all(t.status == "ok" for t in traces)
+    assert len(traces[0].turns) == 12
+    gaps = [next_ask - reply for reply, next_ask in zip(replied, asked[1:], strict=False)]
+    # The slow episode finished long before the instant ones could have let it in.
+    assert max(gaps) < 0.1, (max(gaps), time.perf_counter() - started)
+
+
+async def test_holders_never_wait_on_each_other() -> None:
+    # Every episode's first turn waits until all of them have asked: with the
+    # permits held through the wait, the episodes past the first few could
+    # never ask, and this would hang.
+    n = 4 * HOT_EPISODES
+    asked = 0
+    everyone = anyio.Event()
+
+    async def barrier(obs: Any, role: str) -> Any:
+        nonlocal asked
+        if obs.step == 0:
+            asked += 1
+            if asked == n:
+                everyone.set()
+            await everyone.wait()
+        return act(role)
+
+    async def job(i: int) -> EpisodeTrace:
+        return await run_episode(
+            ToyEnv(steps=8), policies=dict.fromkeys(ROLES, barrier), **run_kwargs()
+        )
+
+    with anyio.fail_after(10):
+        traces = await run_jobs(range(n), job, concurrency=n)
+    assert all(len(t.turns) == 8 for t in traces)
+
+
+async def test_a_batch_inside_a_policy_of_a_batch() -> None:
+    async def inner(obs: Any, role: str) -> Any:
+        traces = await run_jobs(
+            range(6),
+            lambda i: run_episode(
+                ToyEnv(steps=4),
+                policies=dict.fromkeys(ROLES, lambda o, r: act(r)),
+                **run_kwargs(),
+            ),
+            concurrency=6,
+        )
+        return act(role, sum(len(t.turns) for t in traces))
+
+    async def job(i: int) -> list[Any]:
+        env = ToyEnv(steps=4)
+        await run_episode(env, policies=dict.fromkeys(ROLES, inner), **run_kwargs())
+        return env.applied
+
+    with anyio.fail_after(10):
+        applied = await run_jobs(range(8), job, concurrency=8)
+    assert applied == [[("24", r) for r in ROLES]] * 8
+
+
+async def test_cancelling_episodes_in_line_for_a_permit_leaves_nothing_behind() -> None:
+    baseline = asyncio.all_tasks()
+    instant = dict.fromkeys(ROLES, lambda obs, role: act(role))
+
+    async def job(n: int) -> EpisodeTrace:
+        return await run_episode(
+            ToyEnv(steps=100_000), policies=instant, **run_kwargs(max_turns=100_000)
+        )
+
+    with anyio.move_on_after(0.1) as scope:
+        await run_jobs(range(32), job, concurrency=32)
+    assert scope.cancelled_caught
+    assert not asyncio.all_tasks() - baseline - {asyncio.current_task()}
+
+
+async def test_the_gate_serves_returning_episodes_first_and_loses_no_permit() -> None:
+    gate = TurnGate(1, asyncio.get_running_loop())
+    order: list[str] = []
+
+    async def take(name: str, returning: bool) -> None:
+        await gate.acquire(returning=returning)
+        order.append(name)
+
+    await gate.acquire()  # held here
+    assert gate.free == 0
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(take, "new", False)
+        await anyio.lowlevel.checkpoint()
+        tg.start_soon(take, "back", True)
+        await anyio.lowlevel.checkpoint()
+        assert gate.returning
+        gate.release()  # to "back", first, though it came after "new"
+        await anyio.sleep(0.01)
+        assert order == ["back"]
+        gate.release()  # "back" is done with it: to "new"
+    assert order == ["back", "new"]
+    gate.release()
+    assert gate.free == 1
+
+    # A waiter cancelled once the permit was handed to it passes the permit on.
+    await gate.acquire()
+    got: list[str] = []
+
+    async def wait_for(name: str) -> None:
+        await gate.acquire()
+        got.append(name)
+
+    loop = asyncio.get_running_loop()
+    first = loop.create_task(wait_for("first"))
+    second = loop.create_task(wait_for("second"))
+    await anyio.lowlevel.checkpoint()
+    gate.release()  # handed to "first" ...
+    first.cancel()  # ... which is cancelled before it runs
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await second
+    assert got == ["second"]
+    gate.release()
+    assert gate.free == 1
+
+    # A waiter cancelled while in line leaves the line.
+    await gate.acquire()
+    third = loop.create_task(wait_for("third"))
+    await anyio.lowlevel.checkpoint()
+    third.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await third
+    assert not gate.returning
+    gate.release()
+    assert gate.free == 1
+
+    with pytest.raises(ValueError, match="at least one permit"):
+        TurnGate(0, loop)
