@@ -150,7 +150,8 @@ class Actor:
     """The task playing one role of one episode (also its ``current_turn`` state)."""
 
     __slots__ = (
-        "deadline", "episode", "episode_id", "inbox", "info", "policy", "role", "scope", "turn",
+        "deadline", "episode", "episode_id", "inbox", "info", "instant", "policy", "role",
+        "scope", "turn",
     )  # fmt: skip
 
     def __init__(self, role: Any, policy: Policy, episode: EpisodeState, inbox: Mailbox[Request]):
@@ -164,6 +165,9 @@ class Actor:
         self.info: dict[str, Any] | None = None
         # The cancel scope of the async policy call in flight, None between calls.
         self.scope: anyio.CancelScope | None = None
+        # The coordinator's guess that this policy replies within a pass of the
+        # loop (see actors._gate): true until a reply says otherwise.
+        self.instant = True
 
     async def run(self, replies: Mailbox[Reply] | Replies[Reply]) -> None:
         """Serve turn requests until the inbox closes or the episode cancels us."""

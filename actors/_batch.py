@@ -110,6 +110,12 @@ async def run_jobs(
     caller cancels every job. Logs ``run_started`` (with ``log_fields``) and
     ``run_finished`` (``failed`` counts results for which the predicate holds).
 
+    On asyncio the jobs' episodes (:func:`actors.run_episode` calls made in
+    them) play their turns under the batch's turn gate: with instant policies
+    a few episodes at a time take turns back to back instead of every episode
+    in flight one turn each in turn, which keeps their data in the CPU's cache;
+    an episode waiting for a slow reply holds nothing (see ``actors._gate``).
+
     ``gc_freeze`` (default on): while the batch runs, what survives the
     garbage collector is frozen out of its sight, so no collection walks every
     result and trace kept so far again (each walk stalls every job in flight),
@@ -205,7 +211,7 @@ async def open_jobs(
     (``started``, ``finished``, ``in_flight``, ``failed``, ``total``). It ends
     when every job is done. Leaving the block early (break, error,
     cancellation) cancels the jobs still running; none outlives it.
-    ``gc_freeze``: as in :func:`run_jobs`.
+    ``gc_freeze`` and the turn gate: as in :func:`run_jobs`.
     """
     seq, cursor, started = _prepare(items, concurrency, log_fields)
     n = len(seq)

@@ -14,7 +14,7 @@ from structlog.contextvars import bind_contextvars, reset_contextvars, unbind_co
 from . import _logging, _metrics, _tracing
 from ._actor import Actor, EpisodeState, Reply, log_late_reply
 from ._deadline import timeouts_by_role
-from ._gate import CURRENT_GATE, SLICE_S, TurnGate, one_pass
+from ._gate import CURRENT_GATE, INSTANT_S, SLICE_S, TurnGate, one_pass
 from ._ids import new_episode_id
 from ._logging import TurnFields
 from ._mailbox import Mailbox, Replies, asyncio_loop
@@ -250,19 +250,15 @@ async def _play(
     turn = 0
     done = observation.done  # read once a turn: an observation's attribute may be dear (pydantic)
     raised: Exception | None = None
-    # The batch's gate (asyncio): turns are played holding one of its permits
-    # (see actors._gate); ``held_since`` is when this episode took it.
+    # The batch's gate (asyncio): instant turns are played holding one of its
+    # permits (see actors._gate); ``held_since`` is when this episode took it.
     gate: TurnGate | None = CURRENT_GATE.get() if loop is not None else None
     holding = False
     held_since = 0.0
-    rotate = False  # this turn's permit given away at the end of a slice
     async with TaskGroup() as tg:
         for actor in actors.values():
             tg.start_soon(actor.run, replies)
         try:
-            if gate is not None:
-                await gate.acquire()
-                holding, held_since = True, perf_counter()
             while not done and turn < max_turns:
                 role = observation.turn_role
                 actor = actors.get(role)
@@ -276,6 +272,21 @@ async def _play(
                     latency = 0.0
                 else:
                     timeout = timeouts[role]
+                    if gate is not None:
+                        if not actor.instant:
+                            if holding:  # a slow reply ahead: hold nothing while it comes
+                                gate.release()
+                                holding = False
+                        elif not holding:
+                            # Back from a wait mid-episode: the first line; a start: the second.
+                            await gate.acquire(returning=turn > 0)
+                            holding, held_since = True, perf_counter()
+                        elif gate.returning and perf_counter() - held_since >= SLICE_S:
+                            # The slice is over and an episode back from a wait
+                            # is in line: let it in, and queue again.
+                            gate.release()
+                            await gate.acquire()
+                            held_since = perf_counter()
                     sent = perf_counter()
                     state.open_turn = turn
                     reply: Reply | None
@@ -294,11 +305,8 @@ async def _play(
                             state.arm(actor, deadline)
                         replies.expired = False
                         # Holding a permit: one pass of the loop first (an
-                        # instant policy has replied by then), unless an
-                        # episode back from a wait is in line and this one's
-                        # slice is over: then it gives its permit away.
-                        rotate = holding and gate.returning and sent - held_since >= SLICE_S  # type: ignore[union-attr]
-                        one_more = holding and not rotate
+                        # instant policy has replied by then).
+                        one_more = holding
                         while True:
                             reply = replies.take()
                             if reply is None:
@@ -308,9 +316,10 @@ async def _play(
                                     one_more = False
                                     await one_pass()
                                     continue
-                                if holding:  # waiting for more than a pass: let another play
+                                if holding:  # not instant after all: let another play
                                     gate.release()  # type: ignore[union-attr]
                                     holding = False
+                                    actor.instant = False
                                 await replies.waiter()
                             elif reply[0] != turn:
                                 log_late_reply(episode_id, reply[0], reply[1], meter=meter)
@@ -333,9 +342,11 @@ async def _play(
                             state.close_turn(actor, turn)
                     state.open_turn = -1
                     latency = perf_counter() - sent
-                    if gate is not None and not holding:  # the turn is closed: step it in line
-                        await gate.acquire(returning=not rotate)
-                        holding, held_since = True, perf_counter()
+                    if gate is not None and (reply is None or not holding):
+                        # Played without a permit (or closed at its deadline):
+                        # instant next time if the reply came within INSTANT_S.
+                        # Holding one, the reply came within the one pass.
+                        actor.instant = reply is not None and latency < INSTANT_S
                     if reply is None:
                         timed_out = True
                         trace.timeouts += 1

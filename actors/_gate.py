@@ -8,19 +8,25 @@ episode in flight. At concurrency 64 that is a round of 64 episodes' data
 than a core's second-level cache holds, and a turn cost about a third more
 than at concurrency 1 (timed and counted in benchmarks/).
 
-A :class:`TurnGate` per batch holds :data:`HOT_EPISODES` permits. An episode
-plays its turns holding one: after sending a request it lets the loop run
-once (the actor's step), and when the reply is there by then it goes on at
-once, so the loop's round holds only the few episodes with a permit, and
-their data stays in the cache. An episode gives its permit back as soon as a
-reply is not there after that one pass (a slow policy: an LLM call, a
-thread, a deadline), and takes one again, first come first served, when its
-reply or deadline comes; so an episode never holds a permit while it waits
-for anything but one pass of the loop, and no episode can wait on another
-holding one (no deadlock, also with nested batches or policies that wait for
-each other). An episode that has held its permit for :data:`SLICE_S` gives it
-to the next in line, if any, at its next turn: a reply that came in waits a
-few slices at most, however long the instant episodes are.
+A :class:`TurnGate` per batch holds :data:`HOT_EPISODES` permits, which an
+episode needs to play a turn it expects to be instant: it sends the request,
+lets the loop run once (the actor's step) and finds the reply there, then goes
+on at once with its next turn. So the loop's round holds only the few
+episodes with a permit, and their data stays in the cache. A turn it expects
+to be slow (its actor's last reply took more than :data:`INSTANT_S`, or was
+closed at a deadline) takes no permit: the episode gives back the one it
+holds, sends the request and waits, as outside a batch, so a batch of slow
+policies goes as fast with the gate as without it. A reply not there after
+the one pass shows the guess was wrong: the permit is given back before the
+episode waits. An episode never holds a permit while it waits for anything
+but one pass of the loop, so none can wait on another holding one (no
+deadlock, also with nested batches or policies that wait for each other).
+
+Permits go first come first served, in two lines: an episode back from a wait
+(its guess turned instant mid-episode) before one starting or requeued. A
+holder that has held its permit for :data:`SLICE_S` gives it to an episode
+back from a wait, if one is in line, and queues again: such an episode waits
+a slice or so, however long the instant episodes are.
 
 Only the order in which ready work runs changes: every episode of the batch
 is started, holds its environment and its actors, and runs its policies
@@ -43,7 +49,10 @@ cache; 8 was a little dearer, 16 close to no gate (benchmarks/overhead.py).
 """
 
 SLICE_S = 0.001
-"""How long an episode may hold a permit while others wait for one (seconds)."""
+"""How long an episode may hold a permit while one back from a wait is in line (seconds)."""
+
+INSTANT_S = 0.001
+"""A reply within this long (seconds) makes its actor's next turn one expected to be instant."""
 
 
 class TurnGate:

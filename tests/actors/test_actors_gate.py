@@ -68,23 +68,29 @@ async def test_outside_a_batch_episodes_interleave_every_turn() -> None:
 
 
 async def test_an_episode_back_from_a_wait_is_served_within_a_slice() -> None:
-    # One episode waits 5 ms for each reply; the others' policies are instant and
-    # their episodes long enough to hold every permit for a second or more. Each
-    # of its replies must be stepped (and the next request sent) within a few
+    # One episode's role "a" waits 5 ms for each reply, its other roles are
+    # instant; the other episodes are instant and long enough to hold every
+    # permit for a second or more. After each slow reply the episode's next
+    # (instant) turn needs a permit again: it must get one within a few
     # slices, not once an instant episode ends.
-    replied: list[float] = []
-    asked: list[float] = []
+    slow_replied: list[float] = []
+    next_asked: list[float] = []
 
     async def slow(obs: Any, role: str) -> Any:
-        asked.append(time.perf_counter())
         await anyio.sleep(0.005)
-        replied.append(time.perf_counter())
+        slow_replied.append(time.perf_counter())
+        return act(role)
+
+    def instant_after(obs: Any, role: str) -> Any:
+        if role == "b":
+            next_asked.append(time.perf_counter())
         return act(role)
 
     async def job(n: int) -> EpisodeTrace:
         if n == 0:
-            policies: dict[str, Any] = dict.fromkeys(ROLES, slow)
-            return await run_episode(ToyEnv(steps=12), policies=policies, **run_kwargs())
+            policies: dict[str, Any] = dict.fromkeys(ROLES, instant_after)
+            policies["a"] = slow
+            return await run_episode(ToyEnv(steps=16), policies=policies, **run_kwargs())
         instant = dict.fromkeys(ROLES, lambda obs, role: act(role))
         env = ToyEnv(steps=6000)
         return await run_episode(env, policies=instant, **run_kwargs(max_turns=6000))
@@ -92,10 +98,44 @@ async def test_an_episode_back_from_a_wait_is_served_within_a_slice() -> None:
     started = time.perf_counter()
     traces = await run_jobs(range(HOT_EPISODES + 4), job, concurrency=HOT_EPISODES + 4)
     assert all(t.status == "ok" for t in traces)
-    assert len(traces[0].turns) == 12
-    gaps = [next_ask - reply for reply, next_ask in zip(replied, asked[1:], strict=False)]
-    # The slow episode finished long before the instant ones could have let it in.
-    assert max(gaps) < 0.1, (max(gaps), time.perf_counter() - started)
+    assert len(slow_replied) == len(next_asked) == 4
+    gaps = [asked - replied for replied, asked in zip(slow_replied, next_asked, strict=True)]
+    assert max(gaps) < 0.1, (gaps, time.perf_counter() - started)
+
+
+async def test_turns_of_slow_policies_take_no_permit(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each actor's first turn is taken for instant (a permit, one pass of the
+    # loop); once its reply showed it slow, its turns are played without a
+    # permit, so that a batch of slow policies never waits in line for one.
+    from structlog.contextvars import get_contextvars
+
+    taken: list[str] = []
+    acquire = TurnGate.acquire
+
+    async def counted(self: TurnGate, returning: bool = False) -> None:
+        taken.append(get_contextvars().get("episode_id", "?"))
+        await acquire(self, returning)
+
+    monkeypatch.setattr(TurnGate, "acquire", counted)
+
+    async def slow(obs: Any, role: str) -> Any:
+        await anyio.sleep(0.002)
+        return act(role)
+
+    instant = dict.fromkeys(ROLES, lambda obs, role: act(role))
+
+    async def job(n: int) -> EpisodeTrace:
+        policies = dict.fromkeys(ROLES, slow) if n % 2 else instant
+        return await run_episode(
+            ToyEnv(steps=16), policies=policies, episode_id=f"e{n}", **run_kwargs()
+        )
+
+    traces = await run_jobs(range(8), job, concurrency=8)
+    assert all(len(t.turns) == 16 for t in traces)
+    for n in range(1, 8, 2):  # one permit for each role's first turn, none after
+        assert taken.count(f"e{n}") == len(ROLES), (n, taken)
+    for n in range(0, 8, 2):  # instant: one for the episode (again after a slice)
+        assert taken.count(f"e{n}") >= 1, (n, taken)
 
 
 async def test_holders_never_wait_on_each_other() -> None:
