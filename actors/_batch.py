@@ -73,7 +73,10 @@ def _turn_gate() -> Iterator[None]:
     try:
         yield
     finally:
-        CURRENT_GATE.reset(token)
+        try:
+            CURRENT_GATE.reset(token)
+        except ValueError:  # closed from another context (a stream left to the collector)
+            pass
 
 
 async def _start_workers(count: int, spawn: Callable[[], object]) -> None:

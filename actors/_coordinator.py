@@ -285,8 +285,9 @@ async def _play(
                             # The slice is over and an episode back from a wait
                             # is in line: let it in, and queue again.
                             gate.release()
+                            holding = False
                             await gate.acquire()
-                            held_since = perf_counter()
+                            holding, held_since = True, perf_counter()
                     sent = perf_counter()
                     state.open_turn = turn
                     reply: Reply | None

@@ -13,7 +13,7 @@ import pytest
 from actors_toy import ROLES, ToyEnv, act, run_kwargs
 
 from actors import EpisodeTrace, open_jobs, run_episode, run_jobs
-from actors._gate import HOT_EPISODES, TurnGate
+from actors._gate import CURRENT_GATE, HOT_EPISODES, TurnGate
 
 pytestmark = pytest.mark.anyio
 
@@ -189,18 +189,39 @@ async def test_a_batch_inside_a_policy_of_a_batch() -> None:
 
 
 async def test_cancelling_episodes_in_line_for_a_permit_leaves_nothing_behind() -> None:
+    # Long episodes, half of them with a slow role: some hold permits, some
+    # wait in either line, some give theirs away at the end of a slice, when
+    # the batch is cancelled. No task is left, and every permit is back.
     baseline = asyncio.all_tasks()
-    instant = dict.fromkeys(ROLES, lambda obs, role: act(role))
+    gates: set[TurnGate] = set()
+
+    def instant(obs: Any, role: str) -> Any:
+        gate = CURRENT_GATE.get()
+        assert gate is not None
+        gates.add(gate)
+        return act(role)
+
+    async def slow(obs: Any, role: str) -> Any:
+        await anyio.sleep(0.003)
+        return act(role)
 
     async def job(n: int) -> EpisodeTrace:
+        policies = dict.fromkeys(ROLES, instant)
+        if n % 2:
+            policies["a"] = slow
         return await run_episode(
-            ToyEnv(steps=100_000), policies=instant, **run_kwargs(max_turns=100_000)
+            ToyEnv(steps=100_000), policies=policies, **run_kwargs(max_turns=100_000)
         )
 
-    with anyio.move_on_after(0.1) as scope:
-        await run_jobs(range(32), job, concurrency=32)
-    assert scope.cancelled_caught
-    assert not asyncio.all_tasks() - baseline - {asyncio.current_task()}
+    for delay in (0.05, 0.1, 0.2):
+        with anyio.move_on_after(delay) as scope:
+            await run_jobs(range(32), job, concurrency=32)
+        assert scope.cancelled_caught
+        assert not asyncio.all_tasks() - baseline - {asyncio.current_task()}
+    assert len(gates) == 3  # one per batch
+    for gate in gates:
+        assert gate.free == HOT_EPISODES
+        assert not gate.returning
 
 
 async def test_the_gate_serves_returning_episodes_first_and_loses_no_permit() -> None:
