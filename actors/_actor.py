@@ -243,8 +243,13 @@ class Actor:
                     exc_info=error,
                 )
             reply = (turn, role, result, error, info)
-            if not replies.try_put(reply):
-                await replies.put(reply)
+            try:
+                if not replies.try_put(reply):
+                    await replies.put(reply)
+            except ClosedResourceError:
+                # The episode ended (cancelled) while this call was finishing:
+                # nothing is waiting for the reply any more.
+                return
             # An exception's traceback refers to this frame: holding it here
             # would make a cycle only the garbage collector frees.
             reply = error = None
