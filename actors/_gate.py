@@ -58,9 +58,9 @@ INSTANT_S = 0.001
 class TurnGate:
     """Permits to play turns back to back, handed over first come first served.
 
-    Two lines: episodes coming back from a wait (a reply that took more than a
-    pass of the loop, or a deadline) are served before those starting or
-    given the turn away at the end of a slice.
+    Two lines: episodes taking a permit mid-episode (back from a wait, now
+    expecting an instant reply) are served before those starting or queueing
+    again at the end of a slice.
     """
 
     __slots__ = ("_free", "_loop", "_returning", "_waiters")

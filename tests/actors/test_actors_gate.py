@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
-from actors_toy import ROLES, ToyEnv, act, run_kwargs
+from actors_toy import ROLES, ToyEnv, act, instant_policies, run_kwargs
 
 from actors import EpisodeTrace, open_jobs, run_episode, run_jobs
 from actors._gate import CURRENT_GATE, HOT_EPISODES, TurnGate
@@ -91,7 +91,7 @@ async def test_an_episode_back_from_a_wait_is_served_within_a_slice() -> None:
             policies: dict[str, Any] = dict.fromkeys(ROLES, instant_after)
             policies["a"] = slow
             return await run_episode(ToyEnv(steps=16), policies=policies, **run_kwargs())
-        instant = dict.fromkeys(ROLES, lambda obs, role: act(role))
+        instant = instant_policies()
         env = ToyEnv(steps=6000)
         return await run_episode(env, policies=instant, **run_kwargs(max_turns=6000))
 
@@ -122,7 +122,7 @@ async def test_turns_of_slow_policies_take_no_permit(monkeypatch: pytest.MonkeyP
         await anyio.sleep(0.002)
         return act(role)
 
-    instant = dict.fromkeys(ROLES, lambda obs, role: act(role))
+    instant = instant_policies()
 
     async def job(n: int) -> EpisodeTrace:
         policies = dict.fromkeys(ROLES, slow) if n % 2 else instant
@@ -171,7 +171,7 @@ async def test_a_batch_inside_a_policy_of_a_batch() -> None:
             range(6),
             lambda i: run_episode(
                 ToyEnv(steps=4),
-                policies=dict.fromkeys(ROLES, lambda o, r: act(r)),
+                policies=instant_policies(),
                 **run_kwargs(),
             ),
             concurrency=6,
