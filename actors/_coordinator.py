@@ -393,7 +393,13 @@ async def _play(
                         _tracing.end_turn(turn_span, record, described, done)
                         turn_span = None
                     if logged:
-                        _log_turn(record, episode_id, described, done)
+                        if info or type(described) is not dict:  # annotations, another mapping
+                            _log_turn(record, episode_id, described, done)
+                        else:  # _log_turn's common case, from the locals
+                            log.emit_turn(described, TurnFields(
+                                episode_id, turn, role, next_observation.reward, done,
+                                timed_out, error, floor(latency * 1e6 + 0.5) / 1000,
+                            ))  # fmt: skip
                 if meter is not None:
                     played = actor is not None
                     meter.turn(

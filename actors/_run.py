@@ -47,6 +47,16 @@ def run(func: Callable[..., Awaitable[T]], *args: Any, loop: str | None = None) 
     or ``"uvloop"``. Raises ValueError for anything else.
     """
     chosen = resolve_loop(loop)
-    return anyio.run(
-        func, *args, backend="asyncio", backend_options={"use_uvloop": chosen == "uvloop"}
-    )
+    box: list[T] = []
+
+    async def main() -> None:
+        # The value is handed over in ``box``, not as the main task's result:
+        # when the loop closes, asyncio (3.11) restores its SIGINT handler
+        # through ``signal.signal``, which builds the repr of the handler it
+        # replaces, a partial holding the main task, and with it the repr of
+        # the task's result (the first six items of a list): for a batch's
+        # results, a full repr of each with every step, 0.1 s and more.
+        box.append(await func(*args))
+
+    anyio.run(main, backend="asyncio", backend_options={"use_uvloop": chosen == "uvloop"})
+    return box[0]
