@@ -151,7 +151,7 @@ class Actor:
 
     __slots__ = (
         "deadline", "episode", "episode_id", "inbox", "info", "instant", "policy", "role",
-        "scope", "turn",
+        "scope", "started", "turn",
     )  # fmt: skip
 
     def __init__(self, role: Any, policy: Policy, episode: EpisodeState, inbox: Mailbox[Request]):
@@ -168,6 +168,8 @@ class Actor:
         # The coordinator's guess that this policy replies within a pass of the
         # loop (see actors._gate): true until a reply says otherwise.
         self.instant = True
+        # Whether the coordinator started this actor's task: at the role's first turn.
+        self.started = False
 
     async def run(self, replies: Mailbox[Reply] | Replies[Reply]) -> None:
         """Serve turn requests until the inbox closes or the episode cancels us."""

@@ -256,8 +256,9 @@ async def _play(
     holding = False
     held_since = 0.0
     async with TaskGroup() as tg:
-        for actor in actors.values():
-            tg.start_soon(actor.run, replies)
+        # Each actor's task starts at its role's first turn: an episode's first
+        # request goes out after one task start, not one per role (a batch's
+        # episodes start one after another), and a role that never plays has none.
         try:
             while not done and turn < max_turns:
                 role = observation.turn_role
@@ -288,6 +289,9 @@ async def _play(
                             holding = False
                             await gate.acquire()
                             holding, held_since = True, perf_counter()
+                    if not actor.started:
+                        actor.started = True
+                        tg.start_soon(actor.run, replies)
                     sent = perf_counter()
                     state.open_turn = turn
                     reply: Reply | None

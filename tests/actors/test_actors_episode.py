@@ -579,3 +579,33 @@ async def test_a_cancelled_episode_is_logged_as_ended() -> None:
             await run_episode(ToyEnv(), policies={"a": hang}, **run_kwargs())
     (finished,) = [e for e in events if e["event"] == "episode_finished"]
     assert finished["status"] == "cancelled" and finished["error"] is None
+
+
+async def test_each_actor_starts_at_its_roles_first_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An episode's first request goes out with one actor task started, not one
+    # per role; each other role's starts at its first turn; a role that never
+    # plays has none.
+    from actors._actor import Actor
+
+    started: list[str] = []
+    seen_at_call: list[tuple[str, int]] = []
+    real_run = Actor.run
+
+    async def counting_run(self: Actor, replies: Any) -> None:
+        started.append(self.role)
+        await real_run(self, replies)
+
+    monkeypatch.setattr(Actor, "run", counting_run)
+
+    def policy(observation: Any, role: str) -> Any:
+        seen_at_call.append((role, len(started)))
+        return act(role)
+
+    policies = dict.fromkeys(ROLES, policy)
+    trace = await run_episode(ToyEnv(steps=9), policies=policies, **run_kwargs(max_turns=2))
+    assert [t.role for t in trace.turns] == ["a", "b"]
+    assert started == ["a", "b"]  # c and d never played: no task
+    assert seen_at_call == [("a", 1), ("b", 2)]
+    started.clear()
+    trace = await run_episode(ToyEnv(steps=9), policies=policies, **run_kwargs())
+    assert len(trace.turns) == 9 and started == list(ROLES)
