@@ -397,13 +397,19 @@ async def _play(
                         _tracing.end_turn(turn_span, record, described, done)
                         turn_span = None
                     if logged:
-                        if info or type(described) is not dict:  # annotations, another mapping
-                            _log_turn(record, episode_id, described, done)
-                        else:  # _log_turn's common case, from the locals
-                            log.emit_turn(described, TurnFields(
-                                episode_id, turn, role, next_observation.reward, done,
-                                timed_out, error, floor(latency * 1e6 + 0.5) / 1000,
-                            ))  # fmt: skip
+                        # The runtime's fields from the locals; described's dict
+                        # handed over as it is unless annotations or another
+                        # mapping need _turn_extra. What _logging.emit_turn() calls.
+                        extra = described
+                        if info or type(extra) is not dict:
+                            extra = _turn_extra(extra, info)
+                        log.emit_turn(extra, TurnFields(
+                            episode_id, turn, role, next_observation.reward, done,
+                            timed_out, error,
+                            # Milliseconds to 3 decimals; floor() and a division
+                            # cost a fifth of round().
+                            floor(latency * 1e6 + 0.5) / 1000,
+                        ))  # fmt: skip
                 if meter is not None:
                     played = actor is not None
                     meter.turn(
@@ -491,18 +497,17 @@ def _small(value: Any) -> Any:
     return _SKIP
 
 
-def _log_turn(
-    record: TurnRecord,
-    episode_id: str,
-    described: Mapping[str, Any] | None,
-    done: bool,
-) -> None:
-    # The dict describe_turn returned is handed over (another mapping is copied).
+def _turn_extra(
+    described: Mapping[str, Any] | None, info: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The ``turn`` event's fields beside the runtime's: ``described`` (a dict
+    is handed over, another mapping copied) and the small annotations of
+    ``info`` (see :data:`LOGGED_ANNOTATIONS`)."""
     extra = described
     if extra is not None and type(extra) is not dict:
         extra = dict(extra)
-    if record.info:
-        for key, value in record.info.items():
+    if info:
+        for key, value in info.items():
             if key == "latency_ms":
                 key = "policy_latency_ms"
             elif key not in LOGGED_ANNOTATIONS:
@@ -512,10 +517,4 @@ def _log_turn(
                 if extra is None:
                     extra = {}
                 extra.setdefault(key, value)
-    fields = TurnFields(
-        episode_id, record.turn, record.role, record.next_observation.reward, done,
-        record.timed_out, record.error,
-        # Milliseconds to 3 decimals; floor() and a division cost a fifth of round().
-        floor(record.latency_s * 1e6 + 0.5) / 1000,
-    )  # fmt: skip
-    _logging.STATE.emit_turn(extra, fields)  # what _logging.emit_turn() calls
+    return extra
