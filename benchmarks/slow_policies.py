@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import role_map, verdict
+from _common import best, role_map, verdict
 
 import actors
 from chaosops.agents.runner import arun_batch
@@ -56,10 +56,10 @@ def main(episodes: int = 1000, sequential_sample: int = 2, batches: int = 2) -> 
     # The sequential sample first: it also takes the process's one-time costs
     # (the event loop's first start imports uvloop, some 25 ms) out of the batch's time.
     per_episode = run(sequential_sample, 1) / sequential_sample
-    # The best of two batches, as the other figures keep their best rounds:
-    # one batch is one sample of a machine whose speed drifts.
+    # The best of ``batches`` batches (two), as the other figures keep their
+    # best rounds: one batch is one sample of a machine whose speed drifts.
     walls = [run(episodes, episodes) for _ in range(batches)]
-    wall = min(walls)
+    wall = best(walls)
     sequential = per_episode * episodes
     ratio = wall / ideal
     print(f"figure 2: {episodes} episodes x {TURNS} turns, {LATENCY * 1000:.0f} ms policies, "
