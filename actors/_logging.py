@@ -207,6 +207,15 @@ def _write_rest(write: Any, line: bytes, written: int) -> None:
         written += write(view[written:]) or 0
 
 
+def _named(exc: OSError, path: str) -> OSError:
+    """``exc`` (a failed write to the log file) with the file's path: "[Errno 28]
+    No space left on device: 'run.jsonl'" rather than a bare errno. The same
+    subclass (the errno picks it), the original chained by the caller."""
+    if exc.filename is not None or exc.errno is None:
+        return exc
+    return OSError(exc.errno, exc.strerror, path)
+
+
 def get_logger() -> Any:
     """The runtime's structlog logger.
 
@@ -369,8 +378,8 @@ class _JsonLine:
     """
 
     __slots__ = (
-        "_body", "_buffer", "_chain", "_fd", "_head", "_stamp", "_tails", "_text", "_thread",
-        "_turn_tail",
+        "_body", "_buffer", "_chain", "_fd", "_head", "_path", "_stamp", "_tails", "_text",
+        "_thread", "_turn_tail",
     )  # fmt: skip
 
     def __init__(self, text: bool) -> None:
@@ -378,6 +387,7 @@ class _JsonLine:
         self._text = text  # str for a text stream, else bytes with the newline
         self._chain: list[Any] = []  # structlog's processor list, once configured
         self._fd = -1  # the file emit() writes to, once configured
+        self._path = ""  # its path, named by a write that fails
         self._buffer = bytearray(512)  # emit()'s line, in the thread that made this
         self._head = bytearray(128)  # emit_turn()'s parts, likewise: extra
         self._body = bytearray(256)  # and the struct
@@ -479,8 +489,11 @@ class _JsonLine:
         else:
             parts = (body, tail[3], _DIGITS_B[micros // 1000], _DIGITS_END[micros % 1000])
             size = len(body) + tail[4]
-        if (written := _writev(self._fd, parts)) < size:  # interrupted
-            _write_rest(lambda rest: _write(self._fd, rest), b"".join(parts), written)
+        try:
+            if (written := _writev(self._fd, parts)) < size:  # interrupted
+                _write_rest(lambda rest: _write(self._fd, rest), b"".join(parts), written)
+        except OSError as exc:  # a full disk, say: the error names the file
+            raise _named(exc, self._path) from exc
 
     def _tail(self, method_name: str, event: str, now: float) -> tuple[Any, ...]:
         """``(start of now's second, level, tail, tail without its comma, size)``.
@@ -514,8 +527,11 @@ class _JsonLine:
 
     def _write_line(self, line: bytearray) -> None:
         # One write call; after a short one, the rest of the line.
-        if (written := _write(self._fd, line)) < len(line):
-            _write_rest(lambda rest: _write(self._fd, rest), line, written)
+        try:
+            if (written := _write(self._fd, line)) < len(line):
+                _write_rest(lambda rest: _write(self._fd, rest), line, written)
+        except OSError as exc:
+            raise _named(exc, self._path) from exc
 
 
 class _LineWriter:
@@ -526,15 +542,19 @@ class _LineWriter:
     lines. No lock: appends of one buffer do not interleave.
     """
 
-    __slots__ = ("_write",)
+    __slots__ = ("_path", "_write")
 
     def __init__(self, file: IO[bytes]) -> None:
         self._write = file.write  # a closed file raises, it never writes elsewhere
+        self._path = os.fsdecode(file.name) if isinstance(file.name, str | bytes) else ""
 
     def msg(self, line: bytes) -> None:
-        written = self._write(line)
-        if written is not None and written < len(line):  # interrupted: finish the line
-            _write_rest(self._write, line, written)
+        try:
+            written = self._write(line)
+            if written is not None and written < len(line):  # interrupted: finish the line
+                _write_rest(self._write, line, written)
+        except OSError as exc:  # the error names the file
+            raise _named(exc, self._path) from exc
 
     log = debug = info = warn = warning = msg
     fatal = failure = err = error = critical = exception = msg
@@ -695,6 +715,7 @@ def configure_logging(
         # emit() writes the JSON chain's lines to our file itself, one write each.
         STATE.json_line._chain = STATE.logger._processors
         STATE.json_line._fd = binary.fileno()
+        STATE.json_line._path = os.fsdecode(binary.name)
         STATE.emit = STATE.json_line.emit
         STATE.emit_turn = STATE.json_line.emit_turn
     else:

@@ -19,6 +19,11 @@ Crash safety:
   its trajectory is complete;
 - ``summary.json`` and a rewritten ``trajectories.jsonl`` are written to a
   temporary file in the same folder and moved into place with ``os.replace``;
+- one run at a time per folder: :meth:`RunOutputs.open` takes an exclusive
+  lock (``flock``) on ``results.jsonl``, held until :meth:`RunOutputs.close`
+  or the process's end (a killed run holds nothing), and refuses a folder
+  whose lock another process holds (two writers would duplicate episodes
+  and split the trajectories between two files);
 - :meth:`RunOutputs.open` with ``resume=True`` truncates a torn last line of
   ``results.jsonl``, drops trajectory lines of episodes that have no results
   line, and reports the run keys already done so that they are skipped.
@@ -446,33 +451,60 @@ class RunOutputs:
         or, without ``resume``, when it already holds a run.
         """
         self._prepare_folder()
-        if not self.resume:
-            for path in (self.results_path, self.trajectories_path):
-                if self._has_content(path):
-                    raise OutputError(
-                        f"output folder {self.out_dir} already holds {path.name}; "
-                        "pass --resume to continue that run, or a new --out folder",
-                        usage=True,
-                    )
-        else:
-            try:
-                self._recover()
-            except OSError as exc:
-                raise OutputError(
-                    f"cannot resume from {self.out_dir}: {exc.strerror or exc}"
-                ) from None
         try:
-            self._trajectories = open(self.trajectories_path, "ab", buffering=0)
             self._results = open(self.results_path, "ab", buffering=0)
         except OSError as exc:
-            self.close()
             raise OutputError(
                 f"cannot open output files in {self.out_dir}: {exc.strerror or exc}"
             ) from None
+        try:
+            self._lock()
+            if not self.resume:
+                for path in (self.results_path, self.trajectories_path):
+                    if self._has_content(path):
+                        raise OutputError(
+                            f"output folder {self.out_dir} already holds {path.name}; "
+                            "pass --resume to continue that run, or a new --out folder",
+                            usage=True,
+                        )
+            else:
+                try:
+                    self._recover()
+                except OSError as exc:
+                    raise OutputError(
+                        f"cannot resume from {self.out_dir}: {exc.strerror or exc}"
+                    ) from None
+            try:
+                self._trajectories = open(self.trajectories_path, "ab", buffering=0)
+            except OSError as exc:
+                raise OutputError(
+                    f"cannot open output files in {self.out_dir}: {exc.strerror or exc}"
+                ) from None
+        except BaseException:
+            self.close()  # and the lock with it
+            raise
         return self.state
 
+    def _lock(self) -> None:
+        # An advisory lock on the open results file: released by close() and
+        # by the system when the process ends, however it ends.
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not a POSIX system: no lock
+            return
+        try:
+            fcntl.flock(self._results.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputError(
+                f"output folder {self.out_dir} is in use by another chaosops run (it holds "
+                f"{RESULTS_FILE} locked); wait for that run to end, or pass another --out",
+                usage=True,
+            ) from None
+        except OSError:  # a file system without locks (some network mounts): go on
+            return
+
     def close(self) -> None:
-        """Close the files (idempotent)."""
+        """Close the files (idempotent); the folder's lock goes with them."""
         for handle in (self._trajectories, self._results):
             if handle is not None:
                 handle.close()
@@ -488,12 +520,17 @@ class RunOutputs:
     # -- writing
 
     def _write(self, handle: Any, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            written = handle.write(view)
-            view = view[written:]
-        if self.fsync:
-            os.fsync(handle.fileno())
+        try:
+            view = memoryview(data)
+            while view:
+                written = handle.write(view)
+                view = view[written:]
+            if self.fsync:
+                os.fsync(handle.fileno())
+        except OSError as exc:  # a full disk, say: the error names the file
+            if exc.filename is not None or exc.errno is None:
+                raise
+            raise OSError(exc.errno, exc.strerror, str(handle.name)) from exc
 
     def write_episode(
         self, result: Any, *, policy: str, key: str, render: Renderer | None = None

@@ -83,8 +83,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _check_outputs(args.out, ((json_path, args.json, "--json"), (chart, args.chart, "--chart")))
     serve_metrics(args)  # a port that cannot be served fails before anything is written
     start_tracing(args)  # so does a collector that cannot be reached
-    table_stream = configure_logs(args)  # a bad log target fails before anything runs
     llm = prepare_llm(args, policies)
+    # a bad log target fails before anything runs
+    table_stream = configure_logs(args, [p for p in (json_path, chart) if p is not None])
     if args.json == "-":
         table_stream = sys.stderr
 

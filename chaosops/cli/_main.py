@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ._args import build_parser
-from ._errors import PROG, CLIError, one_line
+from ._errors import PROG, CLIError, one_line, os_error_in, os_error_line
 from ._eval import cmd_eval
 from ._mock import cmd_mock_llm
 from ._replay import cmd_replay
@@ -31,6 +31,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv[:1] == ["mock-llm"]:
             return cmd_mock_llm(argv[1:])
         parser = build_parser()
+        if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+            # `chaosops --policy oracle`: the options of a command come after it
+            parser.error(
+                f"{argv[0]} comes after a command: chaosops COMMAND {argv[0]} ...; "
+                f"choose the command from {', '.join([*_COMMANDS, 'mock-llm'])}"
+            )
         args = parser.parse_args(argv)
         if args.command is None:
             parser.error(f"missing command; choose from {', '.join([*_COMMANDS, 'mock-llm'])}")
@@ -50,6 +56,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # stdout closed by a pager or `head`: nothing more to say.
         sys.stderr.close()
+        return 1
+    except (OSError, BaseExceptionGroup) as exc:
+        # A system error the command did not report itself (a write failing
+        # mid-run, in a batch's task group): one line, not a traceback.
+        error = os_error_in(exc)
+        if error is None:
+            raise
+        sys.stderr.write(f"{PROG}: error: {os_error_line(error)}\n")
         return 1
 
 

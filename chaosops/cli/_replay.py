@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._errors import CLIError
+from ._errors import CLIError, one_line
 from ._terminal import note
 
 
@@ -84,6 +84,20 @@ def check_record(record: Mapping[str, Any]) -> None:
         _expect(step, "done", where, "true or false", lambda v: isinstance(v, bool))
 
 
+def _action_problem(exc: Exception) -> str:
+    """What is wrong with a recorded action, on one line: the first field
+    pydantic names (not its whole multi-line report), or the missing key."""
+    if isinstance(exc, KeyError):
+        return "the step has no 'action'"
+    errors = getattr(exc, "errors", None)
+    if callable(errors) and (found := errors()):
+        first = found[0]
+        where = ".".join(str(part) for part in first.get("loc", ())) or "action"
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        return f"{where}: {first.get('msg')}, given {_shown(first.get('input'))}{more}"
+    return one_line(exc)
+
+
 def replay_records(records: Iterable[Mapping[str, Any]]) -> tuple[int, int, list[Mismatch]]:
     """Replay recorded actions; return (episodes, steps, mismatches).
 
@@ -122,7 +136,9 @@ def replay_records(records: Iterable[Mapping[str, Any]]) -> tuple[int, int, list
             try:
                 action = ChaosOpsAction.model_validate(step["action"])
             except (KeyError, ValueError) as exc:
-                mismatches.append(Mismatch(ep_id, key, number, f"unreadable action: {exc}"))
+                mismatches.append(
+                    Mismatch(ep_id, key, number, f"unreadable action: {_action_problem(exc)}")
+                )
                 break
             if step["role"] != env.current_role.value:
                 mismatches.append(

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ._batches import Batch, execute, plan_batches, stop_code
-from ._errors import CLIError
+from ._errors import CLIError, os_error_in, os_error_line
 from ._plan import PlannedEpisode, plan_episodes
 from ._policies import policy_factory, prepare_llm
 from ._telemetry import serve_metrics, start_tracing
@@ -213,6 +213,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     options = run_options(args, planned)
     outputs = RunOutputs(args.out, resume=args.resume, fsync=args.fsync)
     recorded = None
+    wrote_run_file = False
     if args.resume:
         if args.out.is_dir():
             recorded = check_resume(args.out, options, keys)
@@ -223,9 +224,18 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
     serve_metrics(args)  # a port that cannot be served fails before anything is written
     start_tracing(args)  # so does a collector that cannot be reached
-    # the log target fails (one line naming it) before the folder is made
-    table_stream = configure_logs(args)
+    # the LLM endpoint, then the log target, fail (one line naming it) before
+    # the folder is made (and before an empty log file is left behind)
     llm = prepare_llm(args, [args.policy])
+    table_stream = configure_logs(
+        args,
+        (
+            outputs.results_path,
+            outputs.trajectories_path,
+            outputs.summary_path,
+            args.out / RUN_FILE,
+        ),
+    )
     factory = policy_factory(args.policy, llm)
     render = _renderer()
 
@@ -241,6 +251,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 args.out / RUN_FILE,
                 orjson.dumps(options, option=orjson.OPT_INDENT_2) + b"\n",
             )
+            wrote_run_file = True
         if args.resume:
             note(
                 f"resuming {args.out}: {len(state.done_keys & set(keys))} of {len(keys)} "
@@ -269,8 +280,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         records = outputs.records()
         summary = build_summary(records, keys)
         outputs.write_summary(summary)
-    except OSError as exc:
-        raise CLIError(f"cannot write to {args.out}: {exc.strerror or exc}", code=1) from None
+    except (OSError, BaseExceptionGroup) as exc:
+        # A write failed mid-run (a full disk under the folder or the log):
+        # one line, and what finished is kept for --resume.
+        error = os_error_in(exc)
+        if error is None:
+            raise
+        kept = _kept_after_failure(outputs, keys)
+        raise CLIError(f"{os_error_line(error)}; {kept}", code=1) from None
     finally:
         outputs.close()
 
@@ -283,13 +300,32 @@ def cmd_run(args: argparse.Namespace) -> int:
         return stop_code(stop)
     console = console_for(table_stream)
     console.print(render_table(evaluate_records(records), title=f"chaosops run: {args.out}"))
-    run_file = args.out / RUN_FILE
-    kept = f", {run_file}" if run_file.exists() else ""  # a folder from before it has none
+    # run.json only when this run wrote it (a resumed run keeps the folder's)
+    kept = f", {args.out / RUN_FILE}" if wrote_run_file else ""
     note(f"wrote {outputs.results_path}, {outputs.trajectories_path}, {outputs.summary_path}{kept}")
     if summary["failed"]:
         note(f"{summary['failed']} episode(s) failed (see 'error' in {outputs.results_path})")
         return 1
     return 0
+
+
+def _kept_after_failure(outputs: Any, keys: Sequence[str]) -> str:
+    """After a failed write: ``summary.json`` rewritten if it can be (complete:
+    false), and the line's advice naming what is kept."""
+    from chaosops.outputs import OutputError
+
+    outputs.close()
+    try:
+        records = outputs.records()
+        outputs.write_summary(build_summary(records, keys))
+    except (OSError, OutputError):  # the same full disk, most likely: what is there stays
+        return f"what finished is kept in {outputs.results_path}; run again with --resume"
+    if not records:
+        return f"no episode had finished; run again with --resume to start {outputs.out_dir}"
+    return (
+        f"the {len(records)} episode(s) that finished are kept in {outputs.results_path}; "
+        "run again with --resume"
+    )
 
 
 def _renderer() -> Callable[[Any, Any], Any] | None:

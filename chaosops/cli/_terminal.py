@@ -6,6 +6,7 @@ import argparse
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -70,12 +71,42 @@ def stdout_gone() -> bool:
     return STDOUT_LOGS is not None and STDOUT_LOGS.gone
 
 
-def configure_logs(args: argparse.Namespace) -> TextIO:
-    """Configure JSON logs; return the stream for tables and notes."""
+_RUN_FILES = ("results.jsonl", "trajectories.jsonl", "summary.json", "run.json")
+
+
+def _check_log_path(log_json: str, outputs: Sequence[Path]) -> None:
+    """Refuse (exit 2) a ``--log-json`` file that is one of this command's
+    ``outputs``, or an output file of a run folder: log lines appended there
+    would make it unreadable to ``replay`` and ``--resume``."""
+    path = Path(log_json).resolve()
+    for output in outputs:
+        if output.resolve() == path:
+            raise CLIError(
+                f"--log-json {log_json} is this command's own output file {output}; "
+                "log to another file"
+            )
+    if (
+        path.name in _RUN_FILES
+        and path.is_file()
+        and any((path.parent / name).is_file() for name in ("results.jsonl", "run.json"))
+    ):
+        raise CLIError(
+            f"--log-json {log_json} is an output file of the chaosops run in {path.parent}; "
+            "log to another file"
+        )
+
+
+def configure_logs(args: argparse.Namespace, outputs: Sequence[Path] = ()) -> TextIO:
+    """Configure JSON logs; return the stream for tables and notes.
+
+    ``outputs``: the files the command writes, which the log must not be.
+    """
     global STDOUT_LOGS
     STDOUT_LOGS = None
     if not args.log_json:
         return sys.stdout
+    if args.log_json != "-":
+        _check_log_path(args.log_json, outputs)
     from actors import configure_logging
 
     if args.log_json == "-":

@@ -421,6 +421,27 @@ def test_a_short_write_is_finished_and_the_file_holds_whole_lines(
     assert len(taken) > 5 and taken[0] > taken[-1]
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+async def test_a_log_write_that_fails_names_the_log_file() -> None:
+    """A full disk under the log: the error says which file, on every way a
+    line is written (the runtime's events, the turn line, the logger)."""
+    configure_logging("/dev/full")
+    writes = (
+        lambda: _logging.emit("info", "episode_started", {"episode_id": "e"}),
+        lambda: _logging.emit_turn({"step": 1}, _logging.TurnFields("e", 0, "a", 0.0, False,
+                                                                    False, None, 0.1)),
+        lambda: get_logger().info("note", value=1),
+    )  # fmt: skip
+    for write in writes:
+        with pytest.raises(OSError, match="No space left on device") as info:
+            write()
+        assert info.value.filename == "/dev/full" and "'/dev/full'" in str(info.value)
+    # through the runtime: the episode's failure is that error, not a bare errno
+    with pytest.raises(OSError) as info:
+        await run_episode(ToyEnv(steps=4), policies=instant_policies(), **run_kwargs())
+    assert info.value.filename == "/dev/full"
+
+
 async def test_turn_fields_from_any_mapping_and_the_common_ones_win(tmp_path: Path) -> None:
     # describe_turn's dict becomes the event's; another mapping is copied,
     # and the coordinator's own fields win over its keys.

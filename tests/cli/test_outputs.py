@@ -138,6 +138,38 @@ def test_unwritable_folder(tmp_path: Path) -> None:
         RunOutputs(blocker / "out").open()
 
 
+def test_one_writer_per_folder(tmp_path: Path) -> None:
+    first = RunOutputs(tmp_path / "out")
+    first.open()
+    try:
+        for resume in (False, True):
+            with pytest.raises(OutputError, match="in use by another chaosops run") as info:
+                RunOutputs(tmp_path / "out", resume=resume).open()
+            assert info.value.usage
+    finally:
+        first.close()
+    second = RunOutputs(tmp_path / "out", resume=True)  # the lock went with close()
+    second.open()
+    second.close()
+
+
+def test_a_failed_write_names_the_file(tmp_path: Path) -> None:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full (Linux)")
+    outputs = RunOutputs(tmp_path / "out")
+    outputs.open()
+    try:
+        outputs._results.close()
+        outputs._results = open("/dev/full", "ab", buffering=0)  # a disk that is full
+        with pytest.raises(OSError, match="No space left") as info:
+            outputs.write_episode(
+                play(SCENARIOS[1], heuristic_policy(0), "e1"), policy="heuristic", key="k"
+            )
+        assert info.value.filename == "/dev/full"
+    finally:
+        outputs.close()
+
+
 def test_resume_repairs_torn_lines_and_orphan_trajectories(tmp_path: Path) -> None:
     clean = write_all(tmp_path / "clean", SCENARIOS)
     partial = write_all(tmp_path / "partial", SCENARIOS[:2])
@@ -183,6 +215,12 @@ def test_replay_matches_and_detects_tampering(tmp_path: Path) -> None:
     victim["steps"][2]["reward"] += 1.0
     _, _, mismatches = replay_records(records)
     assert [(m.episode_id, m.step) for m in mismatches][:1] == [(victim["episode_id"], 3)]
+    # an action pydantic cannot read: one line naming the field and the value
+    victim["steps"][1]["action"]["action_type"] = "explode"
+    _, _, mismatches = replay_records(records)
+    [unreadable] = [m for m in mismatches if "unreadable" in m.what]
+    assert unreadable.step == 2 and "\n" not in unreadable.line()
+    assert "action_type: Input should be" in unreadable.what and "'explode'" in unreadable.what
 
 
 def test_episodes_per_type_matches_scenarios_for_tier() -> None:
