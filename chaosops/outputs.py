@@ -84,6 +84,10 @@ _TOKEN_FIELDS = (
 what the LLM policy records of the server's answer (``_token_info`` in
 ``chaosops.agents.llm.policy``)."""
 
+_ANSWER_FIELDS = frozenset(("token_ids", "tokens", "logprobs", "parse_error"))
+"""Those of :data:`_TOKEN_FIELDS` that describe the completion: left out, like
+the completion, for a turn that timed out (its action is the fallback)."""
+
 
 class OutputError(Exception):
     """An output folder or file cannot be used; the message is one line.
@@ -237,7 +241,8 @@ def trajectory_records(
     the completion is the action's JSON in the prompt's answer format
     (action_type, target, args). A turn that timed out or failed
     without a recorded completion has ``completion`` null (its action is the
-    fallback, not something the policy produced).
+    fallback, not something the policy produced), and so has one whose policy
+    recorded a null completion (a server that sent no text).
     """
     records = []
     for index, step in enumerate(result.steps):
@@ -249,8 +254,11 @@ def trajectory_records(
                 prompt = render(step.observation, step.role)
             except Exception as exc:  # a renderer bug must not lose the episode
                 prompt = f"<render failed: {type(exc).__name__}: {exc}>"
-        completion = info.get("completion")
-        if completion is None and not (step.timed_out or step.error):
+        # A turn closed at its deadline applied the fallback: a completion that
+        # came in after it (annotated before the turn was seen closed) is not
+        # what was applied, and neither are its tokens.
+        completion = None if step.timed_out else info.get("completion")
+        if "completion" not in info and not (step.timed_out or step.error):
             # A scripted policy's answer, written in the format the prompt asks for.
             completion = orjson.dumps(
                 {
@@ -278,7 +286,7 @@ def trajectory_records(
             "error": step.error,
         }
         for name in _TOKEN_FIELDS:
-            if info.get(name) is not None:
+            if info.get(name) is not None and not (step.timed_out and name in _ANSWER_FIELDS):
                 record[name] = info[name]
         records.append(record)
     return records

@@ -203,7 +203,7 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     llm.add_argument(
         "--llm-base-url",
         "--base-url",
-        default=os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1"),
+        default=os.environ.get("OPENAI_BASE_URL") or "http://127.0.0.1:8000/v1",  # empty: unset
         metavar="URL",
         help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL or "
         "http://127.0.0.1:8000/v1, the mock-llm default)",

@@ -138,6 +138,25 @@ def test_unwritable_folder(tmp_path: Path) -> None:
         RunOutputs(blocker / "out").open()
 
 
+def test_a_timed_out_turn_records_no_completion_and_no_answer_tokens() -> None:
+    """An answer that came in just after the deadline was annotated on the turn,
+    but the fallback was applied: the training record must not pair them."""
+    from chaosops.outputs import trajectory_records
+
+    result = play(SCENARIOS[0], heuristic_policy(0), "late")
+    late = {"completion": '{"action_type": "restart"}', "token_ids": [5, 6], "tokens": ["a"],
+            "logprobs": [-0.1], "parse_error": None, "prompt": [{"role": "user"}],
+            "usage": {"prompt_tokens": 9}, "prompt_token_ids": [1]}  # fmt: skip
+    result.steps[0].timed_out, result.steps[0].info = True, late
+    result.steps[1].info = dict(late)  # the same annotations on a turn in time
+    first, second = trajectory_records(result, policy="llm", key="k")[:2]
+    assert first["timed_out"] and first["completion"] is None
+    assert not {"token_ids", "tokens", "logprobs"} & first.keys()
+    assert first["prompt"] == late["prompt"] and first["usage"] == late["usage"]
+    assert first["prompt_token_ids"] == [1]
+    assert second["completion"] == late["completion"] and second["token_ids"] == [5, 6]
+
+
 def test_one_writer_per_folder(tmp_path: Path) -> None:
     first = RunOutputs(tmp_path / "out")
     first.open()

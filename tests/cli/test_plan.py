@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+import pytest
+
 from chaosops.agents.policies import heuristic_policy
 from chaosops.cli import (
     PlannedEpisode,
@@ -62,3 +64,12 @@ def test_factory_shares_one_policy_per_episode_seeded_by_scenario() -> None:
             break
     oracle = policy_factory("oracle")(scenario)
     assert len({id(p) for p in oracle.values()}) == 1
+
+
+def test_an_empty_openai_base_url_is_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chaosops.cli._args import build_parser
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "")
+    assert build_parser().parse_args(["run"]).llm_base_url == "http://127.0.0.1:8000/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://10.0.0.1:9000/v1")
+    assert build_parser().parse_args(["run"]).llm_base_url == "http://10.0.0.1:9000/v1"

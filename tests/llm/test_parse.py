@@ -144,7 +144,16 @@ BROKEN: list[tuple[str, str | None, str]] = [
     ("json array of no objects", '["restart", "db"]', "no JSON action"),
     ("no action_type", '{"target": "db"}', "no JSON action"),
     ("python literal is not evaluated", "__import__('os').system('true')", "no JSON action"),
-]
+    # decoded by JSON, but not recordable as applied (the outputs' encoder)
+    ("NaN argument", '{"action_type": "scale", "args": {"replicas": NaN}}', "nan"),
+    ("infinite flat argument", '{"action_type": "scale", "replicas": -Infinity}', "-inf"),
+    ("integer past 64 bits", '{"action_type": "scale", "args": {"replicas": 1' + "0" * 25 + "}}",
+     "beyond 64 bits"),
+    ("args nested 300 deep", '{"action_type": "communicate", "args": {"x": ' + "[" * 300
+     + "]" * 300 + "}}", "deeper than"),
+    ("deep in a tool call's text", '{"action_type": "noop", "args": {"a": ' + '{"a": ' * 20
+     + "1" + "}" * 20 + "}}", "deeper than"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -172,3 +181,10 @@ def test_tool_schema_lists_every_action_type() -> None:
     schema = ACTION_TOOL["function"]["parameters"]
     assert ACTION_TOOL["function"]["name"] == "take_action"
     assert set(schema["properties"]["action_type"]["enum"]) == {a.value for a in ActionType}
+
+
+def test_recordable_arguments_are_kept() -> None:
+    """At the bounds: a 64-bit integer, floats, a few levels of nesting."""
+    args = {"replicas": 2**64 - 1, "low": -(2**63), "ratio": 0.5, "deep": [[[{"a": [1]}]]]}
+    action, error = parse_action(json.dumps({"action_type": "scale", "args": args}), "sre")
+    assert error is None and action is not None and action.args == args

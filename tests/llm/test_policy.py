@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import re
 import socket
+from functools import partial
+from typing import Any
 
 import anyio
 import pytest
@@ -256,3 +260,67 @@ async def test_check_endpoint_hides_credentials_in_url(start_mock: StartMock) ->
 async def test_check_endpoint_invalid_url(url: str) -> None:
     with pytest.raises(LLMEndpointError, match="invalid LLM endpoint URL"):
         await check_endpoint(url, MODEL)
+
+
+async def _serve_body(start_mock_tg: Any, body: bytes, content_type: str) -> str:
+    """A server whose chat completions are ``body`` as it is, for broken answers."""
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from chaosops.mock_llm import MockLLMConfig, serve
+
+    async def completions(request: Any) -> Response:
+        return Response(body, media_type=content_type)
+
+    app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+    port = await start_mock_tg.start(partial(serve, MockLLMConfig(port=0), app=app))
+    return f"http://127.0.0.1:{port}/v1"
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "needle"),
+    [
+        (b"<html><body>Bad gateway page</body></html>", "text/html", "no chat completion: '<html>"),
+        (b"{not json", "application/json", "JSON that does not decode"),
+        (b"", "text/plain", "no chat completion: an empty body"),
+    ],
+    ids=["html", "broken-json", "empty"],
+)
+async def test_a_200_that_is_not_a_completion_is_named(
+    observation: ChaosOpsObservation, body: bytes, content_type: str, needle: str
+) -> None:
+    async with anyio.create_task_group() as tg:
+        url = await _serve_body(tg, body, content_type)
+        async with LLMPolicy(MODEL, base_url=url, retries=0) as policy:
+            with pytest.raises(LLMRequestError, match=re.escape(needle)) as info:
+                await policy(observation, "sre")
+        assert "\n" not in str(info.value) and url in str(info.value)
+        tg.cancel_scope.cancel()
+
+
+async def test_no_text_is_recorded_as_a_null_completion_and_the_answer_s_facts_kept(
+    fake_turn: FakeTurn, observation: ChaosOpsObservation
+) -> None:
+    answer = {
+        "id": "x", "object": "chat.completion", "created": 0, "model": "served-model",
+        "choices": [{"index": 0, "finish_reason": "length",
+                     "message": {"role": "assistant", "content": None}}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 0, "total_tokens": 5},
+    }  # fmt: skip
+    async with anyio.create_task_group() as tg:
+        url = await _serve_body(tg, json.dumps(answer).encode(), "application/json")
+        async with LLMPolicy(MODEL, base_url=url) as policy:
+            action = await policy(observation, "sre")
+        tg.cancel_scope.cancel()
+    info = fake_turn.info
+    assert action.action_type == ActionType.NOOP and info["parse_error"] == "empty answer"
+    assert "completion" in info and info["completion"] is None
+    assert info["model"] == "served-model" and info["finish_reason"] == "length"
+    assert info["usage"] == {"prompt_tokens": 5, "completion_tokens": 0, "total_tokens": 5}
+
+
+async def test_check_endpoint_port_out_of_range() -> None:
+    for url in ("http://127.0.0.1:99999/v1", "http://127.0.0.1:65536/v1"):
+        with pytest.raises(LLMEndpointError, match="invalid LLM endpoint URL"):
+            await check_endpoint(url, MODEL)

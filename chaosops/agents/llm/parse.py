@@ -19,6 +19,7 @@ matched case-insensitively with ``-`` or spaces read as ``_``.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -133,6 +134,9 @@ def action_from_dict(
         return None, "args is not an object"
     extra = {k: v for k, v in obj.items() if k in _FLAT_ARG_KEYS and k not in args}
     args = {**extra, **args}
+    problem = _args_problem(args, 0)
+    if problem is not None:
+        return None, problem
     try:
         action = ChaosOpsAction(
             role=AgentRole(getattr(role, "value", role)),
@@ -143,6 +147,36 @@ def action_from_dict(
     except ValidationError as exc:  # pragma: no cover - guarded above
         return None, f"invalid action: {exc.errors()[0]['msg']}"
     return action, None
+
+
+_MAX_ARGS_DEPTH = 16
+_INT_RANGE = range(-(2**63), 2**64)  # what the output files' JSON encoder writes
+
+
+def _args_problem(value: Any, depth: int) -> str | None:
+    """Why ``value`` (decoded JSON) cannot be an action's argument, or None.
+
+    What JSON decodes but the outputs could not record as it was applied: a
+    NaN or an infinity (written as null), an integer beyond 64 bits, nesting
+    past :data:`_MAX_ARGS_DEPTH` levels (the encoder refuses both). Such an
+    answer costs its turn, like any other unreadable one, instead of failing
+    the run when the episode is written.
+    """
+    if depth > _MAX_ARGS_DEPTH:
+        return f"args nest deeper than {_MAX_ARGS_DEPTH} levels"
+    if isinstance(value, dict):
+        for item in value.values():
+            if (problem := _args_problem(item, depth + 1)) is not None:
+                return problem
+    elif isinstance(value, list):
+        for item in value:
+            if (problem := _args_problem(item, depth + 1)) is not None:
+                return problem
+    elif isinstance(value, float) and not math.isfinite(value):
+        return f"args hold {value!r}, which JSON has no number for"
+    elif isinstance(value, int) and not isinstance(value, bool) and value not in _INT_RANGE:
+        return "args hold an integer beyond 64 bits"
+    return None
 
 
 def _candidates(text: str) -> Iterable[dict[str, Any]]:

@@ -97,6 +97,10 @@ def _valid_url(url: str) -> bool:
         httpx2.URL(url)
     except (ValueError, httpx2.InvalidURL):
         return False
+    try:
+        parts.port  # noqa: B018 - raises for a port out of 0-65535
+    except ValueError:
+        return False
     return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
@@ -413,6 +417,13 @@ class LLMPolicy:
                             content=body,
                             options={"timeout": timeout, "headers": _JSON_HEADERS},
                         )
+                        if not isinstance(completion, ChatCompletion):
+                            # HTTP 200 with a body that is not JSON (an HTML page:
+                            # a proxy, the wrong URL): the client hands back text
+                            raise self._error(
+                                "the endpoint answered HTTP 200 with no chat completion: "
+                                f"{_shown_body(completion)}"
+                            )
                         return completion, attempt
                     except RateLimitError as exc:
                         failure = "HTTP 429 (rate limited)"
@@ -425,6 +436,10 @@ class LLMPolicy:
                         failure = "request timed out"
                     except APIConnectionError:
                         failure = "connection failed"
+                    except ValueError as exc:  # a JSON body that does not decode
+                        raise self._error(
+                            f"the endpoint answered with JSON that does not decode ({exc})"
+                        ) from None
                     finally:
                         state.busy[shard] -= 1
                 if scope.cancelled_caught:
@@ -457,7 +472,7 @@ class LLMPolicy:
         message = choice.message if choice is not None else None
         text = getattr(message, "content", None)
         tool_calls = getattr(message, "tool_calls", None) or []
-        raw = text or ""
+        raw = text  # None when the server sent no text: recorded as null, not ""
         if tool_calls:
             calls = [
                 {"name": c.function.name, "arguments": c.function.arguments}
@@ -473,8 +488,13 @@ class LLMPolicy:
             info["usage"] = {
                 "prompt_tokens": usage.prompt_tokens,
                 "completion_tokens": usage.completion_tokens,
+                "total_tokens": getattr(usage, "total_tokens", None),
             }
+        if isinstance(model := getattr(completion, "model", None), str):
+            info["model"] = model  # the one that answered (a router may pick it)
         if choice is not None:
+            if isinstance(reason := getattr(choice, "finish_reason", None), str):
+                info["finish_reason"] = reason  # "length": the answer was cut
             info.update(_token_info(completion, choice))
 
         action, error = parse_action(text, role, tool_calls)
@@ -484,11 +504,17 @@ class LLMPolicy:
                 "parse_error",
                 role=role.value,
                 error=error,
-                raw=_redact(raw[:_RAW_LOG_CHARS], self._api_key),
+                raw=_redact((raw or "")[:_RAW_LOG_CHARS], self._api_key),
             )
             action = ChaosOpsAction(role=role, action_type=ActionType.NOOP)
         _annotate(turn, **info)
         return action
+
+
+def _shown_body(body: object) -> str:
+    """The start of a response body that is not a completion, on one line."""
+    text = " ".join(str(body).split())
+    return repr(text[:80] + ("..." if len(text) > 80 else "")) if text else "an empty body"
 
 
 def _token_info(completion: Any, choice: Any) -> dict[str, Any]:
