@@ -228,6 +228,15 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="requests in flight at once, across all episodes (default 64)",
     )
+    llm.add_argument(
+        "--llm-max-failures",
+        type=_non_negative_int,
+        default=10,
+        metavar="N",
+        help="stop the run (exit 1, finished episodes kept for --resume) once N LLM calls "
+        "in a row failed for good, retries spent: the endpoint went away (default 10; "
+        "0: never stop, every such turn plays the fallback)",
+    )
     llm.add_argument("--temperature", type=_non_negative, default=0.0, help="sampling temperature")
     llm.add_argument(
         "--max-tokens", type=_positive_int, default=256, metavar="N", help="completion limit"

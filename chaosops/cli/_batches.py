@@ -17,9 +17,10 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass
 class Stop:
-    """Which signal stopped the batch, if any."""
+    """Which signal stopped the batch, if any, or why it was given up."""
 
     signum: int | None = None
+    reason: str | None = None  # a health check's: the LLM endpoint went away
 
 
 @dataclasses.dataclass
@@ -77,6 +78,19 @@ async def _watch_signals(scope: Any, stop: Stop) -> None:
             return
 
 
+async def _watch_health(scope: Any, stop: Stop, check: Callable[[], str | None]) -> None:
+    import anyio
+
+    while (reason := check()) is None:  # noqa: ASYNC110 - a counter, polled
+        await anyio.sleep(HEALTH_EVERY_S)
+    stop.reason = reason
+    scope.cancel()
+
+
+HEALTH_EVERY_S = 0.1
+"""How often :func:`run_batches` asks its ``health`` check."""
+
+
 async def run_batches(
     batches: Sequence[Batch],
     *,
@@ -84,6 +98,7 @@ async def run_batches(
     on_result: Callable[[Batch, int, Any], None],
     on_batch: Callable[[JobResults[Any] | None], None] | None = None,
     close: Sequence[Any] = (),
+    health: Callable[[], str | None] | None = None,
 ) -> Stop:
     """Run the batches one after the other, calling ``on_result(batch, plan_index,
     result)`` as each episode finishes.
@@ -95,6 +110,8 @@ async def run_batches(
     SIGINT or SIGTERM cancels the batch in flight (its episodes are cancelled by
     structured cancellation); what finished was already handed to ``on_result``.
     The objects in ``close`` (LLM policies) are closed at the end, in this loop.
+    ``health`` is asked every :data:`HEALTH_EVERY_S`: a reason (not None) stops
+    the batches as a signal would, and becomes the :class:`Stop`'s ``reason``.
     """
     import anyio
 
@@ -105,6 +122,8 @@ async def run_batches(
         async with anyio.create_task_group() as tg:
             _RUNNING.append((tg.cancel_scope, stop))
             tg.start_soon(_watch_signals, tg.cancel_scope, stop)
+            if health is not None:
+                tg.start_soon(_watch_health, tg.cancel_scope, stop, health)
             for batch in batches:
                 async with open_batch(
                     batch.scenarios,
@@ -135,9 +154,11 @@ def execute(
     on_result: Callable[[Batch, int, Any], None],
     progress: Any,
     llm: Any = None,
+    max_failures: int = 0,
 ) -> Stop:
     """:func:`run_batches` in a fresh event loop, shown on ``progress`` (a
-    ``ProgressBar``), closing the LLM policy (if any) at the end."""
+    ``ProgressBar``), closing the LLM policy (if any) at the end, and stopping
+    once ``max_failures`` (> 0) of its calls in a row failed for good."""
     from functools import partial
 
     import actors
@@ -151,8 +172,25 @@ def execute(
                 on_result=on_result,
                 on_batch=progress.watch,
                 close=[llm] if llm is not None else [],
+                health=_endpoint_health(llm, max_failures),
             )
         )
+
+
+def _endpoint_health(llm: Any, max_failures: int) -> Callable[[], str | None] | None:
+    # The LLM policy's failures in a row (see LLMPolicy.failures_in_a_row).
+    if llm is None or max_failures <= 0:
+        return None
+
+    def check() -> str | None:
+        if llm.failures_in_a_row < max_failures:
+            return None
+        return (
+            f"{llm.failures_in_a_row} LLM calls in a row failed for good (last: "
+            f"{llm.last_failure}): stopped by --llm-max-failures {max_failures}"
+        )
+
+    return check
 
 
 def stop_code(stop: Stop) -> int:

@@ -115,7 +115,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         on_result=on_result,
         progress=progress,
         llm=llm,
+        max_failures=args.llm_max_failures,
     )
+    if stop.reason is not None:
+        raise CLIError(f"{stop.reason}; no evaluation written", code=1)
     records = [done[i] for name in policies for done in [by_policy[name]] for i in sorted(done)]
     interrupted = stop.signum is not None
     if interrupted and not records:

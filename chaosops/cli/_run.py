@@ -276,6 +276,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             on_result=on_result,
             progress=progress,
             llm=llm,
+            max_failures=args.llm_max_failures,
         )
         records = outputs.records()
         summary = build_summary(records, keys)
@@ -291,6 +292,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         outputs.close()
 
+    if stop.reason is not None:
+        raise CLIError(
+            f"{stop.reason}; {progress.done} episode(s) finished this run, kept in "
+            f"{outputs.results_path}; run again with --resume once the endpoint answers",
+            code=1,
+        )
     if stop.signum is not None:
         note(
             ("stdout closed: stopped; " if stdout_gone() else "interrupted: ")

@@ -19,6 +19,7 @@ from ._cli import (
     jsonl,
     llm_run,
     spawn,
+    stop,
     wait_for_results,
 )
 
@@ -292,3 +293,29 @@ def test_sigint_exits_130_and_keeps_finished_episodes(work: Path, mock_llm: str)
     results, summary = _check_folder(out)
     assert 1 <= len(results) < 12
     assert summary["complete"] is False and summary["episodes"] == len(results)
+
+
+def test_an_endpoint_that_keeps_failing_stops_the_run(work: Path) -> None:
+    """Every completion an HTTP 500 (models still listed): the run stops once
+    --llm-max-failures calls in a row failed for good, one line, exit 1, and
+    the folder stays resumable (summary complete: false)."""
+    server = spawn("mock-llm", "--port", "0", "--rate-500", "1", cwd=work)
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().split(" at ", 1)[1].split()[0]
+        out = work / "llm-failing"
+        proc = chaosops(
+            *llm_run(work, url, out, "--llm-max-failures", "3", "--turn-timeout", "1",
+                     "--log-json", work / "llm-failing.jsonl"),
+            cwd=work,
+        )  # fmt: skip
+    finally:
+        stop(server)
+        for stream in (server.stdout, server.stderr):
+            if stream is not None:
+                stream.close()
+    assert_one_error_line(proc, "LLM calls in a row failed", "HTTP 500", "--llm-max-failures 3",
+                          "--resume")  # fmt: skip
+    assert proc.returncode == 1
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert summary["complete"] is False and summary["episodes"] < summary["planned"]

@@ -324,3 +324,26 @@ async def test_check_endpoint_port_out_of_range() -> None:
     for url in ("http://127.0.0.1:99999/v1", "http://127.0.0.1:65536/v1"):
         with pytest.raises(LLMEndpointError, match="invalid LLM endpoint URL"):
             await check_endpoint(url, MODEL)
+
+
+async def test_failures_in_a_row_count_calls_that_failed_for_good(
+    start_mock: StartMock, fake_turn: FakeTurn, observation: ChaosOpsObservation
+) -> None:
+    mock = await start_mock(rate_500=1.0)
+    async with LLMPolicy(MODEL, base_url=mock.base_url, retries=0) as policy:
+        assert policy.failures_in_a_row == 0 and policy.last_failure is None
+        for count in (1, 2):
+            with pytest.raises(LLMRequestError):
+                await policy(observation, "sre")
+            assert policy.failures_in_a_row == count
+        assert policy.last_failure is not None and "HTTP 500" in policy.last_failure
+        # a deadline that passed before anything was sent says nothing of the endpoint
+        fake_turn.deadline = anyio.current_time() - 1.0
+        with pytest.raises(LLMDeadlineError, match="before the request"):
+            await policy(observation, "sre")
+        assert policy.failures_in_a_row == 2
+        # the endpoint answers again: one answer resets the count
+        fake_turn.deadline = None
+        mock.config.rate_500 = 0.0
+        assert (await policy(observation, "sre")).action_type == ActionType.RESTART
+        assert policy.failures_in_a_row == 0

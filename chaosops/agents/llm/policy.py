@@ -77,6 +77,10 @@ class LLMDeadlineError(LLMRequestError):
     """The turn's deadline leaves no time for (another) request."""
 
 
+class _NotSent(Exception):
+    """The turn's deadline passed while the request waited for its turn to go out."""
+
+
 def _safe_url(url: str) -> str:
     """The URL without user info (``http://user:pass@host`` -> ``http://host``)."""
     try:
@@ -263,7 +267,13 @@ class LLMPolicy:
     records the error. An answer that does not parse gives a noop, a
     ``parse_error`` log event and a ``parse_error`` annotation of the turn. Each
     call annotates the turn with ``prompt``, ``completion``, ``latency_ms``,
-    ``usage``, ``attempts`` and, when returned, ``token_ids`` and ``logprobs``.
+    ``usage``, ``attempts`` and, when returned, ``model``, ``finish_reason``,
+    ``token_ids`` and ``logprobs``.
+
+    ``failures_in_a_row`` counts the calls that failed for good since the last
+    answer (any answer resets it), and ``last_failure`` says why the latest one
+    did: a caller can stop a batch whose endpoint went away (the CLI's
+    ``--llm-max-failures``) instead of playing every turn as a fallback.
     """
 
     def __init__(
@@ -308,6 +318,8 @@ class LLMPolicy:
         self.extra_body = dict(extra_body) if extra_body else None
         self._state: _LoopState | None = None
         self._rng = random.Random()
+        self.failures_in_a_row = 0
+        self.last_failure: str | None = None
         _warm_up()
 
     def __repr__(self) -> str:
@@ -401,6 +413,8 @@ class LLMPolicy:
                 if deadline is not None:
                     timeout = min(timeout, deadline - anyio.current_time())
                     if timeout <= 0:
+                        if attempt == 1:  # no request made: nothing learnt of the endpoint
+                            raise _NotSent
                         raise self._error(
                             "turn deadline passed before the request", LLMDeadlineError
                         )
@@ -464,7 +478,15 @@ class LLMPolicy:
         deadline = getattr(turn, "deadline", None)
         _annotate(turn, prompt=messages)  # kept even if the turn times out
         started = anyio.current_time()
-        completion, attempts = await self._complete(messages, deadline)
+        try:
+            completion, attempts = await self._complete(messages, deadline)
+        except _NotSent:
+            raise self._error("turn deadline passed before the request", LLMDeadlineError) from None
+        except LLMRequestError as exc:
+            self.failures_in_a_row += 1
+            self.last_failure = str(exc)
+            raise
+        self.failures_in_a_row = 0
         latency_ms = round((anyio.current_time() - started) * 1000.0, 3)
 
         info: dict[str, Any] = {"latency_ms": latency_ms, "attempts": attempts}
