@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from inspect import isawaitable
 from types import GeneratorType
 from typing import Any
@@ -56,7 +57,7 @@ class EpisodeState:
     """
 
     __slots__ = (
-        "closed_info", "episode_id", "loop", "meter", "open_actor", "open_deadline",
+        "clock", "closed_info", "episode_id", "loop", "meter", "open_actor", "open_deadline",
         "open_turn", "replies", "scope_class", "timer", "timer_when", "trace_context",
     )  # fmt: skip
 
@@ -78,6 +79,8 @@ class EpisodeState:
         # no deadline), and the episode's one armed timer with the loop time it
         # is due at. None on other backends.
         self.loop = loop
+        # The clock deadlines are set and judged on (see turn_clock).
+        self.clock = turn_clock(loop)
         self.open_actor: Actor | None = None
         self.open_deadline: float | None = None
         self.timer: asyncio.TimerHandle | None = None
@@ -105,10 +108,10 @@ class EpisodeState:
         deadline = self.open_deadline
         if self.open_turn < 0 or deadline is None:
             return
-        if deadline <= self.timer_when:
+        if deadline <= self.timer_when and self.clock() >= deadline:
             assert self.open_actor is not None
             self.close_turn(self.open_actor, self.open_turn)
-        else:
+        else:  # a later deadline, or the loop's coarser clock ran ahead (uvloop)
             assert self.loop is not None
             self.timer_when = deadline
             self.timer = self.loop.call_at(deadline, self._on_timer)
@@ -178,7 +181,7 @@ class Actor:
         cancel_scope = episode.scope_class
         on_asyncio = inbox.on_asyncio
         # The coordinator's clock, the one deadlines are on.
-        clock = episode.loop.time if episode.loop is not None else anyio.current_time
+        clock = episode.clock
         while True:
             if on_asyncio:
                 # Wait on the inbox's future right here (no coroutine between).
@@ -221,6 +224,14 @@ class Actor:
             except Exception as exc:  # a policy bug costs its turn only
                 self.scope = None
                 error = exc
+            except asyncio.CancelledError as exc:
+                # Raised by the policy itself (it awaited a future that someone
+                # else cancelled), not a cancellation of this task: a policy
+                # bug too. Ending the actor would leave its role's turns unplayed.
+                if not _raised_by_the_policy(exc, on_asyncio):
+                    raise
+                self.scope = None
+                error = exc
             finally:
                 if traced is not None:
                     _tracing.STATE.detach(traced)
@@ -255,6 +266,37 @@ class Actor:
             # An exception's traceback refers to this frame: holding it here
             # would make a cycle only the garbage collector frees.
             reply = error = None
+
+
+def turn_clock(loop: asyncio.AbstractEventLoop | None) -> Any:
+    """The clock an episode's deadlines are set and judged on.
+
+    On asyncio, ``time.monotonic``: the standard loop's own clock, and the
+    base of uvloop's, whose ``loop.time()`` has a millisecond's resolution and
+    is read once per loop iteration, so that a deadline set or judged on it
+    could fall up to about a millisecond early (a reply in time dropped as
+    late, a 1 ms deadline missed by an instant policy). The loop's clock for
+    a loop whose time is on another base; ``anyio.current_time`` elsewhere.
+    """
+    if loop is None:
+        return anyio.current_time
+    if abs(loop.time() - time.monotonic()) < _SAME_BASE_S:
+        return time.monotonic
+    return loop.time
+
+
+_SAME_BASE_S = 0.25
+
+
+def _raised_by_the_policy(exc: asyncio.CancelledError, on_asyncio: bool) -> bool:
+    """Whether ``exc`` came from the policy's code rather than from a
+    cancellation of the actor's task: on asyncio, no cancellation of the task
+    is pending (anyio's and asyncio's cancellations both request one); on
+    another backend, whose cancellation is not asyncio's, always."""
+    if not on_asyncio:
+        return True
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() == 0
 
 
 def log_late_reply(

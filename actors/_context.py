@@ -24,7 +24,8 @@ CURRENT: ContextVar[_TurnState] = ContextVar("actors.current_turn")
 
 class TurnContext:
     """The turn a policy call is playing: ``episode_id``, ``turn``, ``role``,
-    ``deadline`` (on the ``anyio.current_time()`` clock, or None).
+    ``deadline`` (on the ``anyio.current_time()`` clock, or None; on asyncio,
+    ``time.monotonic()``, the base of the loop's clock, read more finely).
 
     :meth:`annotate` attaches fields to the turn: they land in the turn
     record's ``info`` and in the ``turn`` log event.

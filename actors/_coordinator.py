@@ -246,7 +246,7 @@ async def _play(
     log = _logging.STATE
     tracer = _tracing.STATE.tracer  # None: tracing off
     turn_span: Any = None  # the open turn's span, while tracing
-    now = loop.time if loop is not None else anyio.current_time
+    now = state.clock  # monotonic on asyncio (see actors._actor.turn_clock)
     turn = 0
     done = observation.done  # read once a turn: an observation's attribute may be dear (pydantic)
     raised: Exception | None = None

@@ -20,21 +20,24 @@ def timeouts_by_role(turn_timeout: TurnTimeout, roles: Iterable[Any]) -> dict[An
     if turn_timeout is None:
         return dict.fromkeys(roles)
     if isinstance(turn_timeout, Mapping):
-        table = {role: turn_timeout.get(role) for role in roles}
-    elif isinstance(turn_timeout, bool) or not isinstance(turn_timeout, int | float):
+        # every entry checked, also those of roles without a policy in this episode
+        checked = {role: _seconds(s, role) for role, s in turn_timeout.items()}
+        return {role: checked.get(role) for role in roles}
+    if isinstance(turn_timeout, bool) or not isinstance(turn_timeout, int | float):
         raise ValueError(
             "turn_timeout must be a number of seconds >= 0, a mapping role -> seconds, "
             f"or None; got {turn_timeout!r:.80}"
         )
-    else:
-        table = dict.fromkeys(roles, turn_timeout)
-    for role, seconds in table.items():
-        if seconds is None:
-            continue
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
-            where = f" for role {role!r}" if isinstance(turn_timeout, Mapping) else ""
-            raise ValueError(
-                f"turn_timeout{where} must be a number of seconds >= 0, got {seconds!r:.80}"
-            )
-        table[role] = float(seconds)
-    return table
+    return dict.fromkeys(roles, _seconds(turn_timeout, None))
+
+
+def _seconds(seconds: Any, role: Any) -> float | None:
+    """``seconds`` as a float (None stays None); ValueError unless a number >= 0."""
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+        where = "" if role is None else f" for role {role!r}"
+        raise ValueError(
+            f"turn_timeout{where} must be a number of seconds >= 0, got {seconds!r:.80}"
+        )
+    return float(seconds)

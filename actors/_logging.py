@@ -645,6 +645,11 @@ def configure_logging(
     ``timestamp`` (ISO 8601, UTC), ``level``, ``event`` and ``run_id``, and is
     flushed as it is written so ``tail -f | jq`` follows a live run.
 
+    ``run_id``: the id of every line (default a fresh hex id, returned). A
+    ``run_id`` of the application's, bound with structlog's
+    ``bind_contextvars`` or passed with an event, is kept on its lines instead
+    (the application's id wins; pass it here to have it on every line).
+
     This configures structlog globally (it is meant for entry points such as
     the CLI); call it again to switch target, and :func:`get_logger` anew.
     """
@@ -677,6 +682,12 @@ def configure_logging(
         stream = target
     if pretty is None:
         pretty = stream is not None and _isatty(stream)
+    if pretty and binary is not None:
+        # Pretty lines asked for a file: the console renderer's text, into it.
+        binary.close()
+        stream = open(binary.name, "a", encoding="utf-8")  # kept open for the run
+        STATE.file = stream
+        binary = None
 
     # The chain: context, level, run id, exception, timestamp, render (the
     # JSON chains do all six in one processor: there is a line per turn).
@@ -688,7 +699,8 @@ def configure_logging(
             structlog.processors.add_log_level,
             _add_run_id,
             _IsoUtcStamper(),
-            _console_renderer(),
+            # colours for a terminal; plain text for a file or a pipe
+            _console_renderer(colors=stream is not None and _isatty(stream)),
         ]
         factory = structlog.PrintLoggerFactory(stream)
     elif binary is not None:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import sys
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -54,7 +55,7 @@ from chaosops.env.models import (
     ChaosOpsObservation,
     FailureType,
 )
-from chaosops.env.world_sim import Scenario, fast_construct
+from chaosops.env.world_sim import Scenario, copy_with, fast_construct
 from chaosops.rewards.reward_fn import StepRewardBreakdown
 
 __all__ = [
@@ -149,7 +150,19 @@ def _noop(role: Any) -> ChaosOpsAction:
 
 
 def _is_action(value: object) -> bool:
-    return isinstance(value, ChaosOpsAction)
+    # The type, and the fields the environment reads: a model built without
+    # validation (model_construct) may hold anything, and would fail the
+    # environment (ending the episode) instead of costing its turn.
+    if not isinstance(value, ChaosOpsAction):
+        return False
+    fields = value.__dict__
+    target = fields.get("target")
+    return (
+        type(fields.get("action_type")) is ActionType
+        and type(fields.get("role")) is AgentRole
+        and type(fields.get("args")) is dict
+        and (target is None or type(target) is str)
+    )
 
 
 def _describe_turn(record: actors.TurnRecord) -> dict[str, Any]:
@@ -308,9 +321,14 @@ async def arun_episode(
         # turn, role, observation, action, reward, breakdown, done, timed_out,
         # error, latency_s, info.
         next_observation = r.next_observation
+        action = r.action
+        if action.role is not r.role:
+            # Another role's action: the environment took it as this role's
+            # (SPEC: the role field is overwritten); the step records what it applied.
+            action = copy_with(action, "role", r.role)
         add_step(
             EpisodeStep(
-                r.turn, r.role, r.observation, r.action, next_observation.reward or 0.0,
+                r.turn, r.role, r.observation, action, next_observation.reward or 0.0,
                 env.last_breakdown, next_observation.done, r.timed_out, r.error,
                 r.latency_s, r.info,
             )
@@ -533,11 +551,24 @@ async def open_batch(
 # -------------------------------------------------------------------- sync
 
 
+def _in_trio() -> bool:
+    """Whether trio (anyio's other backend) runs in this thread."""
+    trio = sys.modules.get("trio")  # not imported: not running
+    if trio is None:
+        return False
+    try:
+        trio.lowlevel.current_root_task()
+    except RuntimeError:  # outside trio.run
+        return False
+    return True
+
+
 def _no_running_loop(name: str) -> None:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return
+        if not _in_trio():
+            return
     raise RuntimeError(
         f"{name}() cannot run inside a running event loop (it starts its own); "
         f"use 'await a{name}(...)' instead"

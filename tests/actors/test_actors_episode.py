@@ -220,6 +220,28 @@ async def test_thread_policy_sees_current_turn() -> None:
     ]
 
 
+async def test_no_turn_closes_before_its_deadline() -> None:
+    """uvloop's loop.time() has a millisecond's resolution and is read once per
+    loop iteration: deadlines set and judged on it closed turns up to about a
+    millisecond early (instant replies dropped under a 1 ms deadline). Each
+    timed-out turn here lasted its deadline at least, on any loop."""
+    deadline = 0.0005
+    episodes = 16
+
+    async def play() -> list[Any]:
+        turns: list[Any] = []
+        for _ in range(episodes):
+            trace = await run_episode(ToyEnv(steps=12), policies=instant_policies(),
+                                      **run_kwargs(turn_timeout=deadline))  # fmt: skip
+            turns.extend(trace.turns)
+        return turns
+
+    turns = await play()
+    late = [t.latency_s for t in turns if t.timed_out]
+    assert len(turns) == 12 * episodes
+    assert all(latency >= deadline - 5e-5 for latency in late), min(late)
+
+
 async def test_per_role_deadlines() -> None:
     async def hung(obs: Any, role: str) -> Any:
         await anyio.sleep_forever()
@@ -279,14 +301,18 @@ async def test_invalid_turn_timeout_is_rejected() -> None:
         (-1, r"^turn_timeout must be a number of seconds >= 0, got -1$"),
         (float("nan"), r"^turn_timeout must be a number of seconds >= 0, got nan$"),
         ({"a": "x"}, r"^turn_timeout for role 'a' must be a number of seconds >= 0, got 'x'$"),
+        # also for a role without a policy, and with no policy at all
+        ({"b": -5}, r"^turn_timeout for role 'b' must be a number of seconds >= 0, got -5$"),
     ],
 )  # fmt: skip
+@pytest.mark.parametrize("with_policies", [True, False])
 async def test_bad_turn_timeout_says_what_is_accepted_before_the_episode_starts(
-    turn_timeout: Any, message: str
+    turn_timeout: Any, message: str, with_policies: bool
 ) -> None:
     env = ToyEnv(fail_reset=True)  # a reset would end the episode "failed", not raise
+    policies = instant_policies() if with_policies else {}
     with captured_events() as events, pytest.raises(ValueError, match=message):
-        await run_episode(env, policies=instant_policies(), **run_kwargs(turn_timeout=turn_timeout))
+        await run_episode(env, policies=policies, **run_kwargs(turn_timeout=turn_timeout))
     assert events == []  # nothing started, nothing logged
 
 
@@ -324,6 +350,41 @@ async def test_policy_errors_and_garbage_cost_their_turn_only() -> None:
     assert errors[0]["log_level"] == "error"
     turns = [e for e in events if e["event"] == "turn"]
     assert [t["error"] for t in turns[:2]] == [a.error, b.error]
+
+
+@pytest.mark.parametrize("turn_timeout", [None, 5.0])
+async def test_a_policy_raising_cancelled_error_itself_costs_its_turn_only(
+    turn_timeout: float | None,
+) -> None:
+    """A CancelledError from the policy's own code (it awaited a future someone
+    else cancelled) is not a cancellation of the actor: that turn plays the
+    fallback with the error, the role's later turns call the policy again, and
+    the episode ends (it used to wait for the dead actor forever)."""
+    import asyncio
+
+    calls: list[int] = []
+
+    async def flaky(obs: Any, role: str) -> Any:
+        calls.append(obs.step)
+        if len(calls) == 1:
+            cancelled = asyncio.get_running_loop().create_future()
+            cancelled.cancel()
+            await cancelled
+        return act(role)
+
+    policies = instant_policies()
+    policies["a"] = flaky
+    with captured_events() as events, anyio.fail_after(10):
+        trace = await run_episode(
+            ToyEnv(steps=9), policies=policies, **run_kwargs(turn_timeout=turn_timeout)
+        )
+    assert trace.status == "ok" and len(trace.turns) == 9
+    first, *later = [t for t in trace.turns if t.role == "a"]
+    assert first.error == "CancelledError: " and first.action == noop("a")
+    assert not first.timed_out and trace.errors == 1 and trace.timeouts == 0
+    assert len(later) == 2 and all(t.error is None and t.action == act("a") for t in later)
+    assert len(calls) == 3
+    assert [e["turn"] for e in events if e["event"] == "policy_error"] == [0]
 
 
 async def test_timeouts_errors_and_late_replies_leave_no_cycles_for_the_collector(

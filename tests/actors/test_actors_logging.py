@@ -114,6 +114,20 @@ async def test_pretty_console() -> None:
     configure_logging(stream, pretty=True)
     get_logger().info("hello", who="world")
     assert "hello" in stream.getvalue() and "who" in stream.getvalue()
+    assert "\x1b[" not in stream.getvalue()  # not a terminal: no colour codes
+
+
+async def test_pretty_to_a_file_writes_the_file_and_leaves_stdout_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "pretty.log"
+    configure_logging(path, pretty=True)
+    await run_episode(ToyEnv(steps=3), policies=instant_policies(), **run_kwargs())
+    text = path.read_text()  # flushed as written: readable before anything is closed
+    assert text.count(" turn ") == 3 and "episode_finished" in text and "\x1b[" not in text
+    assert capsys.readouterr().out == ""
+    reset_logging()  # closes the file
+    assert path.read_text() == text
 
 
 # ------------------------------------------------------- lines, fields, values

@@ -118,6 +118,41 @@ def test_max_turns() -> None:
     assert len(result.steps) == 5 and result.status == "ok"
 
 
+def test_an_action_built_without_validation_costs_its_turn_not_the_episode() -> None:
+    scenario = Scenario.from_type(FailureType.DB_DEADLOCK, seed=0)
+    broken = [
+        ChaosOpsAction.model_construct(role=AgentRole.SRE, action_type="explode", target=None,
+                                       args={}),
+        ChaosOpsAction.model_construct(role=AgentRole.SRE, action_type=ActionType.RESTART,
+                                       target="db", args=None),
+        ChaosOpsAction.model_construct(),
+    ]  # fmt: skip
+    for action in broken:
+        result = run_episode(ChaosOpsEnvironment(), scenario, {"sre": lambda o, r, a=action: a},
+                             max_turns=4)  # fmt: skip
+        assert result.status == "ok" and len(result.steps) == 4, result.error
+        sre = result.steps[0]
+        assert sre.error is not None and sre.error.startswith("TypeError: policy returned")
+        assert sre.action.action_type == ActionType.NOOP and result.errors == 1
+
+
+def test_another_role_s_action_is_recorded_as_applied() -> None:
+    """SPEC: step() takes the action as the current role's (its role field is
+    overwritten); the step records that action, not the one returned."""
+    scenario = Scenario.from_type(FailureType.DB_DEADLOCK, seed=0)
+    escalate = ChaosOpsAction(role=AgentRole.DEV, action_type=ActionType.ESCALATE)
+    result = run_episode(
+        ChaosOpsEnvironment(),
+        scenario,
+        dict.fromkeys(DEFAULT_TURN_ORDER, lambda o, r: escalate),
+        max_turns=4,
+    )
+    assert [s.action.role for s in result.steps] == [s.role for s in result.steps]
+    assert all(s.action.action_type == ActionType.ESCALATE and s.error is None
+               for s in result.steps)  # fmt: skip
+    assert escalate.role == AgentRole.DEV  # the policy's object is left as it was
+
+
 @pytest.mark.anyio
 async def test_sync_api_inside_a_running_loop_says_to_await_the_async_one() -> None:
     scenario = Scenario.from_type(FailureType.DB_DEADLOCK, seed=0)
@@ -125,6 +160,23 @@ async def test_sync_api_inside_a_running_loop_says_to_await_the_async_one() -> N
         run_episode(ChaosOpsEnvironment(), scenario, {})
     with pytest.raises(RuntimeError, match=r"await arun_batch\(\.\.\.\)"):
         run_batch([scenario], {})
+
+
+def test_sync_api_inside_trio_says_to_await_the_async_one() -> None:
+    trio = pytest.importorskip("trio")
+    scenario = Scenario.from_type(FailureType.DB_DEADLOCK, seed=0)
+    raised: list[str] = []
+
+    async def main() -> None:
+        for call in (lambda: run_episode(ChaosOpsEnvironment(), scenario, {}),
+                     lambda: run_batch([scenario], {})):  # fmt: skip
+            with pytest.raises(RuntimeError, match=r"use 'await arun_") as info:
+                call()
+            raised.append(str(info.value))
+
+    trio.run(main)
+    assert len(raised) == 2 and "arun_episode" in raised[0] and "arun_batch" in raised[1]
+    assert len(run_batch([scenario], {})) == 1  # outside trio: runs
 
 
 @pytest.mark.anyio
