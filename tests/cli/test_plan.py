@@ -73,3 +73,16 @@ def test_an_empty_openai_base_url_is_as_unset(monkeypatch: pytest.MonkeyPatch) -
     assert build_parser().parse_args(["run"]).llm_base_url == "http://127.0.0.1:8000/v1"
     monkeypatch.setenv("OPENAI_BASE_URL", "http://10.0.0.1:9000/v1")
     assert build_parser().parse_args(["run"]).llm_base_url == "http://10.0.0.1:9000/v1"
+
+
+def test_llm_extra_body_cannot_set_the_policy_s_own_fields(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from chaosops.cli._args import build_parser
+
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(["run", "--llm-extra-body", '{"messages": []}'])
+    assert info.value.code == 2
+    assert "cannot set 'messages'" in capsys.readouterr().err
+    args = build_parser().parse_args(["run", "--llm-extra-body", '{"top_k": 5}'])
+    assert args.llm_extra_body == {"top_k": 5}

@@ -347,3 +347,10 @@ async def test_failures_in_a_row_count_calls_that_failed_for_good(
         mock.config.rate_500 = 0.0
         assert (await policy(observation, "sre")).action_type == ActionType.RESTART
         assert policy.failures_in_a_row == 0
+
+
+def test_extra_body_cannot_replace_what_the_policy_sends_and_records() -> None:
+    for body in ({"messages": []}, {"model": "other", "stream": True}):
+        with pytest.raises(ValueError, match="extra_body cannot set 'm"):
+            LLMPolicy(MODEL, extra_body=body)
+    assert LLMPolicy(MODEL, extra_body={"top_k": 5}).extra_body == {"top_k": 5}

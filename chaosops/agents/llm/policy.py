@@ -77,6 +77,10 @@ class LLMDeadlineError(LLMRequestError):
     """The turn's deadline leaves no time for (another) request."""
 
 
+_OWN_PARAMS = frozenset(("model", "messages", "stream", "n"))
+"""Request fields ``extra_body`` may not replace."""
+
+
 class _NotSent(Exception):
     """The turn's deadline passed while the request waited for its turn to go out."""
 
@@ -315,6 +319,12 @@ class LLMPolicy:
         self.tool_choice = tool_choice
         self.logprobs = logprobs
         self.top_logprobs = top_logprobs
+        if extra_body and (taken := sorted(_OWN_PARAMS & set(extra_body))):
+            raise ValueError(
+                f"extra_body cannot set {', '.join(map(repr, taken))}: the policy sets "
+                "them itself (the prompt it records is the one it sends, and it reads "
+                "one whole answer)"
+            )
         self.extra_body = dict(extra_body) if extra_body else None
         self._state: _LoopState | None = None
         self._rng = random.Random()
