@@ -487,7 +487,7 @@ class LLMPolicy:
         turn = _current_turn()
         deadline = getattr(turn, "deadline", None)
         _annotate(turn, prompt=messages)  # kept even if the turn times out
-        started = anyio.current_time()
+        started = time.perf_counter()  # not the loop clock: uvloop's counts whole ms
         try:
             completion, attempts = await self._complete(messages, deadline)
         except _NotSent:
@@ -497,7 +497,7 @@ class LLMPolicy:
             self.last_failure = str(exc)
             raise
         self.failures_in_a_row = 0
-        latency_ms = round((anyio.current_time() - started) * 1000.0, 3)
+        latency_ms = round((time.perf_counter() - started) * 1000.0, 3)
 
         info: dict[str, Any] = {"latency_ms": latency_ms, "attempts": attempts}
         choice = completion.choices[0] if completion.choices else None
