@@ -129,6 +129,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         "chaosops eval (interrupted: finished episodes only)" if interrupted else "chaosops eval"
     )
     console_for(table_stream).print(render_table(rows, title=title))
+    for line in progress.trouble():
+        note(line)
     payload = {
         "policies": policies,
         "episodes_per_policy": len(planned),

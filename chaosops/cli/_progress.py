@@ -49,6 +49,9 @@ class ProgressBar:
         self.timeouts = 0
         self.errors = 0
         self.failed = 0
+        self.unread = 0  # LLM answers that did not parse (played noop)
+        self.first_error: str | None = None
+        self.first_unread: str | None = None
         self.started = time.monotonic()
         self._results: JobResults[Any] | None = None
         self._progress = Progress(
@@ -97,4 +100,33 @@ class ProgressBar:
         self.timeouts += int(result.timeouts)
         self.errors += int(result.errors)
         self.failed += int(result.status != "ok")
+        for step in result.steps:
+            if step.error and self.first_error is None:
+                self.first_error = step.error
+            if not step.timed_out and (unread := (step.info or {}).get("parse_error")):
+                self.unread += 1
+                self.first_unread = self.first_unread or str(unread)
         self._progress.update(self._task, advance=1)
+
+    def trouble(self) -> list[str]:
+        """Notes on the turns that played the fallback for a policy's fault:
+        the per-turn events are not shown on the terminal (``--log-json``
+        has them, with tracebacks), these sum them up."""
+        notes = []
+        if self.errors:
+            notes.append(
+                f"{self.errors} turn(s) played the fallback after a policy error (first: "
+                f"{_cut(self.first_error)}); see 'error' in trajectories.jsonl, or "
+                "--log-json for each policy_error with its traceback"
+            )
+        if self.unread:
+            notes.append(
+                f"{self.unread} LLM answer(s) could not be read as an action and played noop "
+                f"(first: {_cut(self.first_unread)}); see 'parse_error' in trajectories.jsonl"
+            )
+        return notes
+
+
+def _cut(text: str | None, size: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= size else text[: size - 3] + "..."

@@ -307,6 +307,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return stop_code(stop)
     console = console_for(table_stream)
     console.print(render_table(evaluate_records(records), title=f"chaosops run: {args.out}"))
+    for line in progress.trouble():
+        note(line)
     # run.json only when this run wrote it (a resumed run keeps the folder's)
     kept = f", {args.out / RUN_FILE}" if wrote_run_file else ""
     note(f"wrote {outputs.results_path}, {outputs.trajectories_path}, {outputs.summary_path}{kept}")

@@ -104,6 +104,13 @@ def configure_logs(args: argparse.Namespace, outputs: Sequence[Path] = ()) -> Te
     global STDOUT_LOGS
     STDOUT_LOGS = None
     if not args.log_json:
+        # No JSON log: the runtime's per-turn warnings and errors (a policy's
+        # traceback, an LLM answer that did not parse) stay off the terminal,
+        # where they would bury the progress bar; the bar counts them, and
+        # the command sums them up at the end (ProgressBar.trouble).
+        from actors import configure_logging
+
+        configure_logging(level="critical")
         return sys.stdout
     if args.log_json != "-":
         _check_log_path(args.log_json, outputs)

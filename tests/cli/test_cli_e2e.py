@@ -319,3 +319,27 @@ def test_an_endpoint_that_keeps_failing_stops_the_run(work: Path) -> None:
     assert proc.returncode == 1
     summary = orjson.loads((out / "summary.json").read_bytes())
     assert summary["complete"] is False and summary["episodes"] < summary["planned"]
+
+
+def test_unreadable_answers_are_summed_up_not_printed_per_turn(work: Path) -> None:
+    """Without --log-json, a model that never answers with an action does not
+    flood the terminal with a warning per turn: one note sums them up."""
+    server = spawn("mock-llm", "--port", "0", "--rate-garbage", "1", cwd=work)
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().split(" at ", 1)[1].split()[0]
+        out = work / "llm-garbage"
+        proc = chaosops(*llm_run(work, url, out, "--episodes-per-type", "1"), cwd=work)
+    finally:
+        stop(server)
+        for stream in (server.stdout, server.stderr):
+            if stream is not None:
+                stream.close()
+    assert proc.returncode == 0, proc.stderr
+    steps = jsonl(out / "trajectories.jsonl")
+    assert steps and all(s["parse_error"] for s in steps)
+    lines = proc.stderr.strip().splitlines()
+    assert not any("parse_error" in line and "trajectories" not in line for line in lines)
+    [summed] = [line for line in lines if "could not be read as an action" in line]
+    assert summed.startswith(f"chaosops: {len(steps)} LLM answer(s)")
+    assert len(lines) <= 3, proc.stderr  # that note, "wrote ...", nothing per turn

@@ -32,7 +32,7 @@ class FakeResults:
 
 
 def finished(*, timeouts: int = 0, errors: int = 0, status: str = "ok") -> Any:
-    return SimpleNamespace(timeouts=timeouts, errors=errors, status=status)
+    return SimpleNamespace(timeouts=timeouts, errors=errors, status=status, steps=[])
 
 
 def test_in_flight_follows_the_batch_counters_without_a_result() -> None:
@@ -133,3 +133,24 @@ async def test_run_batches_hands_each_batch_counters_to_the_bar() -> None:
     assert [r.total for r in seen[:2] if r is not None] == [1, 2]
     assert len(seen) == 3 and seen[-1] is None
     assert bar.done == 3 and bar.in_flight == 0
+
+
+def test_trouble_sums_up_policy_errors_and_unread_answers() -> None:
+    def step(error: str | None = None, parse: str | None = None, late: bool = False) -> Any:
+        info = {"parse_error": parse} if parse else {}
+        return SimpleNamespace(error=error, timed_out=late, info=info)
+
+    def result(*steps: Any) -> Any:
+        errors = sum(1 for s in steps if s.error)
+        return SimpleNamespace(steps=list(steps), errors=errors, timeouts=0, status="ok")
+
+    bar = ProgressBar(enabled=False, total=3, label="t")
+    assert bar.trouble() == []
+    bar.advance(result(step(), step(parse="empty answer"), step(parse="late", late=True)))
+    bar.advance(result(step(error="LLMRequestError: HTTP 500\n" + "x" * 300), step()))
+    bar.advance(result(step(error="ValueError: second"), step(parse="no JSON action")))
+    errors, unread = bar.trouble()
+    assert errors.startswith("2 turn(s) played the fallback after a policy error (first: "
+                             "LLMRequestError: HTTP 500 x")  # fmt: skip
+    assert "\n" not in errors and "..." in errors and "second" not in errors
+    assert unread.startswith("2 LLM answer(s) could not be read") and "empty answer" in unread
