@@ -98,9 +98,15 @@ class EpisodeState:
         if timer is None or self.timer_when > deadline:
             if timer is not None:
                 timer.cancel()
-            assert self.loop is not None
-            self.timer_when = deadline
-            self.timer = self.loop.call_at(deadline, self._on_timer)
+            self._start_timer(deadline, 0.0)
+
+    def _start_timer(self, deadline: float, least: float) -> None:
+        # A delay on self.clock, whatever the base of the loop's own clock;
+        # ``least``: the shortest wait (a timer that fired a little early
+        # waits a millisecond rather than spinning through loop passes).
+        assert self.loop is not None
+        self.timer_when = deadline
+        self.timer = self.loop.call_later(max(deadline - self.clock(), least), self._on_timer)
 
     def _on_timer(self) -> None:
         # Close the open turn if its deadline is due, else wait for it.
@@ -111,10 +117,8 @@ class EpisodeState:
         if deadline <= self.timer_when and self.clock() >= deadline:
             assert self.open_actor is not None
             self.close_turn(self.open_actor, self.open_turn)
-        else:  # a later deadline, or the loop's coarser clock ran ahead (uvloop)
-            assert self.loop is not None
-            self.timer_when = deadline
-            self.timer = self.loop.call_at(deadline, self._on_timer)
+        else:  # a later deadline, or fired early (uvloop counts whole milliseconds)
+            self._start_timer(deadline, _EARLY_WAIT_S)
 
     def disarm(self) -> None:
         """Cancel the armed timer (the episode is over)."""
@@ -285,7 +289,8 @@ def turn_clock(loop: asyncio.AbstractEventLoop | None) -> Any:
     return loop.time
 
 
-_SAME_BASE_S = 0.25
+_SAME_BASE_S = 0.05
+_EARLY_WAIT_S = 0.001
 
 
 def _raised_by_the_policy(exc: asyncio.CancelledError, on_asyncio: bool) -> bool:

@@ -117,11 +117,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         llm=llm,
         max_failures=args.llm_max_failures,
     )
-    if stop.reason is not None:
-        raise CLIError(f"{stop.reason}; no evaluation written", code=1)
     records = [done[i] for name in policies for done in [by_policy[name]] for i in sorted(done)]
-    interrupted = stop.signum is not None
+    # stopped by a signal, or given up (--llm-max-failures): the finished
+    # episodes' evaluation is written all the same, "complete": false
+    interrupted = stop.signum is not None or stop.reason is not None
     if interrupted and not records:
+        if stop.reason is not None:
+            raise CLIError(f"{stop.reason}; no episode had finished: no evaluation written", code=1)
         note("interrupted before any episode finished; no evaluation written")
         return stop_code(stop)
     rows = evaluate_records(records)
@@ -159,6 +161,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CLIError(
             f"cannot write the evaluation to {where or 'stdout'}: {exc.strerror or exc}", code=1
         ) from None
+    if stop.reason is not None:
+        raise CLIError(
+            f"{stop.reason}; evaluation of the {len(records)} of "
+            f"{len(planned) * len(policies)} episode(s) that finished written (complete: false, "
+            "no chart)",
+            code=1,
+        )
     if interrupted:
         note(
             f"interrupted: evaluation of the {len(records)} of "

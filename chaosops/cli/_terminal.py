@@ -78,9 +78,13 @@ def _check_log_path(log_json: str, outputs: Sequence[Path]) -> None:
     """Refuse (exit 2) a ``--log-json`` file that is one of this command's
     ``outputs``, or an output file of a run folder: log lines appended there
     would make it unreadable to ``replay`` and ``--resume``."""
-    path = Path(log_json).resolve()
-    for output in outputs:
-        if output.resolve() == path:
+    try:
+        path = Path(log_json).resolve()
+        resolved = [(output, output.resolve()) for output in outputs]
+    except (OSError, RuntimeError):  # a symlink loop, say: the open that follows names it
+        return
+    for output, where in resolved:
+        if where == path:
             raise CLIError(
                 f"--log-json {log_json} is this command's own output file {output}; "
                 "log to another file"

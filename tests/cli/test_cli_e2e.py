@@ -309,6 +309,12 @@ def test_an_endpoint_that_keeps_failing_stops_the_run(work: Path) -> None:
                      "--log-json", work / "llm-failing.jsonl"),
             cwd=work,
         )  # fmt: skip
+        table = work / "llm-failing-eval.json"
+        evaluated = chaosops(
+            "eval", "tiny.toml", "--policies", "llm", "--llm-base-url", url, "--no-progress",
+            "--no-chart", "--json", table, "--llm-max-failures", "3", "--turn-timeout", "1",
+            "--log-json", work / "llm-failing-eval.jsonl", cwd=work,
+        )  # fmt: skip
     finally:
         stop(server)
         for stream in (server.stdout, server.stderr):
@@ -319,6 +325,11 @@ def test_an_endpoint_that_keeps_failing_stops_the_run(work: Path) -> None:
     assert proc.returncode == 1
     summary = orjson.loads((out / "summary.json").read_bytes())
     assert summary["complete"] is False and summary["episodes"] < summary["planned"]
+    # eval stops the same way; what finished, if anything, is evaluated as on Ctrl-C
+    line = assert_one_error_line(evaluated, "LLM calls in a row failed", "--llm-max-failures 3")
+    assert evaluated.returncode == 1
+    if "no evaluation written" not in line:
+        assert orjson.loads(table.read_bytes())["complete"] is False
 
 
 def test_unreadable_answers_are_summed_up_not_printed_per_turn(work: Path) -> None:

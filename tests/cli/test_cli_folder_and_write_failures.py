@@ -4,7 +4,6 @@ that keeps what finished for ``--resume``."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 from pathlib import Path
@@ -13,6 +12,8 @@ import orjson
 import pytest
 
 from ._cli import assert_one_error_line, chaosops, jsonl
+
+fcntl = pytest.importorskip("fcntl")  # the folder's lock is POSIX flock
 
 TINY = ("tiny.toml", "--episodes-per-type", "1", "--no-progress")  # 2 episodes
 
@@ -128,3 +129,11 @@ def test_a_resumed_run_does_not_claim_it_wrote_run_json(finished: Path, work: Pa
     assert proc.returncode == 0, proc.stderr
     wrote = [line for line in proc.stderr.splitlines() if "wrote" in line]
     assert len(wrote) == 1 and "summary.json" in wrote[0] and "run.json" not in wrote[0]
+
+
+def test_a_log_path_in_a_symlink_loop_is_one_line(work: Path) -> None:
+    loop = work / "loopy"
+    loop.symlink_to(loop.name)
+    proc = chaosops("run", *TINY, "--out", work / "looped", "--log-json", loop, cwd=work)
+    assert_one_error_line(proc, "--log-json", "loopy")
+    assert proc.returncode == 1 and not (work / "looped").exists()

@@ -158,6 +158,7 @@ def test_a_timed_out_turn_records_no_completion_and_no_answer_tokens() -> None:
 
 
 def test_one_writer_per_folder(tmp_path: Path) -> None:
+    pytest.importorskip("fcntl")  # POSIX flock; elsewhere there is no lock
     first = RunOutputs(tmp_path / "out")
     first.open()
     try:

@@ -1,7 +1,8 @@
 """An LLM policy over any OpenAI-compatible chat-completions endpoint.
 
 One owner of time: the runtime's turn deadline (``actors.current_turn().deadline``,
-an ``anyio.current_time()`` instant). Every request runs under a cancel scope and
+an ``anyio.current_time()`` instant, to within the loop clock's resolution: on
+uvloop the time left reads up to a millisecond long). Every request runs under a cancel scope and
 an HTTP timeout no longer than the time left, every backoff sleep is bounded by
 it, and a retry that could not start before the deadline is not attempted. When
 the runtime cancels the turn at its deadline the request in flight is cancelled
