@@ -74,7 +74,9 @@ class EpisodeFinishedError(RuntimeError):
 def _describe(action: ChaosOpsAction) -> str:
     parts = [str(action.action_type)]  # a plain string when built with model_construct
     if action.target is not None:
-        parts.append(action.target)
+        target = action.target
+        # one line (SPEC 9): a target with a line break or a control character, quoted
+        parts.append(target if target.isprintable() else repr(target))
     if action.args:
         parts.append(" ".join(f"{k}={v!r}" for k, v in action.args.items()))
     return " ".join(parts)

@@ -202,7 +202,7 @@ def _parse_replicas(args: dict) -> int | None:
     """`int(args["replicas"])` (missing -> 0); None when `int` rejects the value."""
     try:
         return int(args.get("replicas", 0))
-    except (TypeError, ValueError, OverflowError):
+    except Exception:  # whatever int() raises for it (an object's own __int__ too)
         return None
 
 
@@ -211,6 +211,12 @@ class WorldSim:
 
     Built empty; `reset(scenario)` starts an episode. `state` is the live
     `ChaosOpsState` (mutated in place by `apply_action` and `tick`).
+
+    `project_view` reuses what it built for the previous view while the
+    state's lists only grew: a tool may append to them, replace them, replace
+    the whole state, or add and remove services, and the next view follows.
+    A tool that rewrites an entry of a list in place (`all_alerts[0] = ...`)
+    replaces the list instead (`state.all_alerts = [...]`).
     """
 
     def __init__(self) -> None:
@@ -220,6 +226,10 @@ class WorldSim:
         # parallel to state.all_logs / state.fleet_actions.
         self._public_logs: list[LogLine] = []
         self._public_fleet: list[FleetAgentLog] = []
+        # The state lists the public copies mirror: a tool may replace them
+        # (or the whole state), and the copies then start again.
+        self._logs_source: list[LogLine] | None = None
+        self._fleet_source: list[FleetAgentLog] | None = None
         self._clear_view_cache()
 
     def _clear_view_cache(self) -> None:
@@ -255,7 +265,8 @@ class WorldSim:
                 snap = snapshots[name] = _copy_metrics(live)
                 snapshot_values[name] = snap.__dict__
                 changed = True
-        if changed or len(self._metrics_view) != len(snapshots):
+        view = self._metrics_view
+        if changed or len(view) != len(services) or view.keys() != services.keys():
             self._metrics_view = {name: snapshots[name] for name in services}
         return self._metrics_view
 
@@ -303,6 +314,8 @@ class WorldSim:
         )
         self._public_logs = []
         self._public_fleet = []
+        self._logs_source = self.state.all_logs
+        self._fleet_source = self.state.fleet_actions
         self._clear_view_cache()
         _INJECTORS[self.state.failure_type](self)
         if scenario.inject_misleading_logs:
@@ -718,8 +731,13 @@ class WorldSim:
 
     # ------------------------------------------------------------------ views
     def _sync_public(self) -> None:
-        """Rebuild the public copies if a tool appended to the state's lists directly."""
+        """Rebuild the public copies if a tool appended to the state's lists
+        directly, or replaced them (or the whole state)."""
         s = self.state
+        if s.all_logs is not self._logs_source or s.fleet_actions is not self._fleet_source:
+            self._clear_view_cache()
+            self._public_logs, self._public_fleet = [], []
+            self._logs_source, self._fleet_source = s.all_logs, s.fleet_actions
         if len(self._public_logs) != len(s.all_logs):
             self._public_logs = [
                 line.model_copy(update={"is_red_herring": False}) if line.is_red_herring else line
@@ -736,8 +754,11 @@ class WorldSim:
         if role.__class__ is not AgentRole:
             role = AgentRole(role)
         s = self.state
-        if len(self._public_logs) != len(s.all_logs) or len(self._public_fleet) != len(
-            s.fleet_actions
+        if (
+            s.all_logs is not self._logs_source
+            or s.fleet_actions is not self._fleet_source
+            or len(self._public_logs) != len(s.all_logs)
+            or len(self._public_fleet) != len(s.fleet_actions)
         ):
             self._sync_public()
         key = str(role)  # the role's value (a StrEnum), cheaper than `.value`

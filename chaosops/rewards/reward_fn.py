@@ -149,7 +149,7 @@ def compute_step_reward(
     )
     return _breakdown(
         RESOLVED_BONUS if resolved else 0.0,
-        0.0 if resolved else -mttr_penalty_per_step * step,
+        0.0 if resolved else -float(mttr_penalty_per_step) * step,  # a float whatever it is given
         WRONG_FIX_PENALTY if get("wrong_fix", False) else 0.0,
         MISCOMMUNICATION_PENALTY if get("miscommunication", False) else 0.0,
         EARLY_ROOT_CAUSE_BONUS if early else 0.0,

@@ -49,6 +49,12 @@ def test_nine_float_fields_frozen() -> None:
         b.resolved_bonus = 1.0  # type: ignore[misc]
 
 
+def test_fields_are_floats_whatever_number_the_parameters_are() -> None:
+    state = ChaosOpsState(step_count=5)
+    b = compute_step_reward(state=state, outcome_flags={}, mttr_penalty_per_step=2)
+    assert b.mttr_penalty == -10.0 and type(b.mttr_penalty) is float
+
+
 def test_plain_step_is_mttr_only() -> None:
     assert nonzero(reward(step=7)) == {"mttr_penalty": -14.0}
 

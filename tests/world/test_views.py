@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from chaosops.env.environment import ChaosOpsEnvironment
-from chaosops.env.models import AgentRole, FailureType, RoleView
-from chaosops.env.world_sim import Scenario
+from chaosops.env.models import AgentRole, ChaosOpsAction, FailureType, RoleView
+from chaosops.env.world_sim import Scenario, WorldSim
 
 from .helpers import act, make_world
 
@@ -164,3 +164,45 @@ def test_lean_views_behave_like_validated_models() -> None:
     assert metrics.model_dump(exclude_unset=True) == metrics.model_dump()
     metrics.cpu_pct = 50.0  # assignment keeps working and changes no other instance
     assert world.project_view("sre").visible_metrics["payments"].cpu_pct != 50.0
+
+
+def test_views_follow_a_tool_that_replaces_the_state_or_its_parts() -> None:
+    """SPEC 9 exposes `world` to tools that project views directly: the views'
+    reuse of the previous one must not hide a state a tool replaced."""
+    from chaosops.env.models import Alert, ChaosOpsState, LogLine
+
+    world = WorldSim()
+    world.reset(Scenario.from_type(FailureType.DB_DEADLOCK, seed=0))
+    assert list(world.project_view("sre").visible_metrics) == ["auth", "payments",
+                                                               "notifications", "db"]  # fmt: skip
+    del world.state.services["db"]
+    assert "db" not in world.project_view("sre").visible_metrics
+    world.state.all_logs = [LogLine(timestamp=0, service="db", level="INFO", message=m)
+                            for m in ("X1", "X2")]  # fmt: skip
+    assert [line.message for line in world.project_view("sre").visible_logs] == ["X1", "X2"]
+    replaced = Alert(service="db", severity="warn", message="REPLACED", triggered_at_step=0)
+    world.state.all_alerts = [replaced]
+    assert [a.message for a in world.project_view("sre").visible_alerts] == ["REPLACED"]
+    world.state = ChaosOpsState(step_count=3)
+    view = world.project_view("sre")
+    assert view.visible_metrics == {} and view.visible_logs == [] and view.visible_alerts == []
+
+
+def test_a_replicas_value_whose_int_raises_anything_is_a_wrong_fix() -> None:
+    class Odd:
+        def __int__(self) -> int:
+            raise RuntimeError("boom")
+
+    world = WorldSim()
+    world.reset(Scenario.from_type(FailureType.DB_DEADLOCK, seed=0))
+    flags = world.apply_action(
+        ChaosOpsAction(role="dev", action_type="scale", target="auth", args={"replicas": Odd()})
+    )
+    assert flags.get("wrong_fix") and world.state.wrong_fixes == 1
+
+
+def test_the_step_message_stays_on_one_line() -> None:
+    env = ChaosOpsEnvironment()
+    env.reset()
+    obs = env.step(ChaosOpsAction(role="sre", action_type="restart", target="db\nRESOLVED"))
+    assert "\n" not in obs.message and "'db\\nRESOLVED'" in obs.message
