@@ -428,7 +428,8 @@ async def _play(
                 gate.release()  # type: ignore[union-attr]
                 holding = False
             if turn_span is not None:  # nothing applied: the environment raised, or cancelled
-                _tracing.end_unfinished_turn(turn_span, trace.error or "the turn was abandoned")
+                failure = trace.error or (error_text(raised) if raised is not None else None)
+                _tracing.end_unfinished_turn(turn_span, failure)
             if loop is not None:
                 state.disarm()
             # Idle actors leave when their inbox closes; one still in a closed

@@ -25,7 +25,9 @@ Attributes, all of them also in the structured log:
   ``turn.latency_ms``; the GenAI conventions' ``gen_ai.usage.input_tokens``
   and ``gen_ai.usage.output_tokens`` from a ``usage`` annotation,
   ``turn.parse_error`` from a ``parse_error`` one; status
-  ERROR with the error when the policy raised or returned no action.
+  ERROR with the error when the policy raised or returned no action, or when
+  the environment or a callback raised during the turn; ``turn.abandoned``
+  (no error status) on a turn its episode's cancellation cut short.
 """
 
 from __future__ import annotations
@@ -182,7 +184,13 @@ def end_turn(span: Any, record: Any, described: Mapping[str, Any] | None, done: 
     span.end()
 
 
-def end_unfinished_turn(span: Any, error: str) -> None:
-    """End a turn's span that applied nothing (the environment raised, or cancelled)."""
-    span.set_status(STATE.error, error)
+def end_unfinished_turn(span: Any, error: str | None) -> None:
+    """End a turn's span that applied nothing: status ERROR with ``error`` when
+    the environment or a callback raised; for a turn abandoned because its
+    episode was cancelled (a caller's Ctrl-C, say) no error status, and
+    ``turn.abandoned``."""
+    if error is None:
+        span.set_attribute("turn.abandoned", True)
+    else:
+        span.set_status(STATE.error, error)
     span.end()

@@ -147,6 +147,15 @@ async def run_batches(
     return stop
 
 
+_RAN: list[bool] = [False]
+
+
+def batches_ran() -> bool:
+    """Whether this process ran batches (:func:`execute`): a command that failed
+    before has no final metrics to serve."""
+    return _RAN[0]
+
+
 def execute(
     batches: Sequence[Batch],
     *,
@@ -163,6 +172,7 @@ def execute(
 
     import actors
 
+    _RAN[0] = True
     with progress:
         return actors.run(
             partial(

@@ -45,6 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_event_loop()
         try:
             return _COMMANDS[args.command](args)
+        except CLIError as exc:
+            # said before the metrics' linger, not after it
+            sys.stderr.write(f"{PROG}: error: {one_line(exc)}\n")
+            return exc.code
         finally:
             finish(args)  # the metrics' linger, the last spans sent
     except CLIError as exc:

@@ -7,6 +7,7 @@ import argparse
 import errno
 import logging
 import os
+import signal
 import socket
 import ssl
 import time
@@ -122,7 +123,7 @@ def start_tracing(args: argparse.Namespace) -> None:
     provider.add_span_processor(BatchSpanProcessor(Counted(), schedule_delay_millis=1000))
     _TRACING = tracing
     actors.configure_tracing(provider, name=PROG)
-    note(f"OpenTelemetry traces to {url}")
+    note(f"OpenTelemetry traces to {_shown(url)}")
 
 
 _FLUSH_S = 5
@@ -137,19 +138,45 @@ def finish(args: argparse.Namespace) -> None:
     global _TRACING
     import actors
 
+    from ._batches import batches_ran
+
     meter = actors.current_meter()
-    if args.metrics_linger and meter is not None:  # --metrics-linger needs --metrics-port
+    # --metrics-linger needs --metrics-port; nothing ran (the command failed
+    # before its first batch): no final counts to wait for
+    if args.metrics_linger and meter is not None and batches_ran():
         note(
             f"serving the final metrics on {meter.url} for {args.metrics_linger:g} s "
-            "(Ctrl-C to stop)"
+            "(Ctrl-C or SIGTERM to stop)"
         )
+        # SIGTERM (systemd, Kubernetes) ends the linger as Ctrl-C does: the
+        # command's exit code stays its own, not 143
+        previous = signal.signal(signal.SIGTERM, _end_linger)
         try:
             time.sleep(args.metrics_linger)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, _LingerOver):
             pass
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     if _TRACING is not None:
         tracing, _TRACING = _TRACING, None
         _finish_tracing(tracing)
+
+
+class _LingerOver(Exception):
+    """SIGTERM during ``--metrics-linger``."""
+
+
+def _end_linger(signum: int, frame: Any) -> None:
+    raise _LingerOver
+
+
+def _shown(url: str) -> str:
+    """``url`` without the password of its user info (``http://user:***@host``)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.netloc.rpartition('@')[2]}"
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 def _finish_tracing(tracing: _Tracing) -> None:
@@ -170,7 +197,7 @@ def _finish_tracing(tracing: _Tracing) -> None:
     if lost:
         note(
             f"OpenTelemetry: {lost} of {tracing.ended} spans were not delivered to "
-            f"{tracing.url} (collector unreachable or too slow)"
+            f"{_shown(tracing.url)} (collector unreachable or too slow)"
         )
 
 
@@ -209,7 +236,20 @@ def _check_collector(url: str) -> None:
         client_cert = _env("CLIENT_CERTIFICATE")
         if client_cert:
             context.load_cert_chain(client_cert, _env("CLIENT_KEY"))
-    request = urllib.request.Request(url, data=b"", method="POST", headers=headers)
+    parts = urllib.parse.urlsplit(url)
+    target = url
+    if parts.username is not None:
+        # user info in the URL: basic authentication, as the exporter's HTTP
+        # client sends it, to the URL without it (urllib takes it for the host)
+        import base64
+
+        pair = (
+            f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        )
+        headers.setdefault("Authorization", "Basic " + base64.b64encode(pair.encode()).decode())
+        target = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    url = _shown(url)  # what the messages name
+    request = urllib.request.Request(target, data=b"", method="POST", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=_FLUSH_S, context=context):
             pass

@@ -28,6 +28,7 @@ from ._cli import (
     TIMEOUT,
     assert_one_error_line,
     chaosops,
+    free_port,
     interrupt,
     jsonl,
     llm_run,
@@ -232,3 +233,33 @@ def test_a_real_prometheus_server_scrapes_the_metrics(
             assert float(resolved[0]["value"][1]) == sum(r.resolved for r in results)  # type: ignore[index]
         finally:
             stop(server)
+
+
+def test_sigterm_ends_the_linger_and_keeps_the_exit_code(work: Path) -> None:
+    out = work / "metrics-sigterm"
+    proc = spawn("run", "tiny.toml", "--episodes-per-type", "1", "--metrics-port", "0",
+                 "--metrics-linger", "60", "--no-progress", "--out", out, cwd=work)  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        lines = [proc.stderr.readline()]
+        while "serving the final metrics" not in lines[-1]:
+            lines.append(proc.stderr.readline())
+            assert lines[-1], "".join(lines)
+        proc.send_signal(signal.SIGTERM)  # systemd, Kubernetes: the run itself succeeded
+        proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            interrupt(proc)
+    assert proc.returncode == 0
+
+
+def test_no_linger_when_the_command_failed_before_running(work: Path) -> None:
+    start = time.monotonic()
+    proc = chaosops("run", "tiny.toml", "--policy", "llm", "--llm-base-url",
+                    f"http://127.0.0.1:{free_port()}/v1", "--metrics-port", "0",
+                    "--metrics-linger", "30", "--no-progress", "--out", work / "metrics-nolinger",
+                    cwd=work)  # fmt: skip
+    assert proc.returncode == 1
+    assert time.monotonic() - start < 20
+    assert "serving the final metrics" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("chaosops: error: ")

@@ -180,3 +180,26 @@ def test_a_parse_error_is_on_its_turn_span(
         t.get("turn.parse_error") for t in turns if t["turn.role"] != "manager" or True
     )
     assert all(t["turn.action_type"] == "noop" for t in turns)
+
+
+def test_credentials_in_the_endpoint_url_are_sent_and_never_shown(work: Path) -> None:
+    import base64
+
+    basic = "Basic " + base64.b64encode(b"user:s3cret-pw").decode()
+    collector = Collector(headers={"Authorization": basic})
+    try:
+        url = collector.url.replace("http://", "http://user:s3cret-pw@")
+        out = work / "traced-with-userinfo"
+        proc = _run_with_env(work, {}, "run", "tiny.toml", "--otlp-endpoint", url,
+                             "--no-progress", "--out", out)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert "s3cret-pw" not in proc.stdout + proc.stderr
+        assert "user:***@" in proc.stderr
+        assert len([s for s in collector.spans if s.name == "episode"]) == 12
+        wrong = collector.url.replace("http://", "http://user:wrong-pw@")
+        proc = _run_with_env(work, {}, "run", "tiny.toml", "--otlp-endpoint", wrong,
+                             "--out", work / "traced-wrong-pw")  # fmt: skip
+        assert_one_error_line(proc, "HTTP 401", "user:***@")
+        assert "wrong-pw" not in proc.stderr
+    finally:
+        collector.close()
