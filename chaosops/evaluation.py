@@ -17,7 +17,12 @@ Definitions (SPEC.md section 13):
 - mean and median cumulative reward, mean wrong fixes.
 
 Episodes that ended with status ``failed`` (an environment error) count as
-episodes that did not resolve; the ``failed`` column says how many there were.
+episodes that did not resolve (whatever the world's state said when the
+error came), and their flags count in the rogue and false-positive rates;
+the reward and wrong-fix figures are over the episodes that ran to their end
+(a failed episode's are cut short: a reset that failed would count as a
+reward of 0, an episode that failed midway never gets its terminal penalty),
+``None`` when none did. The ``failed`` column says how many there were.
 Means use :func:`math.fsum`, so the figures do not depend on the order in which
 episodes finished (a resumed run gives the same summary as an uninterrupted one).
 """
@@ -68,9 +73,9 @@ class EvalRow:
     rogue_episodes: int
     rogue_detection_rate: float | None
     false_positive_rate: float
-    mean_reward: float
-    median_reward: float
-    mean_wrong_fixes: float
+    mean_reward: float | None
+    median_reward: float | None
+    mean_wrong_fixes: float | None
 
     def to_json(self) -> dict[str, Any]:
         """The row as a JSON-ready dict (``None`` for undefined rates)."""
@@ -86,9 +91,10 @@ def _text(value: Any) -> str | None:
 
 
 def _rogue_of(record: Mapping[str, Any]) -> str | None:
-    rogue = _text(record.get("rogue_fleet_agent"))
-    if rogue:
-        return rogue
+    # The scenario's rogue as recorded (None: there was none, whatever the
+    # failure type); from the failure type only for a record without the field.
+    if "rogue_fleet_agent" in record:
+        return _text(record["rogue_fleet_agent"]) or None
     return _ROGUE_BY_FAILURE.get(_text(record.get("failure_type")) or "")
 
 
@@ -125,7 +131,8 @@ def evaluate_records(records: Iterable[Mapping[str, Any]]) -> list[EvalRow]:
     ):
         group = groups[(policy, tier)]
         n = len(group)
-        resolved = [r for r in group if r.get("resolved")]
+        ended = [r for r in group if r.get("status", "ok") == "ok"]
+        resolved = [r for r in ended if r.get("resolved")]
         rogue_hits = 0
         rogue_total = 0
         false_positives = 0
@@ -138,21 +145,23 @@ def evaluate_records(records: Iterable[Mapping[str, Any]]) -> list[EvalRow]:
                     rogue_hits += 1
             if flags and (rogue is None or any(flag != rogue for flag in flags)):
                 false_positives += 1
-        rewards = [float(r.get("cumulative_reward", 0.0)) for r in group]
+        rewards = [float(r.get("cumulative_reward", 0.0)) for r in ended]
         rows.append(
             EvalRow(
                 policy=policy,
                 tier=tier,
                 episodes=n,
-                failed=sum(1 for r in group if r.get("status", "ok") != "ok"),
+                failed=n - len(ended),
                 success_rate=len(resolved) / n,
                 mttr=_mean([float(r["final_step"]) for r in resolved]) if resolved else None,
                 rogue_episodes=rogue_total,
                 rogue_detection_rate=rogue_hits / rogue_total if rogue_total else None,
                 false_positive_rate=false_positives / n,
-                mean_reward=_mean(rewards),
-                median_reward=float(statistics.median(rewards)),
-                mean_wrong_fixes=_mean([float(r.get("wrong_fixes", 0)) for r in group]),
+                mean_reward=_mean(rewards) if ended else None,
+                median_reward=float(statistics.median(rewards)) if ended else None,
+                mean_wrong_fixes=(
+                    _mean([float(r.get("wrong_fixes", 0)) for r in ended]) if ended else None
+                ),
             )
         )
     return rows
@@ -200,11 +209,22 @@ def rows_to_json(rows: Iterable[EvalRow]) -> list[dict[str, Any]]:
 
 
 def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100.0 * value:.1f}%"
+    # One decimal, except that only an exact 100% or 0% reads as one:
+    # 1,999 of 2,000 is ">99.9%", 1 of 2,500 "<0.1%".
+    if value is None:
+        return "-"
+    if 0.9995 <= value < 1.0:
+        return ">99.9%"
+    if 0.0 < value < 0.0005:
+        return "<0.1%"
+    return f"{100.0 * value:.1f}%"
 
 
 def _num(value: float | None, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    if value is None:
+        return "-"
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and not text.strip("-0.") else text  # no "-0.0"
 
 
 def render_table(rows: Sequence[EvalRow], *, title: str | None = None) -> Table:
@@ -256,7 +276,9 @@ def write_reward_chart(rows: Sequence[EvalRow], path: str | Path) -> bool:
 
     policies = list(dict.fromkeys(row.policy for row in rows))
     tiers = sorted({row.tier for row in rows}, key=_tier_sort_key)
-    by_key = {(row.policy, row.tier): row.mean_reward for row in rows}
+    by_key = {
+        (row.policy, row.tier): row.mean_reward for row in rows if row.mean_reward is not None
+    }
     width = 0.8 / max(len(policies), 1)
     fig, ax = plt.subplots(figsize=(7, 4))
     try:

@@ -165,3 +165,61 @@ def test_chart_written_when_matplotlib_present(tmp_path: Path) -> None:
     path = tmp_path / "chart.png"
     assert write_reward_chart(rows, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_failed_episodes_do_not_resolve_and_stay_out_of_the_reward_figures() -> None:
+    """A failed episode (environment error) may have recorded resolved: true
+    (the error came after the fix) and a reward cut short (0 for a failed
+    reset, no terminal penalty): it is unresolved, its flags count, and the
+    reward and wrong-fix figures are over the episodes that ran to the end."""
+    records = [
+        rec(resolved=True, final_step=2, reward=100.0, wrong_fixes=1),
+        rec(resolved=False, reward=-300.0, wrong_fixes=5),
+        rec(resolved=True, final_step=3, reward=90.0, status="failed"),
+        rec(resolved=False, reward=0.0, status="failed", flags=("autoscaler",)),
+    ]
+    [row] = evaluate_records(records)
+    assert row.episodes == 4 and row.failed == 2
+    assert row.success_rate == pytest.approx(0.25) and row.mttr == pytest.approx(2.0)
+    assert row.false_positive_rate == pytest.approx(0.25)
+    assert row.mean_reward == pytest.approx(-100.0)
+    assert row.median_reward == pytest.approx(-100.0)
+    assert row.mean_wrong_fixes == pytest.approx(3.0)
+    [only_failed] = evaluate_records([rec(status="failed", reward=0.0)])
+    assert only_failed.mean_reward is None and only_failed.median_reward is None
+    assert only_failed.mean_wrong_fixes is None
+    assert rows_to_json([only_failed])[0]["mean_reward"] is None
+    text = _rendered([only_failed])
+    assert "1 (1 failed)" in text and " - " in text
+
+
+def test_a_rogue_type_without_a_rogue_is_judged_on_the_recorded_truth() -> None:
+    no_rogue = rec(failure="autoscaler_cost_cut", flags=("autoscaler",))
+    no_rogue["rogue_fleet_agent"] = None  # a scenario built without one (the API allows it)
+    [row] = evaluate_records([no_rogue])
+    assert row.rogue_episodes == 0 and row.false_positive_rate == 1.0
+    old = rec(failure="autoscaler_cost_cut", flags=("autoscaler",))
+    del old["rogue_fleet_agent"]  # a record from before the field: the failure type says
+    [row] = evaluate_records([old])
+    assert row.rogue_episodes == 1 and row.rogue_detection_rate == 1.0
+
+
+def test_the_table_never_rounds_to_a_false_100_or_0_percent_or_a_negative_zero() -> None:
+    ok = [rec(resolved=True, final_step=2, reward=-0.04)] * 1999
+    [row] = evaluate_records([*ok, rec(reward=-0.04)])
+    assert row.success_rate == pytest.approx(0.9995)
+    text = _rendered([row])
+    assert ">99.9%" in text and "100.0%" not in text and "-0.0" not in text
+    flagged = [rec(flags=("autoscaler",))] + [rec()] * 2499
+    text = _rendered(evaluate_records(flagged))
+    assert "<0.1%" in text
+    [exact] = evaluate_records([rec(resolved=True, final_step=1)])
+    assert "100.0%" in _rendered([exact])
+
+
+def _rendered(rows: Any) -> str:
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    console.print(render_table(rows))
+    return console.export_text()
