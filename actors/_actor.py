@@ -232,7 +232,7 @@ class Actor:
                 # Raised by the policy itself (it awaited a future that someone
                 # else cancelled), not a cancellation of this task: a policy
                 # bug too. Ending the actor would leave its role's turns unplayed.
-                if not _raised_by_the_policy(exc, on_asyncio):
+                if not _raised_by_the_policy(on_asyncio):
                     raise
                 self.scope = None
                 error = exc
@@ -293,8 +293,8 @@ _SAME_BASE_S = 0.05
 _EARLY_WAIT_S = 0.001
 
 
-def _raised_by_the_policy(exc: asyncio.CancelledError, on_asyncio: bool) -> bool:
-    """Whether ``exc`` came from the policy's code rather than from a
+def _raised_by_the_policy(on_asyncio: bool) -> bool:
+    """Whether a CancelledError came from the policy's code rather than from a
     cancellation of the actor's task: on asyncio, no cancellation of the task
     is pending (anyio's and asyncio's cancellations both request one); on
     another backend, whose cancellation is not asyncio's, always."""

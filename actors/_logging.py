@@ -674,20 +674,19 @@ def configure_logging(
         path = Path(target)
         if path.parent != Path():
             path.parent.mkdir(parents=True, exist_ok=True)
-        # Unbuffered binary file: each line goes to the OS in one write call.
-        binary = open(path, "ab", buffering=0)  # kept open for the run
-        STATE.file = binary
-        stream = None
+        if pretty:
+            # Pretty lines asked for a file: the console renderer's text, into it.
+            stream = open(path, "a", encoding="utf-8")  # kept open for the run
+            STATE.file = stream
+        else:
+            # Unbuffered binary file: each line goes to the OS in one write call.
+            binary = open(path, "ab", buffering=0)  # kept open for the run
+            STATE.file = binary
+            stream = None
     else:
         stream = target
     if pretty is None:
         pretty = stream is not None and _isatty(stream)
-    if pretty and binary is not None:
-        # Pretty lines asked for a file: the console renderer's text, into it.
-        binary.close()
-        stream = open(binary.name, "a", encoding="utf-8")  # kept open for the run
-        STATE.file = stream
-        binary = None
 
     # The chain: context, level, run id, exception, timestamp, render (the
     # JSON chains do all six in one processor: there is a line per turn).
@@ -727,7 +726,7 @@ def configure_logging(
         # emit() writes the JSON chain's lines to our file itself, one write each.
         STATE.json_line._chain = STATE.logger._processors
         STATE.json_line._fd = binary.fileno()
-        STATE.json_line._path = os.fsdecode(binary.name)
+        STATE.json_line._path = writer._path
         STATE.emit = STATE.json_line.emit
         STATE.emit_turn = STATE.json_line.emit_turn
     else:
