@@ -44,7 +44,9 @@ __all__ = [
     "EvalRow",
     "evaluate",
     "evaluate_records",
+    "ran_to_end",
     "render_table",
+    "resolved",
     "rows_to_json",
     "write_reward_chart",
 ]
@@ -98,6 +100,18 @@ def _rogue_of(record: Mapping[str, Any]) -> str | None:
     return _ROGUE_BY_FAILURE.get(_text(record.get("failure_type")) or "")
 
 
+def ran_to_end(record: Mapping[str, Any]) -> bool:
+    """Whether the episode of ``record`` ended normally (status ``ok``, the
+    default of a record without one), not with an environment error."""
+    return record.get("status", "ok") == "ok"
+
+
+def resolved(record: Mapping[str, Any]) -> bool:
+    """Whether the episode of ``record`` counts as resolved: it ran to its end
+    and the world said so (see the module's notes on failed episodes)."""
+    return ran_to_end(record) and bool(record.get("resolved"))
+
+
 def _tier_sort_key(tier: str) -> tuple[int, str]:
     try:
         return (TIER_ORDER.index(tier), tier)
@@ -131,8 +145,8 @@ def evaluate_records(records: Iterable[Mapping[str, Any]]) -> list[EvalRow]:
     ):
         group = groups[(policy, tier)]
         n = len(group)
-        ended = [r for r in group if r.get("status", "ok") == "ok"]
-        resolved = [r for r in ended if r.get("resolved")]
+        ended = [r for r in group if ran_to_end(r)]
+        solved = [r for r in ended if resolved(r)]
         rogue_hits = 0
         rogue_total = 0
         false_positives = 0
@@ -152,8 +166,8 @@ def evaluate_records(records: Iterable[Mapping[str, Any]]) -> list[EvalRow]:
                 tier=tier,
                 episodes=n,
                 failed=n - len(ended),
-                success_rate=len(resolved) / n,
-                mttr=_mean([float(r["final_step"]) for r in resolved]) if resolved else None,
+                success_rate=len(solved) / n,
+                mttr=_mean([float(r["final_step"]) for r in solved]) if solved else None,
                 rogue_episodes=rogue_total,
                 rogue_detection_rate=rogue_hits / rogue_total if rogue_total else None,
                 false_positive_rate=false_positives / n,

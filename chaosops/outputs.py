@@ -459,12 +459,7 @@ class RunOutputs:
         or, without ``resume``, when it already holds a run.
         """
         self._prepare_folder()
-        try:
-            self._results = open(self.results_path, "ab", buffering=0)
-        except OSError as exc:
-            raise OutputError(
-                f"cannot open output files in {self.out_dir}: {exc.strerror or exc}"
-            ) from None
+        self._results = self._open_append(self.results_path)
         try:
             self._lock()
             if not self.resume:
@@ -482,16 +477,20 @@ class RunOutputs:
                     raise OutputError(
                         f"cannot resume from {self.out_dir}: {exc.strerror or exc}"
                     ) from None
-            try:
-                self._trajectories = open(self.trajectories_path, "ab", buffering=0)
-            except OSError as exc:
-                raise OutputError(
-                    f"cannot open output files in {self.out_dir}: {exc.strerror or exc}"
-                ) from None
+            self._trajectories = self._open_append(self.trajectories_path)
         except BaseException:
             self.close()  # and the lock with it
             raise
         return self.state
+
+    def _open_append(self, path: Path) -> Any:
+        # Unbuffered, for appending: each write() is one system call.
+        try:
+            return open(path, "ab", buffering=0)
+        except OSError as exc:
+            raise OutputError(
+                f"cannot open output files in {self.out_dir}: {exc.strerror or exc}"
+            ) from None
 
     def _lock(self) -> None:
         # An advisory lock on the open results file: released by close() and

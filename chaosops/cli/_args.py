@@ -73,7 +73,9 @@ def _json_object(text: str) -> dict[str, Any]:
         raise argparse.ArgumentTypeError(
             f"expected a JSON object such as '{{\"return_token_ids\": true}}', got {text!r}"
         )
-    if taken := sorted({"model", "messages", "stream", "n"} & set(value)):
+    from chaosops.agents.llm.policy import OWN_REQUEST_FIELDS  # only with this option
+
+    if taken := sorted(OWN_REQUEST_FIELDS & set(value)):
         raise argparse.ArgumentTypeError(
             f"cannot set {', '.join(map(repr, taken))}: the LLM policy sets these itself "
             "(--llm-model for the model)"

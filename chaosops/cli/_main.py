@@ -46,14 +46,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return _COMMANDS[args.command](args)
         except CLIError as exc:
-            # said before the metrics' linger, not after it
-            sys.stderr.write(f"{PROG}: error: {one_line(exc)}\n")
-            return exc.code
+            return _report(exc)  # said before the metrics' linger, not after it
         finally:
             finish(args)  # the metrics' linger, the last spans sent
     except CLIError as exc:
-        sys.stderr.write(f"{PROG}: error: {one_line(exc)}\n")
-        return exc.code
+        return _report(exc)
     except KeyboardInterrupt:
         note("interrupted")
         return 130
@@ -69,6 +66,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         sys.stderr.write(f"{PROG}: error: {os_error_line(error)}\n")
         return 1
+
+
+def _report(exc: CLIError) -> int:
+    """The error's one line on stderr; returns its exit code."""
+    sys.stderr.write(f"{PROG}: error: {one_line(exc)}\n")
+    return exc.code
 
 
 def _check_event_loop() -> None:

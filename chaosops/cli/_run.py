@@ -22,15 +22,14 @@ def build_summary(records: Sequence[Mapping[str, Any]], planned: Sequence[str]) 
     Derived from the results records only (no timestamps or wall times), so a
     resumed run ends with the same summary as an uninterrupted one.
     """
-    from chaosops.evaluation import evaluate_records, rows_to_json
+    from chaosops.evaluation import evaluate_records, ran_to_end, resolved, rows_to_json
 
     done = {r["run_key"] for r in records}
     missing = [key for key in planned if key not in done]
     return {
         "episodes": len(records),
-        # a failed episode did not resolve, whatever the world said (see chaosops.evaluation)
-        "resolved": sum(1 for r in records if r.get("resolved") and r.get("status", "ok") == "ok"),
-        "failed": sum(1 for r in records if r.get("status") != "ok"),
+        "resolved": sum(1 for r in records if resolved(r)),  # the table's rule
+        "failed": sum(1 for r in records if not ran_to_end(r)),
         "timeouts": sum(int(r.get("timeouts", 0)) for r in records),
         "errors": sum(int(r.get("errors", 0)) for r in records),
         "planned": len(planned),

@@ -71,13 +71,14 @@ def stdout_gone() -> bool:
     return STDOUT_LOGS is not None and STDOUT_LOGS.gone
 
 
-_RUN_FILES = ("results.jsonl", "trajectories.jsonl", "summary.json", "run.json")
-
-
 def _check_log_path(log_json: str, outputs: Sequence[Path]) -> None:
     """Refuse (exit 2) a ``--log-json`` file that is one of this command's
     ``outputs``, or an output file of a run folder: log lines appended there
     would make it unreadable to ``replay`` and ``--resume``."""
+    from chaosops.outputs import RESULTS_FILE, SUMMARY_FILE, TRAJECTORIES_FILE
+
+    from ._run import RUN_FILE
+
     try:
         path = Path(log_json).resolve()
         resolved = [(output, output.resolve()) for output in outputs]
@@ -90,9 +91,9 @@ def _check_log_path(log_json: str, outputs: Sequence[Path]) -> None:
                 "log to another file"
             )
     if (
-        path.name in _RUN_FILES
+        path.name in (RESULTS_FILE, TRAJECTORIES_FILE, SUMMARY_FILE, RUN_FILE)
         and path.is_file()
-        and any((path.parent / name).is_file() for name in ("results.jsonl", "run.json"))
+        and any((path.parent / name).is_file() for name in (RESULTS_FILE, RUN_FILE))
     ):
         raise CLIError(
             f"--log-json {log_json} is an output file of the chaosops run in {path.parent}; "

@@ -95,6 +95,14 @@ failure_type = "memory_leak"
 seeds = [0, 1, 2, 3, 4, 5]
 """
 
+TINY = ("tiny.toml", "--episodes-per-type", "1", "--no-progress")
+"""A run of the tiny suite (written by the ``work`` fixture): 2 episodes."""
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file of ``folder`` by name, with its bytes: what a refusal must keep."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
 
 def free_port() -> int:
     with socket.socket() as sock:

@@ -11,15 +11,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ._cli import assert_one_error_line, chaosops, jsonl
+from ._cli import TINY, assert_one_error_line, chaosops, jsonl, snapshot
 
 fcntl = pytest.importorskip("fcntl")  # the folder's lock is POSIX flock
-
-TINY = ("tiny.toml", "--episodes-per-type", "1", "--no-progress")  # 2 episodes
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
 @pytest.fixture(scope="module")

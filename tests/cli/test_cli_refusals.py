@@ -15,17 +15,12 @@ import pytest
 from chaosops import mock_llm
 
 from ._cli import (
+    TINY,
     assert_one_error_line,
     chaosops,
     jsonl,
+    snapshot,
 )
-
-TINY = ("tiny.toml", "--episodes-per-type", "1", "--no-progress")  # 2 episodes
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
-
 
 # ---------------------------------------------------------------- run --resume
 

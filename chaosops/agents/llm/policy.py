@@ -78,8 +78,8 @@ class LLMDeadlineError(LLMRequestError):
     """The turn's deadline leaves no time for (another) request."""
 
 
-_OWN_PARAMS = frozenset(("model", "messages", "stream", "n"))
-"""Request fields ``extra_body`` may not replace."""
+OWN_REQUEST_FIELDS = frozenset(("model", "messages", "stream", "n"))
+"""Request fields ``extra_body`` may not replace (the CLI's ``--llm-extra-body`` too)."""
 
 
 class _NotSent(Exception):
@@ -320,7 +320,7 @@ class LLMPolicy:
         self.tool_choice = tool_choice
         self.logprobs = logprobs
         self.top_logprobs = top_logprobs
-        if extra_body and (taken := sorted(_OWN_PARAMS & set(extra_body))):
+        if extra_body and (taken := sorted(OWN_REQUEST_FIELDS & set(extra_body))):
             raise ValueError(
                 f"extra_body cannot set {', '.join(map(repr, taken))}: the policy sets "
                 "them itself (the prompt it records is the one it sends, and it reads "
