@@ -80,13 +80,16 @@ _TOKEN_FIELDS = (
     "usage",
     "parse_error",
 )
-"""Turn annotations copied into a trajectory record when present and not None:
-what the LLM policy records of the server's answer (``_token_info`` in
-``chaosops.agents.llm.policy``)."""
+"""Turn annotations copied into every trajectory record, null when the policy
+did not record them: what the LLM policy records of the server's answer
+(``_token_info`` in ``chaosops.agents.llm.policy``). Every record has the same
+keys, whatever the policy and the server returned: a reader that takes its
+columns from the first rows (``datasets.Dataset.from_list``, a JSON reader's
+first block) then loses none."""
 
 _ANSWER_FIELDS = frozenset(("token_ids", "tokens", "logprobs", "parse_error"))
-"""Those of :data:`_TOKEN_FIELDS` that describe the completion: left out, like
-the completion, for a turn that timed out (its action is the fallback)."""
+"""Those of :data:`_TOKEN_FIELDS` that describe the completion: null, like the
+completion, for a turn that timed out (its action is the fallback)."""
 
 
 class OutputError(Exception):
@@ -243,6 +246,10 @@ def trajectory_records(
     without a recorded completion has ``completion`` null (its action is the
     fallback, not something the policy produced), and so has one whose policy
     recorded a null completion (a server that sent no text).
+
+    Every record has the same keys (a column store needs them): the token
+    fields (:data:`_TOKEN_FIELDS`) are null when not recorded, and ``prompt`` is
+    null, not a text, when ``render`` fails.
     """
     records = []
     for index, step in enumerate(result.steps):
@@ -252,8 +259,8 @@ def trajectory_records(
         if prompt is None and render is not None:
             try:
                 prompt = render(step.observation, step.role)
-            except Exception as exc:  # a renderer bug must not lose the episode
-                prompt = f"<render failed: {type(exc).__name__}: {exc}>"
+            except Exception:  # a renderer bug must not lose the episode; null, not
+                prompt = None  # a text where every other record has a list of messages
         # A turn closed at its deadline applied the fallback: a completion that
         # came in after it (annotated before the turn was seen closed) is not
         # what was applied, and neither are its tokens.
@@ -286,8 +293,8 @@ def trajectory_records(
             "error": step.error,
         }
         for name in _TOKEN_FIELDS:
-            if info.get(name) is not None and not (step.timed_out and name in _ANSWER_FIELDS):
-                record[name] = info[name]
+            answer_of_closed_turn = step.timed_out and name in _ANSWER_FIELDS
+            record[name] = None if answer_of_closed_turn else info.get(name)
         records.append(record)
     return records
 

@@ -151,10 +151,41 @@ def test_a_timed_out_turn_records_no_completion_and_no_answer_tokens() -> None:
     result.steps[1].info = dict(late)  # the same annotations on a turn in time
     first, second = trajectory_records(result, policy="llm", key="k")[:2]
     assert first["timed_out"] and first["completion"] is None
-    assert not {"token_ids", "tokens", "logprobs"} & first.keys()
+    assert first["token_ids"] is first["tokens"] is first["logprobs"] is None
     assert first["prompt"] == late["prompt"] and first["usage"] == late["usage"]
     assert first["prompt_token_ids"] == [1]
     assert second["completion"] == late["completion"] and second["token_ids"] == [5, 6]
+
+
+def test_every_trajectory_record_has_the_same_keys() -> None:
+    """A column store takes its columns from the first rows (datasets' JSON
+    loader from a file's first block, ``Dataset.from_list`` from its first
+    record): scripted turns, LLM turns with and without token data, a timed-out
+    turn and a turn whose prompt could not be rendered have the same keys, and a
+    prompt is a list of messages or null, never a text."""
+    from chaosops.outputs import trajectory_records
+
+    scripted = play(SCENARIOS[0], heuristic_policy(0), "scripted")
+    llm = play(SCENARIOS[0], heuristic_policy(0), "llm")
+    answer = {"prompt": [{"role": "user", "content": "view"}], "completion": "{}",
+              "tokens": ["{}"], "logprobs": [-0.1], "usage": {"prompt_tokens": 1},
+              "parse_error": "no action_type", "prompt_token_ids": [3]}  # fmt: skip
+    llm.steps[1].info = answer
+    llm.steps[2].info, llm.steps[2].timed_out = dict(answer), True
+
+    def broken(obs: Any, role: Any) -> Any:
+        raise ValueError("a renderer bug")
+
+    records = [
+        *trajectory_records(scripted, policy="heuristic", key="k", render=build_messages),
+        *trajectory_records(llm, policy="llm", key="k", render=build_messages),
+    ]
+    unrendered = trajectory_records(scripted, policy="heuristic", key="k", render=broken)
+    assert len(records) > 4 and len({tuple(r) for r in records + unrendered}) == 1
+    assert all(isinstance(r["prompt"], list) for r in records)
+    assert all(r["prompt"] is None for r in unrendered)
+    assert records[0]["token_ids"] == [1, 2] and records[1]["token_ids"] is None
+    assert records[1]["usage"] is records[1]["parse_error"] is None
 
 
 def test_one_writer_per_folder(tmp_path: Path) -> None:
