@@ -54,7 +54,7 @@ import orjson
 import uvicorn
 from pydantic import BaseModel, Field, field_validator
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -331,7 +331,11 @@ class _MockLLM:
         if not self._authorized(request):
             return _error(401, "invalid API key", "invalid_api_key")
         try:
-            body = orjson.loads(await request.body())
+            raw = await request.body()
+        except ClientDisconnect:  # cancelled at its deadline before the body was read
+            return Response(status_code=499)
+        try:
+            body = orjson.loads(raw)
         except orjson.JSONDecodeError:
             return _error(400, "request body is not JSON", "invalid_request_error")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):

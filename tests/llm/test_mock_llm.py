@@ -11,7 +11,13 @@ from chaosops.agents.llm import LLMPolicy
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import DifficultyTier, FailureType
 from chaosops.env.world_sim import Scenario
-from chaosops.mock_llm import MockLLMConfig, main, parse_latency, run_mock_llm_in_thread
+from chaosops.mock_llm import (
+    MockLLMConfig,
+    create_app,
+    main,
+    parse_latency,
+    run_mock_llm_in_thread,
+)
 
 from .conftest import StartMock
 
@@ -98,3 +104,36 @@ def test_run_in_thread_for_sync_code() -> None:
         assert response.json()["data"][0]["id"] == "m"
         assert handle.stats()["requests"] == 0
         assert handle.base_url.startswith("http://127.0.0.1:")
+
+
+async def test_a_client_gone_before_its_body_is_read_is_counted_not_raised() -> None:
+    """A request cancelled at its turn's deadline may be gone before the mock reads
+    its body (a busy machine, short deadlines): counted as disconnected (499), not
+    an ASGI exception with a traceback on the mock's stderr."""
+    app = create_app(MockLLMConfig())
+    sent: list[dict[str, object]] = []
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/chat/completions",
+        "raw_path": b"/v1/chat/completions",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json")],
+        "server": ("127.0.0.1", 8000),
+        "client": ("127.0.0.1", 50000),
+    }
+    await app(scope, receive, send)
+    stats = app.state.mock.stats
+    assert stats.disconnected == 1 and stats.in_flight == 0
+    assert stats.by_status == {"499": 1}
