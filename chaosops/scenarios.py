@@ -16,13 +16,19 @@ A suite file is TOML::
     # ... or instead of `seeds`:
     # seed_start = 0                   #   first seed
     # count = 3                        #   number of scenarios (at most 100000)
-    # seed_step = 31                   #   optional, default 1
-    max_steps = 12                     # optional, default: the tier's max (12/18/25)
+    # seed_step = 31                   #   optional, default 1 (only with seed_start)
+    max_steps = 12                     # optional, 1 to 10000; default: the tier's max (12/18/25)
     inject_misleading_logs = false     # optional, default: difficulty == "hard"
 
     [scenarios.turn_timeout]           # optional: per-role turn deadline, seconds
-    sre = 5.0
+    sre = 5.0                          #   finite and > 0
     manager = 2.5
+
+Seeds are integers from 0 to 2**63 - 1 (`MAX_SEED`): a negative seed would give
+the very episode of its positive twin (``random.Random`` takes the absolute
+value), and the results files hold 64-bit integers. A ``seed_start`` range must
+stay within these bounds too. The file is UTF-8 (a leading byte-order mark is
+allowed).
 
 A file plans at most 1,000,000 scenarios (`MAX_SUITE_SCENARIOS`) and an entry's
 `count` is at most 100,000 (`MAX_ENTRY_COUNT`); both are checked before any
@@ -34,7 +40,9 @@ fleet agent follows the failure type), in file order. Unknown keys are errors
 (a typo never passes silently); integers must be TOML integers, not strings.
 
 `load_scenarios(path)` reads a file, or every ``*.toml`` of a folder in sorted
-name order, into plain `Scenario`s. `load_suite_entries(path)` gives the same
+name order, into plain `Scenario`s (a ``*.toml`` entry of the folder that is not a
+regular file, such as a dangling link, is an error, not skipped; sub-folders are
+not read). `load_suite_entries(path)` gives the same
 scenarios as `LoadedScenario`s that also carry the entry's turn timeouts.
 
 A bad file raises `ScenarioFileError` with one line naming the file, the entry
@@ -51,6 +59,8 @@ the scenarios of `scenarios_for_tier(tier, episodes_per_type=5)`.
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -60,6 +70,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -81,6 +92,7 @@ __all__ = [
     "ScenarioFileError",
     "Suite",
     "canonical_suite_paths",
+    "folder_suite_files",
     "load_scenarios",
     "load_suite",
     "load_suite_entries",
@@ -92,6 +104,10 @@ MAX_ENTRY_COUNT = 100_000
 """The largest ``count`` of a suite entry (and of ``--episodes-per-type``)."""
 MAX_SUITE_SCENARIOS = 1_000_000
 """The most scenarios one suite file (and one run's plan) may hold."""
+MAX_SEED = 2**63 - 1
+"""The largest seed; seeds are from 0 (the results files hold 64-bit integers)."""
+MAX_MAX_STEPS = 10_000
+"""The largest ``max_steps`` of a suite entry."""
 _VALID_FAILURES = ", ".join(f.value for f in FailureType)
 _VALID_TIERS = ", ".join(t.value for t in DifficultyTier)
 _VALID_ROLES = ", ".join(r.value for r in AgentRole)
@@ -107,7 +123,14 @@ class ScenarioFileError(Exception):
         super().__init__(f"{self.path}: {where + ': ' if where else ''}{problem}")
 
 
-PositiveSeconds = Annotated[StrictFloat | StrictInt, Field(gt=0)]
+def _finite_positive(value: float) -> float:
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"expected a finite number of seconds > 0, got {value!r}")
+    return value
+
+
+PositiveSeconds = Annotated[StrictFloat | StrictInt, AfterValidator(_finite_positive)]
+Seed = Annotated[StrictInt, Field(ge=0, le=MAX_SEED)]
 
 
 def _check_tier(value: str | None) -> str | None:
@@ -121,11 +144,11 @@ class _EntryModel(BaseModel):
 
     failure_type: StrictStr
     difficulty: StrictStr | None = None
-    seeds: list[StrictInt] | None = None
-    seed_start: StrictInt | None = None
+    seeds: list[Seed] | None = None
+    seed_start: Seed | None = None
     count: Annotated[StrictInt, Field(ge=1, le=MAX_ENTRY_COUNT)] | None = None
     seed_step: StrictInt = 1
-    max_steps: Annotated[StrictInt, Field(ge=1)] | None = None
+    max_steps: Annotated[StrictInt, Field(ge=1, le=MAX_MAX_STEPS)] | None = None
     inject_misleading_logs: StrictBool | None = None
     turn_timeout: dict[StrictStr, PositiveSeconds] | None = None
 
@@ -157,6 +180,16 @@ class _EntryModel(BaseModel):
             raise ValueError("seed_start and count go together; give both")
         if self.seeds is not None and not self.seeds:
             raise ValueError("empty; give at least one seed")
+        if self.seeds is not None and "seed_step" in self.model_fields_set:
+            raise ValueError("seed_step goes with seed_start + count, not with seeds = [...]")
+        if self.seeds is None:
+            assert self.seed_start is not None and self.count is not None
+            last = self.seed_start + self.seed_step * (self.count - 1)
+            if not 0 <= last <= MAX_SEED:
+                raise ValueError(
+                    f"seed_start + seed_step * (count - 1) = {last} is out of range; "
+                    f"seeds are integers from 0 to {MAX_SEED}"
+                )
         return self
 
     def seed_list(self) -> list[int]:
@@ -169,7 +202,7 @@ class _EntryModel(BaseModel):
 class _SuiteModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: StrictStr
+    name: Annotated[StrictStr, Field(min_length=1)]
     description: StrictStr = ""
     difficulty: StrictStr | None = None
     scenarios: Annotated[list[_EntryModel], Field(min_length=1)]
@@ -205,18 +238,18 @@ class Suite:
 
 _LINE_RE = re.compile(r"\(at line (\d+), column (\d+)\)")
 _FIELD_HINTS = {
-    "name": 'a string, e.g. name = "my-suite"',
+    "name": 'a non-empty string, e.g. name = "my-suite"',
     "description": "a string",
     "scenarios": "one or more [[scenarios]] tables",
     "failure_type": f"one of: {_VALID_FAILURES}",
     "difficulty": f"one of: {_VALID_TIERS}",
-    "seeds": "a list of integers, e.g. seeds = [0, 31, 62]",
-    "seed_start": "an integer",
+    "seeds": f"a list of integers from 0 to {MAX_SEED}, e.g. seeds = [0, 31, 62]",
+    "seed_start": f"an integer from 0 to {MAX_SEED}",
     "count": f"an integer from 1 to {MAX_ENTRY_COUNT}",
     "seed_step": "an integer",
-    "max_steps": "an integer >= 1",
+    "max_steps": f"an integer from 1 to {MAX_MAX_STEPS}",
     "inject_misleading_logs": "true or false",
-    "turn_timeout": f"a table role -> seconds (> 0); roles: {_VALID_ROLES}",
+    "turn_timeout": f"a table role -> seconds (finite, > 0); roles: {_VALID_ROLES}",
 }
 
 
@@ -234,13 +267,19 @@ _ENTRY_FIELDS = (
 )
 
 
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def _where(loc: tuple[Any, ...]) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += f".{part}" if out else str(part)
+            # a key that is not a bare TOML key is shown quoted, so the line
+            # stays one line (a quoted key may hold a line break)
+            key = str(part) if _BARE_KEY.fullmatch(str(part)) else json.dumps(str(part))
+            out += f".{key}" if out else key
     return out
 
 
@@ -268,18 +307,29 @@ def _describe_error(err: dict[str, Any]) -> tuple[str, str]:
     hint = _FIELD_HINTS.get(field_name)
     got = err.get("input")
     got_text = "" if isinstance(got, dict | list) else f" (got {got!r})"
-    return where, f"{err['msg']}{got_text}" + (f"; expected {hint}" if hint else "")
+    message = "Input should be a table" if kind == "model_type" else err["msg"]
+    return where, f"{message}{got_text}" + (f"; expected {hint}" if hint else "")
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
-        raise ScenarioFileError(path, "", "no such file") from None
+        dangling = " (a link to a missing file)" if path.is_symlink() else ""
+        raise ScenarioFileError(path, "", f"no such file{dangling}") from None
     except IsADirectoryError:
         raise ScenarioFileError(path, "", "is a folder, expected a .toml suite file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioFileError(path, "", f"cannot read: {exc}") from None
+    except OSError as exc:
+        raise ScenarioFileError(path, "", f"cannot read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8-sig")  # a byte-order mark, as some editors write, is fine
+    except UnicodeDecodeError as exc:
+        raise ScenarioFileError(
+            path,
+            "",
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+            "a suite file is UTF-8 TOML",
+        ) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -352,13 +402,28 @@ def load_suite(path: str | Path) -> list[Scenario]:
     return read_suite(path).scenarios
 
 
+def folder_suite_files(folder: str | Path) -> list[Path]:
+    """The ``*.toml`` suite files of ``folder``, sorted by name (not recursive).
+
+    Sub-folders named ``*.toml`` are left out; any other ``*.toml`` entry that
+    is not a regular file (a dangling link, a pipe) raises
+    :class:`ScenarioFileError` rather than being skipped unseen, and so does a
+    folder without suite files.
+    """
+    folder = Path(folder)
+    files = sorted(p for p in folder.glob("*.toml") if not p.is_dir())
+    for file in files:
+        if not file.is_file():
+            dangling = file.is_symlink() and not file.exists()
+            what = "a link to a missing file" if dangling else "not a regular file"
+            raise ScenarioFileError(file, "", f"{what}; a suite folder holds .toml suite files")
+    if not files:
+        raise ScenarioFileError(folder, "", "folder holds no *.toml suite files")
+    return files
+
+
 def _suite_files(path: Path) -> list[Path]:
-    if path.is_dir():
-        files = sorted(p for p in path.glob("*.toml") if p.is_file())
-        if not files:
-            raise ScenarioFileError(path, "", "folder holds no *.toml suite files")
-        return files
-    return [path]
+    return folder_suite_files(path) if path.is_dir() else [path]
 
 
 def load_suite_entries(path_or_folder: str | Path) -> list[LoadedScenario]:

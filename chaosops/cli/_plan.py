@@ -28,22 +28,26 @@ def _tier_pools() -> dict[str, list[str]]:
 def suite_files(paths: Sequence[str]) -> list[Path]:
     """The suite files named by ``paths`` (folders give their ``*.toml``, sorted);
     the canonical suites when ``paths`` is empty."""
-    from chaosops.scenarios import canonical_suite_paths
+    from chaosops.scenarios import ScenarioFileError, canonical_suite_paths, folder_suite_files
 
     if not paths:
         return [Path(p) for p in canonical_suite_paths()]
     files: list[Path] = []
     for text in paths:
         path = Path(text)
-        if not path.exists():
+        if not text.strip() or not path.exists():
+            # an empty argument (an unset shell variable) is not the current folder
             raise CLIError(
-                f"no such scenario file or folder: {text} "
+                f"no such scenario file or folder: {text if text.strip() else repr(text)} "
                 "(expected a .toml suite file or a folder of them)"
             )
         if path.is_dir():
-            found = sorted(p for p in path.glob("*.toml") if p.is_file())
-            if not found:
-                raise CLIError(f"folder {text} holds no .toml suite files")
+            try:
+                found = folder_suite_files(path)
+            except ScenarioFileError as exc:
+                if exc.path != str(path):  # a bad entry of the folder
+                    raise CLIError(one_line(exc)) from None
+                raise CLIError(f"folder {text} holds no .toml suite files") from None
             files.extend(found)
         else:
             files.append(path)
@@ -124,6 +128,7 @@ def expand_episodes_per_type(
         for r in range(episodes_per_type):
             scenario = dataclasses.replace(template.scenario, seed=seed_offset + 97 * i + 31 * r)
             out.append(PlannedEpisode(scenario, template.suite_timeout))
+    _check_seeds(out, seed_offset)
     return out
 
 
@@ -138,14 +143,29 @@ def plan_episodes(args: argparse.Namespace) -> list[PlannedEpisode]:
     if args.episodes_per_type is not None:
         return expand_episodes_per_type(planned, args.episodes_per_type, args.seed_offset)
     if args.seed_offset:
-        return [
+        planned = [
             PlannedEpisode(
                 dataclasses.replace(p.scenario, seed=p.scenario.seed + args.seed_offset),
                 p.suite_timeout,
             )
             for p in planned
         ]
+        _check_seeds(planned, args.seed_offset)
     return planned
+
+
+def _check_seeds(planned: Sequence[PlannedEpisode], seed_offset: int) -> None:
+    """Refuse (exit 2) a ``--seed-offset`` that puts a seed outside 0..MAX_SEED,
+    the range of a suite file's seeds."""
+    from chaosops.scenarios import MAX_SEED
+
+    for item in planned:
+        if not 0 <= item.scenario.seed <= MAX_SEED:
+            raise CLIError(
+                f"--seed-offset {seed_offset} gives seed {item.scenario.seed} "
+                f"({item.scenario.failure_type.value}, {item.scenario.difficulty.value}); "
+                f"seeds are integers from 0 to {MAX_SEED}"
+            )
 
 
 TurnTimeout = float | dict[Any, float] | None

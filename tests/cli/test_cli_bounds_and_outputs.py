@@ -11,10 +11,12 @@ import pytest
 
 from ._cli import (
     TIMEOUT,
+    TINY,
     assert_one_error_line,
     chaosops,
     interrupt,
     jsonl,
+    snapshot,
     spawn,
 )
 
@@ -67,6 +69,76 @@ def test_huge_episodes_per_type_is_one_line(
         assert proc.returncode == 2
         assert_one_error_line(proc, *needles)
         assert not out.exists()
+
+
+BAD_SUITES = {
+    "negative-seed": ("scenarios[0].seeds[0]", "(got -1)", "from 0 to 9223372036854775807"),
+    "seed-past-64-bits": ("scenarios[0].seeds[0]", "from 0 to 9223372036854775807"),
+    "huge-max-steps": ("scenarios[0].max_steps", "from 1 to 10000"),
+    "infinite-timeout": ("scenarios[0].turn_timeout.manager", "finite number of seconds > 0"),
+    "seed-step-with-seeds": ("scenarios[0].seeds", "seed_step goes with seed_start + count"),
+}
+_BAD_LINES = {
+    "negative-seed": "seeds = [-1]\n",
+    "seed-past-64-bits": "seeds = [99999999999999999999]\n",
+    "huge-max-steps": "seeds = [1]\nmax_steps = 99999999999999999999\n",
+    "infinite-timeout": "seeds = [1]\n[scenarios.turn_timeout]\nmanager = inf\n",
+    "seed-step-with-seeds": "seeds = [1]\nseed_step = 2\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SUITES))
+def test_a_bad_suite_is_one_line_and_keeps_an_earlier_run(work: Path, case: str) -> None:
+    # each once crashed with a traceback (a seed or max_steps past 64 bits) or
+    # ran something the file did not mean (a negative seed, an infinite deadline,
+    # a seed_step without effect)
+    out = work / "kept-run"
+    if not out.exists():
+        assert chaosops("run", *TINY, "--out", out, cwd=work).returncode == 0
+    before = snapshot(out)
+    head = 'name = "bad"\ndifficulty = "easy"\n[[scenarios]]\nfailure_type = "cascade"\n'
+    (work / f"{case}.toml").write_text(head + _BAD_LINES[case])
+    for command in (
+        ("scenarios", f"{case}.toml"),
+        ("run", f"{case}.toml", "--out", work / f"{case}-run"),
+        ("run", f"{case}.toml", "--out", out, "--resume"),
+        ("eval", f"{case}.toml", "--out", work / f"{case}-eval"),
+    ):
+        proc = chaosops(*command, cwd=work)
+        assert proc.returncode == 2
+        assert_one_error_line(proc, f"{case}.toml: ", *BAD_SUITES[case])
+    assert snapshot(out) == before
+    assert not (work / f"{case}-run").exists() and not (work / f"{case}-eval").exists()
+
+
+def test_seed_offset_out_of_the_seed_range_is_one_line(work: Path) -> None:
+    # tiny.toml's first seed is 0, and so is the first of --episodes-per-type
+    for offset in ("-1", str(2**64)):
+        for extra in ((), ("--episodes-per-type", "2")):
+            out = work / "off-range"
+            proc = chaosops(
+                "run", "tiny.toml", "--seed-offset", offset, *extra, "--out", out, cwd=work
+            )
+            assert proc.returncode == 2
+            assert_one_error_line(proc, f"--seed-offset {offset} gives seed ", "from 0 to")
+            assert not out.exists()
+
+
+def test_an_empty_path_or_a_dangling_link_in_a_folder_is_one_line(work: Path) -> None:
+    # an empty argument once ran the suites of the current folder
+    proc = chaosops("run", "", "--out", work / "empty-path", cwd=work)
+    assert proc.returncode == 2
+    assert_one_error_line(proc, "no such scenario file or folder: ''")
+    assert not (work / "empty-path").exists()
+    folder = work / "linked"
+    folder.mkdir()
+    (folder / "b.toml").write_text((work / "tiny.toml").read_text())
+    (folder / "a.toml").symlink_to(work / "gone.toml")  # once skipped unseen
+    for command in (("run", "linked", "--out", work / "linked-run"), ("scenarios", "linked")):
+        proc = chaosops(*command, cwd=work)
+        assert proc.returncode == 2
+        assert_one_error_line(proc, "linked/a.toml: a link to a missing file")
+    assert not (work / "linked-run").exists()
 
 
 # ------------------------------------------------------ output targets up front

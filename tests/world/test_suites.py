@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,11 @@ from chaosops.curriculum.generator import scenarios_for_tier
 from chaosops.env.models import AgentRole, DifficultyTier, FailureType
 from chaosops.env.world_sim import Scenario
 from chaosops.scenarios import (
+    MAX_MAX_STEPS,
+    MAX_SEED,
     ScenarioFileError,
     canonical_suite_paths,
+    folder_suite_files,
     load_scenarios,
     load_suite,
     load_suite_entries,
@@ -198,3 +202,85 @@ def test_nonexistent_file_and_empty_folder(tmp_path: Path) -> None:
         load_scenarios(tmp_path / "missing.toml")
     with pytest.raises(ScenarioFileError, match=r"no \*\.toml"):
         load_scenarios(tmp_path)
+
+
+def test_seeds_are_from_0_to_max_seed(tmp_path: Path) -> None:
+    # a negative seed replays its positive twin (random.Random takes |seed|),
+    # and a seed past 64 bits cannot be written to results.jsonl
+    msg = _error(tmp_path, ENTRY.replace("[1]", "[-7]"))
+    assert "scenarios[0].seeds[0]" in msg and "(got -7)" in msg and f"0 to {MAX_SEED}" in msg
+    msg = _error(tmp_path, ENTRY.replace("[1]", "[99999999999999999999]"))
+    assert "scenarios[0].seeds[0]" in msg and f"0 to {MAX_SEED}" in msg
+    ranged = ENTRY.replace("seeds = [1]", "seed_start = {start}\ncount = 3\nseed_step = {step}")
+    msg = _error(tmp_path, ranged.format(start=-1, step=1))
+    assert "scenarios[0].seed_start" in msg and "(got -1)" in msg
+    msg = _error(tmp_path, ranged.format(start=1, step=-1))
+    assert "scenarios[0].seeds: seed_start + seed_step * (count - 1) = -1 is out of range" in msg
+    msg = _error(tmp_path, ranged.format(start=MAX_SEED - 1, step=1))
+    assert f"= {MAX_SEED + 1} is out of range" in msg
+    top = write(tmp_path, ranged.format(start=MAX_SEED - 2, step=1))
+    assert [s.seed for s in load_suite(top)] == [MAX_SEED - 2, MAX_SEED - 1, MAX_SEED]
+
+
+def test_max_steps_is_bounded(tmp_path: Path) -> None:
+    msg = _error(tmp_path, ENTRY + f"max_steps = {MAX_MAX_STEPS + 1}\n")
+    assert "scenarios[0].max_steps" in msg and f"from 1 to {MAX_MAX_STEPS}" in msg
+    path = write(tmp_path, ENTRY + f"max_steps = {MAX_MAX_STEPS}\n")
+    assert load_suite(path)[0].max_steps == MAX_MAX_STEPS
+
+
+def test_seed_step_with_a_seed_list_is_an_error(tmp_path: Path) -> None:
+    # it would have no effect: a typo never passes silently
+    msg = _error(tmp_path, ENTRY + "seed_step = 5\n")
+    assert "scenarios[0].seeds: seed_step goes with seed_start + count" in msg
+
+
+@pytest.mark.parametrize("value", ["inf", "+inf", "nan", "-1.0", "0"])
+def test_turn_timeouts_are_finite_and_positive(tmp_path: Path, value: str) -> None:
+    # as --turn-timeout: an infinite deadline would be written as null in run.json
+    msg = _error(tmp_path, ENTRY + f"[scenarios.turn_timeout]\nsre = {value}\n")
+    assert "scenarios[0].turn_timeout.sre: expected a finite number of seconds > 0" in msg
+
+
+def test_an_empty_name_is_an_error(tmp_path: Path) -> None:
+    msg = _error(tmp_path, ENTRY.replace('name = "x"', 'name = ""'))
+    assert msg.endswith('expected a non-empty string, e.g. name = "my-suite"')
+
+
+def test_byte_order_mark_is_read_and_other_encodings_named(tmp_path: Path) -> None:
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + ENTRY.encode())
+    assert [s.seed for s in load_suite(path)] == [1]
+    path.write_bytes(ENTRY.replace('"x"', '"caf\xe9"').encode("latin-1"))
+    with pytest.raises(ScenarioFileError) as info:
+        load_suite(path)
+    assert str(info.value) == f"{path}: not UTF-8 text (byte 0xe9 at offset 11); " + (
+        "a suite file is UTF-8 TOML"
+    )
+
+
+def test_odd_keys_and_entries_stay_one_line_in_file_terms(tmp_path: Path) -> None:
+    msg = _error(tmp_path, ENTRY + '"a\\nb" = 1\n')
+    assert 'scenarios[0]."a\\nb": unknown field' in msg
+    msg = _error(tmp_path, 'name = "x"\nscenarios = [1]\n')
+    assert msg.endswith(
+        "scenarios[0]: Input should be a table (got 1); expected one or more [[scenarios]] tables"
+    )
+
+
+def test_a_folder_entry_that_is_not_a_file_is_an_error(tmp_path: Path) -> None:
+    write(tmp_path, ENTRY, "b.toml")
+    (tmp_path / "sub.toml").mkdir()  # a folder named *.toml is not a suite: left out
+    assert [s.seed for s in load_scenarios(tmp_path)] == [1]
+    (tmp_path / "a.toml").symlink_to(tmp_path / "gone.toml")
+    with pytest.raises(ScenarioFileError) as info:
+        load_scenarios(tmp_path)
+    assert str(info.value) == (
+        f"{tmp_path / 'a.toml'}: a link to a missing file; a suite folder holds .toml suite files"
+    )
+    (tmp_path / "a.toml").unlink()
+    os.mkfifo(tmp_path / "a.toml")  # reading it would wait for a writer forever
+    with pytest.raises(ScenarioFileError, match=r"a\.toml: not a regular file"):
+        folder_suite_files(tmp_path)
+    with pytest.raises(ScenarioFileError, match=r"sub\.toml: folder holds no \*\.toml"):
+        folder_suite_files(tmp_path / "sub.toml")
