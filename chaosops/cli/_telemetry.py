@@ -144,14 +144,15 @@ def finish(args: argparse.Namespace) -> None:
     # --metrics-linger needs --metrics-port; nothing ran (the command failed
     # before its first batch): no final counts to wait for
     if args.metrics_linger and meter is not None and batches_ran():
-        note(
-            f"serving the final metrics on {meter.url} for {args.metrics_linger:g} s "
-            "(Ctrl-C or SIGTERM to stop)"
-        )
         # SIGTERM (systemd, Kubernetes) ends the linger as Ctrl-C does: the
-        # command's exit code stays its own, not 143
+        # command's exit code stays its own, not 143. Handled before the line
+        # that invites it is written (a SIGTERM sent on reading it came too soon)
         previous = signal.signal(signal.SIGTERM, _end_linger)
         try:
+            note(
+                f"serving the final metrics on {meter.url} for {args.metrics_linger:g} s "
+                "(Ctrl-C or SIGTERM to stop)"
+            )
             time.sleep(args.metrics_linger)
         except (KeyboardInterrupt, _LingerOver):
             pass
