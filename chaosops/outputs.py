@@ -79,6 +79,8 @@ _TOKEN_FIELDS = (
     "prompt_token_ids",
     "usage",
     "parse_error",
+    "finish_reason",
+    "model",
 )
 """Turn annotations copied into every trajectory record, null when the policy
 did not record them: what the LLM policy records of the server's answer
@@ -87,7 +89,9 @@ keys, whatever the policy and the server returned: a reader that takes its
 columns from the first rows (``datasets.Dataset.from_list``, a JSON reader's
 first block) then loses none."""
 
-_ANSWER_FIELDS = frozenset(("token_ids", "tokens", "logprobs", "parse_error"))
+_ANSWER_FIELDS = frozenset(
+    ("token_ids", "tokens", "logprobs", "parse_error", "finish_reason", "model")
+)
 """Those of :data:`_TOKEN_FIELDS` that describe the completion: null, like the
 completion, for a turn that timed out (its action is the fallback)."""
 

@@ -146,12 +146,14 @@ def test_a_timed_out_turn_records_no_completion_and_no_answer_tokens() -> None:
     result = play(SCENARIOS[0], heuristic_policy(0), "late")
     late = {"completion": '{"action_type": "restart"}', "token_ids": [5, 6], "tokens": ["a"],
             "logprobs": [-0.1], "parse_error": None, "prompt": [{"role": "user"}],
-            "usage": {"prompt_tokens": 9}, "prompt_token_ids": [1]}  # fmt: skip
+            "usage": {"prompt_tokens": 9}, "prompt_token_ids": [1],
+            "finish_reason": "stop", "model": "m"}  # fmt: skip
     result.steps[0].timed_out, result.steps[0].info = True, late
     result.steps[1].info = dict(late)  # the same annotations on a turn in time
     first, second = trajectory_records(result, policy="llm", key="k")[:2]
     assert first["timed_out"] and first["completion"] is None
     assert first["token_ids"] is first["tokens"] is first["logprobs"] is None
+    assert first["finish_reason"] is first["model"] is None
     assert first["prompt"] == late["prompt"] and first["usage"] == late["usage"]
     assert first["prompt_token_ids"] == [1]
     assert second["completion"] == late["completion"] and second["token_ids"] == [5, 6]
@@ -169,7 +171,8 @@ def test_every_trajectory_record_has_the_same_keys() -> None:
     llm = play(SCENARIOS[0], heuristic_policy(0), "llm")
     answer = {"prompt": [{"role": "user", "content": "view"}], "completion": "{}",
               "tokens": ["{}"], "logprobs": [-0.1], "usage": {"prompt_tokens": 1},
-              "parse_error": "no action_type", "prompt_token_ids": [3]}  # fmt: skip
+              "parse_error": "no action_type", "prompt_token_ids": [3],
+              "finish_reason": "length", "model": "m"}  # fmt: skip
     llm.steps[1].info = answer
     llm.steps[2].info, llm.steps[2].timed_out = dict(answer), True
 
@@ -186,6 +189,10 @@ def test_every_trajectory_record_has_the_same_keys() -> None:
     assert all(r["prompt"] is None for r in unrendered)
     assert records[0]["token_ids"] == [1, 2] and records[1]["token_ids"] is None
     assert records[1]["usage"] is records[1]["parse_error"] is None
+    # what a trainer filters on (a completion cut at max_tokens), and who answered
+    answered = [r for r in records if r["policy"] == "llm" and r["finish_reason"] is not None]
+    assert [(r["finish_reason"], r["model"]) for r in answered] == [("length", "m")]
+    assert all(r["model"] is None for r in records if r["policy"] == "heuristic")
 
 
 def test_one_writer_per_folder(tmp_path: Path) -> None:
