@@ -270,15 +270,22 @@ _ENTRY_FIELDS = (
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
+def _toml_key(key: str) -> str:
+    """``key`` as a TOML key: bare, or quoted with what does not print escaped
+    (a quoted key may hold a line break; the message stays one line)."""
+    if _BARE_KEY.fullmatch(key):
+        return key
+    quoted = json.dumps(key, ensure_ascii=False)  # "café" as written, not "caf\u00e9"
+    return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in quoted)
+
+
 def _where(loc: tuple[Any, ...]) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            # a key that is not a bare TOML key is shown quoted, so the line
-            # stays one line (a quoted key may hold a line break)
-            key = str(part) if _BARE_KEY.fullmatch(str(part)) else json.dumps(str(part))
+            key = _toml_key(str(part))
             out += f".{key}" if out else key
     return out
 

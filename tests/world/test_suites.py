@@ -262,6 +262,11 @@ def test_byte_order_mark_is_read_and_other_encodings_named(tmp_path: Path) -> No
 def test_odd_keys_and_entries_stay_one_line_in_file_terms(tmp_path: Path) -> None:
     msg = _error(tmp_path, ENTRY + '"a\\nb" = 1\n')
     assert 'scenarios[0]."a\\nb": unknown field' in msg
+    # a key is shown as written, what does not print escaped
+    msg = _error(tmp_path, ENTRY + '"café" = 1\n')
+    assert 'scenarios[0]."café": unknown field' in msg
+    msg = _error(tmp_path, ENTRY + '"a\\u2028b" = 1\n')  # a line separator
+    assert 'scenarios[0]."a\\u2028b": unknown field' in msg
     msg = _error(tmp_path, 'name = "x"\nscenarios = [1]\n')
     assert msg.endswith(
         "scenarios[0]: Input should be a table (got 1); expected one or more [[scenarios]] tables"
