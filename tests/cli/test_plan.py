@@ -1,19 +1,23 @@
-"""Unit tests of how the CLI plans episodes: deadlines and policy factories."""
+"""Unit tests of how the CLI plans episodes: suite files, deadlines and policy factories."""
 
 from __future__ import annotations
 
 import argparse
+import re
+from pathlib import Path
 
 import pytest
 
 from chaosops.agents.policies import heuristic_policy
 from chaosops.cli import (
+    CLIError,
     PlannedEpisode,
     build_parser,
     effective_timeout,
     policy_factory,
     timeout_groups,
 )
+from chaosops.cli._plan import suite_files
 from chaosops.curriculum.generator import scenarios_for_tier
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import AgentRole
@@ -23,6 +27,17 @@ SRE, DEV = AgentRole.SRE, AgentRole.DEV
 
 def args(*argv: str) -> argparse.Namespace:
     return build_parser().parse_args(["run", *argv])
+
+
+def test_suite_files_name_a_folder_without_suites_and_an_empty_path(tmp_path: Path) -> None:
+    # the loader's own line, as for a bad entry of the folder
+    with pytest.raises(CLIError, match=rf"^{re.escape(str(tmp_path))}: folder holds no \*\.toml"):
+        suite_files([str(tmp_path)])
+    (tmp_path / "a.toml").symlink_to(tmp_path / "gone.toml")
+    with pytest.raises(CLIError, match=r"a\.toml: a link to a missing file"):
+        suite_files([str(tmp_path)])
+    with pytest.raises(CLIError, match="no such scenario file or folder: ''"):
+        suite_files([""])  # not the current folder
 
 
 def test_deadline_precedence() -> None:
