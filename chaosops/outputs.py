@@ -84,10 +84,10 @@ _TOKEN_FIELDS = (
 )
 """Turn annotations copied into every trajectory record, null when the policy
 did not record them: what the LLM policy records of the server's answer
-(``_token_info`` in ``chaosops.agents.llm.policy``). Every record has the same
-keys, whatever the policy and the server returned: a reader that takes its
-columns from the first rows (``datasets.Dataset.from_list``, a JSON reader's
-first block) then loses none."""
+(``LLMPolicy.__call__`` and ``_token_info`` in ``chaosops.agents.llm.policy``).
+Every record has the same keys, whatever the policy and the server returned: a
+reader that takes its columns from the first rows (``datasets.Dataset.from_list``,
+a JSON reader's first block) then loses none."""
 
 _ANSWER_FIELDS = frozenset(
     ("token_ids", "tokens", "logprobs", "parse_error", "finish_reason", "model")
