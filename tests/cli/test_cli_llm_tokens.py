@@ -68,6 +68,8 @@ def test_llm_token_data_is_recorded(
     for record in _trajectories(work, mock_llm, f"tokens-{name}", *extra):
         assert {f for f in TOKEN_FIELDS if record[f] is not None} == fields, record
         assert record["usage"]["completion_tokens"] > 0
+        # the mock's answer is whole (not cut at --max-tokens), and who answered
+        assert (record["finish_reason"], record["model"]) == ("stop", "chaosops-mock")
         for field in fields:  # one entry per completion token
             assert len(record[field]) == record["usage"]["completion_tokens"], field
         if "logprobs" in fields:
