@@ -41,8 +41,8 @@ fleet agent follows the failure type), in file order. Unknown keys are errors
 
 `load_scenarios(path)` reads a file, or every ``*.toml`` of a folder in sorted
 name order, into plain `Scenario`s (a ``*.toml`` entry of the folder that is not a
-regular file, such as a dangling link, is an error, not skipped; sub-folders are
-not read). `load_suite_entries(path)` gives the same
+regular file, such as a dangling link, is an error, not skipped, unless hidden,
+such as an editor's lock file; sub-folders are not read). `load_suite_entries(path)` gives the same
 scenarios as `LoadedScenario`s that also carry the entry's turn timeouts.
 
 A bad file raises `ScenarioFileError` with one line naming the file, the entry
@@ -412,13 +412,18 @@ def load_suite(path: str | Path) -> list[Scenario]:
 def folder_suite_files(folder: str | Path) -> list[Path]:
     """The ``*.toml`` suite files of ``folder``, sorted by name (not recursive).
 
-    Sub-folders named ``*.toml`` are left out; any other ``*.toml`` entry that
-    is not a regular file (a dangling link, a pipe) raises
-    :class:`ScenarioFileError` rather than being skipped unseen, and so does a
-    folder without suite files.
+    Sub-folders named ``*.toml`` are left out, and so are hidden entries that
+    are not regular files (an editor's lock file, such as Emacs' dangling link
+    ``.#easy.toml``); any other ``*.toml`` entry that is not a regular file (a
+    dangling link, a pipe) raises :class:`ScenarioFileError` rather than being
+    skipped unseen, and so does a folder without suite files.
     """
     folder = Path(folder)
-    files = sorted(p for p in folder.glob("*.toml") if not p.is_dir())
+    files = sorted(
+        p
+        for p in folder.glob("*.toml")
+        if not p.is_dir() and (p.is_file() or not p.name.startswith("."))
+    )
     for file in files:
         if not file.is_file():
             dangling = file.is_symlink() and not file.exists()

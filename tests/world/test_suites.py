@@ -276,6 +276,7 @@ def test_odd_keys_and_entries_stay_one_line_in_file_terms(tmp_path: Path) -> Non
 def test_a_folder_entry_that_is_not_a_file_is_an_error(tmp_path: Path) -> None:
     write(tmp_path, ENTRY, "b.toml")
     (tmp_path / "sub.toml").mkdir()  # a folder named *.toml is not a suite: left out
+    (tmp_path / ".#b.toml").symlink_to("user@host.1234")  # Emacs' lock file while editing b
     assert [s.seed for s in load_scenarios(tmp_path)] == [1]
     (tmp_path / "a.toml").symlink_to(tmp_path / "gone.toml")
     with pytest.raises(ScenarioFileError) as info:
