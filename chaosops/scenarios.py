@@ -82,6 +82,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from chaosops.curriculum.generator import TIER_MAX_STEPS
 from chaosops.env.models import AgentRole, DifficultyTier, FailureType
@@ -173,22 +174,26 @@ class _EntryModel(BaseModel):
     def _one_seed_form(self) -> _EntryModel:
         ranged = self.seed_start is not None or self.count is not None
         if self.seeds is not None and ranged:
-            raise ValueError("give either seeds = [...] or seed_start + count, not both")
+            raise _seed_error("seeds", "give either seeds = [...] or seed_start + count, not both")
         if self.seeds is None and not ranged:
-            raise ValueError("missing; give seeds = [...] or seed_start + count")
+            raise _seed_error("seeds", "missing; give seeds = [...] or seed_start + count")
         if self.seeds is None and (self.seed_start is None or self.count is None):
-            raise ValueError("seed_start and count go together; give both")
+            absent = "seed_start" if self.seed_start is None else "count"
+            raise _seed_error(absent, "missing; seed_start and count go together, give both")
         if self.seeds is not None and not self.seeds:
-            raise ValueError("empty; give at least one seed")
+            raise _seed_error("seeds", "empty; give at least one seed")
         if self.seeds is not None and "seed_step" in self.model_fields_set:
-            raise ValueError("seed_step goes with seed_start + count, not with seeds = [...]")
+            raise _seed_error(
+                "seed_step", "seed_step goes with seed_start + count, not with seeds = [...]"
+            )
         if self.seeds is None:
             assert self.seed_start is not None and self.count is not None
             last = self.seed_start + self.seed_step * (self.count - 1)
             if not 0 <= last <= MAX_SEED:
-                raise ValueError(
+                raise _seed_error(
+                    "seed_step" if last < 0 else "count",
                     f"seed_start + seed_step * (count - 1) = {last} is out of range; "
-                    f"seeds are integers from 0 to {MAX_SEED}"
+                    f"seeds are integers from 0 to {MAX_SEED}",
                 )
         return self
 
@@ -197,6 +202,12 @@ class _EntryModel(BaseModel):
             return list(self.seeds)
         assert self.seed_start is not None and self.count is not None
         return [self.seed_start + self.seed_step * k for k in range(self.count)]
+
+
+def _seed_error(field_name: str, message: str) -> PydanticCustomError:
+    # An entry-level check of the seed fields, reported at the field it names.
+    # (the message holds no "{name}": pydantic fills those from the context)
+    return PydanticCustomError("seed_form", message, {"field": field_name})
 
 
 class _SuiteModel(BaseModel):
@@ -307,14 +318,14 @@ def _describe_error(err: dict[str, Any]) -> tuple[str, str]:
     if kind == "extra_forbidden":
         accepted = _ENTRY_FIELDS if len(loc) > 1 else _TOP_FIELDS
         return where, f"unknown field; accepted: {', '.join(accepted)}"
+    if kind == "seed_form":  # an entry-level check, at the seed field it names
+        return f"{where}.{err['ctx']['field']}", str(err["msg"])
     if kind == "value_error":
-        if loc and isinstance(loc[-1], int):  # an entry-level check: the seed fields
-            where = f"{where}.seeds"
         return where, str(err["msg"]).removeprefix("Value error, ")
     hint = _FIELD_HINTS.get(field_name)
     got = err.get("input")
     got_text = "" if isinstance(got, dict | list) else f" (got {got!r})"
-    message = "Input should be a table" if kind == "model_type" else err["msg"]
+    message = "Input should be a table" if kind in ("model_type", "dict_type") else err["msg"]
     return where, f"{message}{got_text}" + (f"; expected {hint}" if hint else "")
 
 

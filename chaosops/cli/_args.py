@@ -152,7 +152,7 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
         type=_int,
         default=0,
         metavar="N",
-        help="added to every seed (default 0)",
+        help="added to every seed (default 0); the seeds it gives must stay within 0 to 2^63-1",
     )
     parser.add_argument(
         "--concurrency",

@@ -35,7 +35,7 @@ def suite_files(paths: Sequence[str]) -> list[Path]:
     files: list[Path] = []
     for text in paths:
         path = Path(text)
-        if not text.strip() or not path.exists():
+        if not text or not path.exists():
             # an empty argument (an unset shell variable) is not the current folder
             raise CLIError(
                 f"no such scenario file or folder: {text if text.strip() else repr(text)} "

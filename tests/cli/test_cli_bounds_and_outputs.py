@@ -76,7 +76,7 @@ BAD_SUITES = {
     "seed-past-64-bits": ("scenarios[0].seeds[0]", "from 0 to 9223372036854775807"),
     "huge-max-steps": ("scenarios[0].max_steps", "from 1 to 10000"),
     "infinite-timeout": ("scenarios[0].turn_timeout.manager", "finite number of seconds > 0"),
-    "seed-step-with-seeds": ("scenarios[0].seeds", "seed_step goes with seed_start + count"),
+    "seed-step-with-seeds": ("scenarios[0].seed_step", "seed_step goes with seed_start + count"),
 }
 _BAD_LINES = {
     "negative-seed": "seeds = [-1]\n",

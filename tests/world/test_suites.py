@@ -188,13 +188,27 @@ def test_wrong_types(tmp_path: Path) -> None:
     assert ".float" not in msg and "roles: sre, dev, manager, oversight" in msg
 
 
+def test_a_table_field_given_a_value_says_table(tmp_path: Path) -> None:
+    # TOML's word, not Python's "dictionary"
+    msg = _error(tmp_path, ENTRY + "turn_timeout = 5\n")
+    assert "scenarios[0].turn_timeout: Input should be a table (got 5)" in msg
+    assert "dictionary" not in msg
+
+
 def test_unknown_field_and_seed_forms(tmp_path: Path) -> None:
     msg = _error(tmp_path, ENTRY + "seedz = [2]\n")
     assert "scenarios[0].seedz" in msg and "unknown field" in msg and "seeds" in msg
     msg = _error(tmp_path, ENTRY + "count = 2\nseed_start = 1\n")
     assert "scenarios[0].seeds" in msg and "not both" in msg
+    # each entry-level error at the field it is about
     msg = _error(tmp_path, ENTRY.replace("seeds = [1]", "count = 2"))
-    assert "scenarios[0].seeds" in msg and "seed_start" in msg
+    assert "scenarios[0].seed_start: missing; seed_start and count go together" in msg
+    msg = _error(tmp_path, ENTRY.replace("seeds = [1]", "seed_start = 2"))
+    assert "scenarios[0].count: missing; seed_start and count go together" in msg
+    msg = _error(tmp_path, ENTRY.replace("seeds = [1]", ""))
+    assert "scenarios[0].seeds: missing; give seeds = [...] or seed_start + count" in msg
+    msg = _error(tmp_path, ENTRY.replace("seeds = [1]", "seeds = []"))
+    assert "scenarios[0].seeds: empty; give at least one seed" in msg
 
 
 def test_nonexistent_file_and_empty_folder(tmp_path: Path) -> None:
@@ -215,9 +229,9 @@ def test_seeds_are_from_0_to_max_seed(tmp_path: Path) -> None:
     msg = _error(tmp_path, ranged.format(start=-1, step=1))
     assert "scenarios[0].seed_start" in msg and "(got -1)" in msg
     msg = _error(tmp_path, ranged.format(start=1, step=-1))
-    assert "scenarios[0].seeds: seed_start + seed_step * (count - 1) = -1 is out of range" in msg
+    assert "scenarios[0].seed_step: seed_start + seed_step * (count - 1) = -1 is out" in msg
     msg = _error(tmp_path, ranged.format(start=MAX_SEED - 1, step=1))
-    assert f"= {MAX_SEED + 1} is out of range" in msg
+    assert f"scenarios[0].count: seed_start + seed_step * (count - 1) = {MAX_SEED + 1}" in msg
     top = write(tmp_path, ranged.format(start=MAX_SEED - 2, step=1))
     assert [s.seed for s in load_suite(top)] == [MAX_SEED - 2, MAX_SEED - 1, MAX_SEED]
 
@@ -232,7 +246,7 @@ def test_max_steps_is_bounded(tmp_path: Path) -> None:
 def test_seed_step_with_a_seed_list_is_an_error(tmp_path: Path) -> None:
     # it would have no effect: a typo never passes silently
     msg = _error(tmp_path, ENTRY + "seed_step = 5\n")
-    assert "scenarios[0].seeds: seed_step goes with seed_start + count" in msg
+    assert "scenarios[0].seed_step: seed_step goes with seed_start + count" in msg
 
 
 @pytest.mark.parametrize("value", ["inf", "+inf", "nan", "-1.0", "0"])
