@@ -7,10 +7,10 @@ import argparse
 import errno
 import logging
 import os
+import select
 import signal
 import socket
 import ssl
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -146,18 +146,27 @@ def finish(args: argparse.Namespace) -> None:
     if args.metrics_linger and meter is not None and batches_ran():
         # SIGTERM (systemd, Kubernetes) ends the linger as Ctrl-C does: the
         # command's exit code stays its own, not 143. Handled before the line
-        # that invites it is written (a SIGTERM sent on reading it came too soon)
+        # that invites it is written (a SIGTERM sent on reading it came too
+        # soon), and waited for on a wakeup socket, not in time.sleep (a signal
+        # caught just before the sleep began ran its handler only once the
+        # whole linger was over).
+        wake, woken = socket.socketpair()
+        wake.setblocking(False)
+        previous_fd = signal.set_wakeup_fd(wake.fileno(), warn_on_full_buffer=False)
         previous = signal.signal(signal.SIGTERM, _end_linger)
         try:
             note(
                 f"serving the final metrics on {meter.url} for {args.metrics_linger:g} s "
                 "(Ctrl-C or SIGTERM to stop)"
             )
-            time.sleep(args.metrics_linger)
+            select.select([woken], [], [], args.metrics_linger)
         except (KeyboardInterrupt, _LingerOver):
             pass
         finally:
+            signal.set_wakeup_fd(previous_fd)
             signal.signal(signal.SIGTERM, previous)
+            wake.close()
+            woken.close()
     if _TRACING is not None:
         tracing, _TRACING = _TRACING, None
         _finish_tracing(tracing)
