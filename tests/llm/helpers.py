@@ -30,10 +30,16 @@ def first_observation(failure: FailureType = FailureType.DB_DEADLOCK) -> ChaosOp
     return env.reset(scenario=Scenario.from_type(failure, seed=0))
 
 
+WAIT_S = 20.0
+"""How long :func:`wait_for` waits (generous: a loaded machine)."""
+
+
 async def wait_for(predicate: Callable[[], bool]) -> bool:
-    """Poll a counter of the server (another party) for up to 2 s."""
-    for _ in range(200):
-        if predicate():
-            return True
+    """Poll a counter of the server (another party) until ``predicate()`` holds,
+    for up to :data:`WAIT_S` seconds."""
+    deadline = anyio.current_time() + WAIT_S
+    while not predicate():
+        if anyio.current_time() > deadline:
+            return False
         await anyio.sleep(0.01)
-    return False
+    return True
