@@ -407,13 +407,16 @@ async def test_timeouts_errors_and_late_replies_leave_no_cycles_for_the_collecto
         return act(role)
 
     policies = {"a": hung, "b": broken, "c": lambda obs, role: "garbage", "d": late}
+    # b's and c's instant errors must come in time to be errors: a deadline a
+    # loaded machine's scheduler cannot miss (10 ms it can)
+    deadlines = {"a": 0.01, "b": 5.0, "c": 5.0, "d": 0.01}
     log = tmp_path / "run.jsonl"
     configure_logging(log)  # the errors are logged (configuring makes cycles of its own)
     gc.collect()
     gc.disable()
     try:
         trace = await run_episode(ToyEnv(steps=8), policies=policies,
-                                  **run_kwargs(turn_timeout=0.01))  # fmt: skip
+                                  **run_kwargs(turn_timeout=deadlines))  # fmt: skip
         await anyio.sleep(0.05)  # the last late reply comes back and is dropped
         assert trace.timeouts == 4 and trace.errors == 4
         del trace

@@ -70,7 +70,7 @@ async def test_a_batch_counts_episodes_turns_outcomes_latency_and_tokens(meter: 
         return await run_episode(
             ToyEnv(steps=8),
             policies=policies_without_a(index),
-            **run_kwargs(turn_timeout={"b": 0.05}),
+            **run_kwargs(turn_timeout={"b": 0.1}),
         )
 
     traces = await run_jobs(range(6), job, concurrency=3)
@@ -94,9 +94,10 @@ async def test_a_batch_counts_episodes_turns_outcomes_latency_and_tokens(meter: 
     # latency: every turn a policy was asked for, none of the fallback's
     assert value(meter, "turn_latency_seconds_count", role="a") == 6
     assert value(meter, "turn_latency_seconds_count", role="b") == 12
-    # the timed-out turns lasted at least their deadline
-    assert value(meter, "turn_latency_seconds_bucket", role="b", le="0.025") == 6
-    assert value(meter, "turn_latency_seconds_sum", role="b") >= 6 * 0.05
+    # the timed-out turns lasted at least their deadline (0.1 s), the others
+    # far less (within 50 ms: a loaded machine's scheduler can take 20)
+    assert value(meter, "turn_latency_seconds_bucket", role="b", le="0.05") == 6
+    assert value(meter, "turn_latency_seconds_sum", role="b") >= 6 * 0.1
     assert value(meter, "policy_tokens_total", role="d", type="input") == 1200
     assert value(meter, "policy_tokens_total", role="d", type="output") == 84
     assert value(meter, "parse_errors_total", role="d") == 6
