@@ -6,6 +6,7 @@ import asyncio
 import gc
 import json
 import os
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -499,6 +500,8 @@ async def test_timed_out_turn_keeps_the_annotations_made_before_its_deadline() -
         current_turn().annotate(prompt="the prompt")
         await anyio.sleep_forever()
 
+    annotated_late = threading.Event()
+
     def blocking(obs: Any, role: str) -> Any:
         import time
 
@@ -506,6 +509,7 @@ async def test_timed_out_turn_keeps_the_annotations_made_before_its_deadline() -
         ctx.annotate(prompt="threaded")
         time.sleep(0.15)
         ctx.annotate(completion="too late")  # after the deadline: dropped
+        annotated_late.set()
         return act(role)
 
     policies = instant_policies()
@@ -518,7 +522,9 @@ async def test_timed_out_turn_keeps_the_annotations_made_before_its_deadline() -
     a, b = trace.turns[:2]
     assert a.timed_out and a.info == {"prompt": "the prompt"}
     assert b.timed_out and b.info == {"prompt": "threaded"}
-    await anyio.sleep(0.2)  # the abandoned thread annotates after its deadline
+    # the abandoned thread annotates after its deadline (waited for: a fixed
+    # 0.2 s could pass first on a loaded machine, and prove nothing)
+    assert await anyio.to_thread.run_sync(annotated_late.wait, 10)
     assert b.info == {"prompt": "threaded"}
 
 
