@@ -131,14 +131,18 @@ def test_the_collectors_credentials_come_from_the_standard_variables(work: Path)
         collector.close()
 
 
-def test_a_collector_gone_mid_run_costs_a_bounded_wait_and_one_line(
-    work: Path,
-    mock_llm: str,
-) -> None:
+def test_a_collector_gone_mid_run_costs_a_bounded_wait_and_one_line(work: Path) -> None:
     collector = Collector()
     out = work / "traced-collector-gone"
-    # one episode at a time: the run lasts seconds, and spans leave every second
-    args = llm_run(work, mock_llm, out, "--otlp-endpoint", collector.url, "--concurrency", "1")
+    # One episode at a time, each answer 100 ms late: the run goes on for
+    # seconds after its first episode's span arrives, so spans are still to be
+    # sent when the collector goes. (Spans leave in batches, every second: with
+    # the shared instant mock the batch holding the first episode could hold
+    # the whole run, and nothing was left to fail.)
+    slow = spawn("mock-llm", "--port", "0", "--latency", "100ms", cwd=work)
+    assert slow.stdout is not None
+    url = slow.stdout.readline().split(" at ", 1)[1].split()[0]
+    args = llm_run(work, url, out, "--otlp-endpoint", collector.url, "--concurrency", "1")
     proc = spawn(*args, cwd=work)
     try:
         deadline = time.monotonic() + TIMEOUT
@@ -152,6 +156,7 @@ def test_a_collector_gone_mid_run_costs_a_bounded_wait_and_one_line(
         collector.close()
         if proc.poll() is None:
             interrupt(proc)
+        interrupt(slow)
     assert proc.returncode == 0, stderr
     assert len(jsonl(out / "results.jsonl")) == 12  # the run itself is unaffected
     assert time.monotonic() - gone < 30  # generous: the run's rest plus at most ~10 s
