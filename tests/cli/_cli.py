@@ -99,6 +99,16 @@ TINY = ("tiny.toml", "--episodes-per-type", "1", "--no-progress")
 """A run of the tiny suite (written by the ``work`` fixture): 2 episodes."""
 
 
+def finished_run(work: Path, name: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """``work / name`` holding a finished run of :data:`TINY` (its 2 episodes
+    written), and the command that made it."""
+    out = work / name
+    proc = chaosops("run", *TINY, "--out", out, cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    assert len(jsonl(out / "results.jsonl")) == 2
+    return out, proc
+
+
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file of ``folder`` by name, with its bytes: what a refusal must keep."""
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}

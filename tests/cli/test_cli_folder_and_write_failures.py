@@ -11,18 +11,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ._cli import TINY, assert_one_error_line, chaosops, jsonl, snapshot
+from ._cli import TINY, assert_one_error_line, chaosops, finished_run, jsonl, snapshot
 
 fcntl = pytest.importorskip("fcntl")  # the folder's lock is POSIX flock
 
 
 @pytest.fixture(scope="module")
 def finished(work: Path) -> Path:
-    out = work / "finished"
-    proc = chaosops("run", *TINY, "--out", out, cwd=work)
-    assert proc.returncode == 0, proc.stderr
-    assert len(jsonl(out / "results.jsonl")) == 2
-    return out
+    return finished_run(work, "finished")[0]
 
 
 def test_a_folder_another_run_writes_to_is_refused(finished: Path, work: Path) -> None:

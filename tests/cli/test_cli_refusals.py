@@ -18,7 +18,7 @@ from ._cli import (
     TINY,
     assert_one_error_line,
     chaosops,
-    jsonl,
+    finished_run,
     snapshot,
 )
 
@@ -28,10 +28,7 @@ from ._cli import (
 @pytest.fixture(scope="module")
 def heuristic_run(work: Path) -> Path:
     """A finished heuristic run of the tiny suite, one episode per failure type."""
-    out = work / "resume-heuristic"
-    proc = chaosops("run", *TINY, "--out", out, cwd=work)
-    assert proc.returncode == 0, proc.stderr
-    assert len(jsonl(out / "results.jsonl")) == 2
+    out, proc = finished_run(work, "resume-heuristic")
     assert f"summary.json, {out / 'run.json'}" in proc.stderr  # the files written, all named
     return out
 
