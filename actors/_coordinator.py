@@ -16,7 +16,6 @@ from ._actor import Actor, EpisodeState, Reply, log_late_reply
 from ._deadline import timeouts_by_role
 from ._gate import CURRENT_GATE, INSTANT_S, SLICE_S, TurnGate, one_pass
 from ._ids import new_episode_id
-from ._logging import TurnFields
 from ._mailbox import Mailbox, Replies, asyncio_loop
 from ._metrics import EpisodeMeter
 from ._tasks import TaskGroup
@@ -397,19 +396,18 @@ async def _play(
                         _tracing.end_turn(turn_span, record, described, done)
                         turn_span = None
                     if logged:
-                        # The runtime's fields from the locals; described's dict
-                        # handed over as it is unless annotations or another
-                        # mapping need _turn_extra. What _logging.emit_turn() calls.
+                        # described's dict handed over as it is unless
+                        # annotations or another mapping need _turn_extra.
                         extra = described
                         if info or type(extra) is not dict:
                             extra = _turn_extra(extra, info)
-                        log.emit_turn(extra, TurnFields(
-                            episode_id, turn, role, next_observation.reward, done,
+                        log.emit_turn(
+                            extra, episode_id, turn, role, next_observation.reward, done,
                             timed_out, error,
                             # Milliseconds to 3 decimals; floor() and a division
                             # cost a fifth of round().
                             floor(latency * 1e6 + 0.5) / 1000,
-                        ))  # fmt: skip
+                        )  # fmt: skip
                 if meter is not None:
                     played = actor is not None
                     meter.turn(

@@ -16,7 +16,6 @@ import logging
 import math
 import os
 import sys
-import threading
 import time
 import uuid
 from collections.abc import MutableMapping
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any, TextIO
 
 import msgspec
+import orjson
 import structlog
 
 __all__ = ["configure_logging", "get_logger", "log_enabled"]
@@ -42,46 +42,10 @@ def _emit_via_logger(method_name: str, event: str, event_dict: dict[str, Any]) -
     STATE.logger.log_dict(method_name, event, event_dict)
 
 
-class TurnFields(msgspec.Struct, gc=False):
-    """The runtime's own fields of a ``turn`` event, in the line's order.
-
-    A struct rather than dict entries: built in one call, and the JSON
-    encoder writes its keys from bytes it encoded once (a dict's keys are
-    hashed, stored and escaped again on every line).
-    """
-
-    episode_id: Any
-    turn: Any
-    role: Any
-    reward: Any
-    done: Any
-    timed_out: Any
-    error: Any
-    latency_ms: Any
-
-
-_TURN_FIELDS: tuple[str, ...] = TurnFields.__struct_fields__
-# Keys the fast turn line cannot take from the described fields: the struct's,
-# and those the chain sets itself (an exc_info takes the logger's way).
-_TURN_RESERVED = frozenset((*_TURN_FIELDS, "event", "level", "run_id", "timestamp", "exc_info"))
-
-
-def _turn_dict(extra: dict[str, Any] | None, fields: TurnFields) -> dict[str, Any]:
-    # The turn event as one dict: extra's keys, then the struct's fields over them.
-    event_dict = extra if extra is not None else {}
-    for name in _TURN_FIELDS:
-        event_dict[name] = getattr(fields, name)
-    return event_dict
-
-
-def _emit_turn_as_dict(extra: dict[str, Any] | None, fields: TurnFields) -> None:
-    STATE.emit("info", "turn", _turn_dict(extra, fields))
-
-
 def _route_through_logger() -> None:
     # The runtime's events through STATE.logger (no file of ours to write to).
     STATE.emit = _emit_via_logger
-    STATE.emit_turn = _emit_turn_as_dict
+    STATE.emit_turn = _emit_turn_via_emit
 
 
 class _State:
@@ -97,7 +61,7 @@ class _State:
         # The JSON chains' one processor.
         self.json_line: _JsonLine | None = None
         self.emit: Any = _emit_via_logger  # what emit() calls,
-        self.emit_turn: Any = _emit_turn_as_dict  # and emit_turn() (see _route_through_logger)
+        self.emit_turn: Any = None  # and emit_turn() (see _route_through_logger)
 
 
 def _quiet_logger() -> Any:
@@ -184,20 +148,51 @@ def emit(method_name: str, event: str, event_dict: dict[str, Any]) -> None:
     STATE.emit(method_name, event, event_dict)
 
 
-def emit_turn(extra: dict[str, Any] | None, fields: TurnFields) -> None:
+def emit_turn(
+    extra: dict[str, Any] | None,
+    episode_id: Any,
+    turn: Any,
+    role: Any,
+    reward: Any,
+    done: Any,
+    timed_out: Any,
+    error: Any,
+    latency_ms: Any,
+) -> None:
     """Log a ``turn`` event at info: ``extra``'s keys (a dict handed over: the
-    described fields and annotations), then ``fields``, which win over them.
+    described fields and annotations), then the runtime's own fields, which
+    win over them. The caller checked :func:`log_enabled`.
 
-    The caller checked :func:`log_enabled`. With the JSON chain configured to
-    a file, :meth:`_JsonLine.emit_turn` writes the line without building the
-    event's dict; otherwise it is built and goes through :func:`emit`.
+    With the JSON chain configured to a file, :meth:`_JsonLine.emit_turn`
+    (the same line, fewer steps); otherwise the dict goes through :func:`emit`.
     """
-    STATE.emit_turn(extra, fields)
+    STATE.emit_turn(extra, episode_id, turn, role, reward, done, timed_out, error, latency_ms)
+
+
+def _emit_turn_via_emit(
+    extra: dict[str, Any] | None,
+    episode_id: Any,
+    turn: Any,
+    role: Any,
+    reward: Any,
+    done: Any,
+    timed_out: Any,
+    error: Any,
+    latency_ms: Any,
+) -> None:
+    event_dict = {} if extra is None else extra
+    event_dict["episode_id"] = episode_id
+    event_dict["turn"] = turn
+    event_dict["role"] = role
+    event_dict["reward"] = reward
+    event_dict["done"] = done
+    event_dict["timed_out"] = timed_out
+    event_dict["error"] = error
+    event_dict["latency_ms"] = latency_ms
+    STATE.emit("info", "turn", event_dict)
 
 
 _write = os.write
-_writev = os.writev
-_thread_id = threading.get_ident
 
 
 def _write_rest(write: Any, line: bytes, written: int) -> None:
@@ -232,9 +227,6 @@ def _add_run_id(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> Mutabl
 
 
 _DIGITS = tuple(f"{i:03d}" for i in range(1000))
-_DIGITS_B = tuple(d.encode() for d in _DIGITS)
-_DIGITS_END = tuple(f'{d}Z"}}\n'.encode() for d in _DIGITS)  # a line's last bytes
-_MICROS_SIZE = len(_DIGITS_B[0]) + len(_DIGITS_END[0])
 _time = time.time  # tests set the clock here
 _floor = math.floor  # of a float: a third of int()'s cost
 
@@ -305,20 +297,19 @@ def _known_vars() -> tuple[tuple[str, Any], ...]:
     pairs = _KNOWN_VARS[1]
     if _KNOWN_VARS[0] != len(_CONTEXT_VARS):  # the registry only grows: rebuild when it did
         pairs = tuple((name[_PREFIX_LEN:], var) for name, var in tuple(_CONTEXT_VARS.items()))
-        beside = tuple(var for key, var in pairs if key not in _TURN_FIELDS)
-        _KNOWN_VARS[:] = [len(pairs), pairs, beside]
+        _KNOWN_VARS[:] = [len(pairs), pairs, any(key not in _TURN_KEYS for key, _ in pairs)]
     return pairs
 
 
-def _bound_beside_turn() -> bool:
-    """Whether a context variable not named like one of :class:`TurnFields` has a value."""
-    _known_vars()
-    return any(var.get(Ellipsis) is not Ellipsis for var in _KNOWN_VARS[2])
+# The keys every turn event has before the context variables are merged: a
+# variable bound under one of them never adds to a turn line.
+_TURN_KEYS = frozenset(("episode_id", "turn", "role", "reward", "done", "timed_out", "error",
+                        "latency_ms", "event"))  # fmt: skip
 
 
 _PREFIX_LEN = len("structlog_")
-# (registry size, ((key, ContextVar), ...), (ContextVar of a key not in TurnFields, ...))
-_KNOWN_VARS: list[Any] = [0, (), ()]
+# (registry size, ((key, ContextVar), ...), whether a key is not in _TURN_KEYS)
+_KNOWN_VARS: list[Any] = [0, (), False]
 
 
 _LEVEL_NAMES = {
@@ -343,24 +334,52 @@ def _fallback(value: Any) -> Any:
     return repr(value)
 
 
-# msgspec rather than orjson (used for the project's other files) for the log
-# lines: encode_into() writes a line into a buffer kept from line to line, so a
-# line allocates nothing (orjson allocates a new 1 KiB buffer through the C
-# allocator for every line, a good part of what logging costs a turn).
+def _fast_fallback(value: Any) -> Any:
+    # orjson's default: what neither encoder takes itself (see _fallback);
+    # for anything msgspec takes and orjson does not (sets, bytes, named
+    # tuples, Decimal...), TypeError, and the line is msgspec's.
+    if getattr(value, "model_dump", None) is not None or isinstance(
+        value, os.PathLike | BaseException
+    ):
+        return _fallback(value)
+    raise TypeError
+
+
+# The lines are rendered by orjson, and by msgspec (with the same fallback)
+# when orjson refuses a value: a dict key that is not a string, an int past
+# 64 bits, a set. The two write the same JSON for what orjson takes (floats
+# may differ in the exponent's form: 1e+22 against 1e22, the same number).
+# Measured in figure 1's runs, orjson's fresh bytes and one write() per line
+# cost less than msgspec's encode_into() into a buffer kept from line to line
+# and writev() of the parts (benchmarks/README.md).
+_dumps = orjson.dumps
+_OPTIONS = orjson.OPT_UTC_Z  # an aware UTC datetime ends in Z, as msgspec writes it
+_LINE_OPTIONS = _OPTIONS | orjson.OPT_APPEND_NEWLINE
 _ENCODER = msgspec.json.Encoder(enc_hook=_fallback)
-_encode_into = _ENCODER.encode_into
+
+
+def _json(value: Any) -> bytes:
+    try:
+        return _dumps(value, _fast_fallback, _OPTIONS)
+    except TypeError:
+        return _ENCODER.encode(value)
+
+
+def _json_line(value: Any) -> bytes:
+    """``value`` as one line of JSON, the newline included."""
+    try:
+        return _dumps(value, _fast_fallback, _LINE_OPTIONS)
+    except TypeError:
+        return _ENCODER.encode(value) + b"\n"
 
 
 def _render_line(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> bytes:
-    line = bytearray()
-    _ENCODER.encode_into(event_dict, line)
-    line.append(10)  # the newline: one buffer, one write
-    return bytes(line)
+    return _json_line(event_dict)
 
 
 def render_json(value: Any) -> str:
     """``value`` as JSON text, the way a log line renders it (see :func:`_fallback`)."""
-    return _ENCODER.encode(value).decode()
+    return _json(value).decode()
 
 
 def _render_text(logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> str:
@@ -377,10 +396,7 @@ class _JsonLine:
     in one call: a log line per turn pays for one processor call instead of six.
     """
 
-    __slots__ = (
-        "_body", "_buffer", "_chain", "_fd", "_head", "_path", "_stamp", "_tails", "_text",
-        "_thread", "_turn_tail",
-    )  # fmt: skip
+    __slots__ = ("_chain", "_fd", "_path", "_stamp", "_text")
 
     def __init__(self, text: bool) -> None:
         self._stamp = _IsoUtcStamper()
@@ -388,13 +404,6 @@ class _JsonLine:
         self._chain: list[Any] = []  # structlog's processor list, once configured
         self._fd = -1  # the file emit() writes to, once configured
         self._path = ""  # its path, named by a write that fails
-        self._buffer = bytearray(512)  # emit()'s line, in the thread that made this
-        self._head = bytearray(128)  # emit_turn()'s parts, likewise: extra
-        self._body = bytearray(256)  # and the struct
-        self._thread = _thread_id()
-        # emit()'s line tails: event -> (start of a second, level, encoded tail)
-        self._tails: dict[str, tuple[Any, ...]] = {}
-        self._turn_tail: tuple[Any, ...] = (-2.0,)  # emit_turn()'s, none yet
 
     def __call__(self, logger: Any, method_name: str, event_dict: Any) -> bytes | str:
         _merge_contextvars(logger, method_name, event_dict)
@@ -407,130 +416,76 @@ class _JsonLine:
             return _render_text(logger, method_name, event_dict)
         return _render_line(logger, method_name, event_dict)
 
-    def emit(self, method_name: str, event: str, event_dict: dict[str, Any]) -> None:
-        """:func:`emit` with this chain writing to a file: render, then write.
+    def emit_turn(
+        self,
+        extra: dict[str, Any] | None,
+        episode_id: Any,
+        turn: Any,
+        role: Any,
+        reward: Any,
+        done: Any,
+        timed_out: Any,
+        error: Any,
+        latency_ms: Any,
+    ) -> None:
+        """:func:`emit_turn` with this chain writing to a file: :meth:`emit`'s
+        steps for the turn's dict, in one function (a line every turn). The
+        context variables are merged only when one is registered under a key
+        the dict does not always hold (the runtime binds ``episode_id``)."""
+        event_dict = {} if extra is None else extra
+        event_dict["episode_id"] = episode_id
+        event_dict["turn"] = turn
+        event_dict["role"] = role
+        event_dict["reward"] = reward
+        event_dict["done"] = done
+        event_dict["timed_out"] = timed_out
+        event_dict["error"] = error
+        event_dict["latency_ms"] = latency_ms
+        chain = self._chain
+        if len(chain) != 1 or chain[0] is not self or "exc_info" in event_dict:
+            return STATE.logger.log_dict("info", "turn", event_dict)
+        event_dict["event"] = "turn"
+        if _KNOWN_VARS[2] or _KNOWN_VARS[0] != len(_CONTEXT_VARS):
+            _merge_contextvars(None, "info", event_dict)
+        event_dict["level"] = "info"
+        if "run_id" not in event_dict:
+            event_dict["run_id"] = STATE.run_id
+        event_dict["timestamp"] = self._stamp.now()
+        try:
+            line = _dumps(event_dict, _fast_fallback, _LINE_OPTIONS)
+        except TypeError:
+            line = _ENCODER.encode(event_dict) + b"\n"
+        try:
+            if (written := _write(self._fd, line)) < len(line):  # interrupted
+                _write_rest(lambda rest: _write(self._fd, rest), line, written)
+        except OSError as exc:  # a full disk, say: the error names the file
+            raise _named(exc, self._path) from exc
 
-        ``__call__``'s steps, and the write: the same line with less work, for
-        the line written in the middle of every turn. No bound-logger dispatch
-        and the level's own name; the context variables merged into the dict,
-        which is encoded into a buffer kept from line to line; then, in place
-        of its closing brace, the line's tail from a cache: ``event``,
-        ``level``, ``run_id`` and the timestamp up to its second, encoded once
-        per event and second, and the microseconds from a table. Once the
+    def emit(self, method_name: str, event: str, event_dict: dict[str, Any]) -> None:
+        """:func:`emit` with this chain writing to a file: the logger's steps
+        for the same event, without its dispatch, and one ``write``.
+
+        What the bound logger and ``__call__`` do, in the same order (the
+        same line, key for key): ``event``, the context variables, the level
+        (the caller gives its own name), ``run_id`` unless the event has one,
+        the timestamp; then the line is rendered and written. Once the
         processors were swapped (``capture_logs``), or for an ``exc_info``,
-        the event takes the logger's way; an empty dict or one holding a key
-        of the tail's takes :meth:`_emit_dict`.
+        the event takes the logger's way.
         """
         chain = self._chain
         if len(chain) != 1 or chain[0] is not self or "exc_info" in event_dict:
             return STATE.logger.log_dict(method_name, event, event_dict)
-        _merge_contextvars(None, method_name, event_dict)
-        if (
-            not event_dict
-            or "event" in event_dict
-            or "level" in event_dict
-            or "run_id" in event_dict
-            or "timestamp" in event_dict
-        ):
-            return self._emit_dict(method_name, event, event_dict)
-        now = _time()
-        tail = self._tails.get(event)
-        if tail is None or not 0.0 <= now - tail[0] < 1.0 or tail[1] != method_name:
-            tail = self._tail(method_name, event, now)
-        micros = _floor((now - tail[0]) * 1e6)  # truncated, as datetime's isoformat() does
-        # into the buffer of the thread that configured logging (the event
-        # loop's, as a rule), or a new one in another thread
-        line = self._buffer if _thread_id() == self._thread else bytearray()
-        _encode_into(event_dict, line)
-        line[-1:] = tail[2]  # '}' -> ',"event":..,"timestamp":"YYYY-MM-DDTHH:MM:SS.'
-        line += _DIGITS_B[micros // 1000]
-        line += _DIGITS_END[micros % 1000]  # 'uuuZ"}\n'
-        self._write_line(line)
-
-    def emit_turn(self, extra: dict[str, Any] | None, fields: TurnFields) -> None:
-        """:func:`emit_turn` with this chain writing to a file.
-
-        The line :meth:`emit` would write for :func:`_turn_dict`'s dict,
-        without building that dict: ``extra`` and the struct encoded each
-        into a buffer of its own, the tail from :meth:`_tail`, joined by the
-        kernel (one ``writev``, one line). Where the two could differ
-        (``extra`` holds a key of the struct's or of the tail's, a context
-        variable other than the struct's keys is bound, the processors were
-        swapped), the dict is built and goes through :meth:`emit`.
-        """
-        chain = self._chain
-        if (
-            ((_KNOWN_VARS[0] != len(_CONTEXT_VARS) or _KNOWN_VARS[2]) and _bound_beside_turn())
-            or len(chain) != 1
-            or chain[0] is not self
-            or (extra and not _TURN_RESERVED.isdisjoint(extra))
-        ):
-            return self.emit("info", "turn", _turn_dict(extra, fields))
-        now = _time()
-        tail = self._turn_tail
-        if not 0.0 <= now - tail[0] < 1.0:  # another second
-            tail = self._turn_tail = self._tail("info", "turn", now)
-        micros = _floor((now - tail[0]) * 1e6)
-        if _thread_id() == self._thread:
-            head, body = self._head, self._body
-        else:
-            head, body = bytearray(), bytearray()
-        # One buffer for both would be shrunk and grown again by each
-        # encoding (a reallocation or two a line); writev joins the parts.
-        _encode_into(fields, body)
-        body[-1] = 44  # '}' -> ','
-        if extra:
-            _encode_into(extra, head)
-            head[-1] = 44  # '}' -> ','
-            body[0] = 32  # '{' -> ' ' (JSON's whitespace: no copy to drop it)
-            parts: tuple[Any, ...] = (head, body, tail[3], _DIGITS_B[micros // 1000],
-                                      _DIGITS_END[micros % 1000])  # fmt: skip
-            size = len(head) + len(body) + tail[4]
-        else:
-            parts = (body, tail[3], _DIGITS_B[micros // 1000], _DIGITS_END[micros % 1000])
-            size = len(body) + tail[4]
-        try:
-            if (written := _writev(self._fd, parts)) < size:  # interrupted
-                _write_rest(lambda rest: _write(self._fd, rest), b"".join(parts), written)
-        except OSError as exc:  # a full disk, say: the error names the file
-            raise _named(exc, self._path) from exc
-
-    def _tail(self, method_name: str, event: str, now: float) -> tuple[Any, ...]:
-        """``(start of now's second, level, tail, tail without its comma, size)``.
-
-        The tail of a line up to that second, ``,"event":...,"level":...,
-        "run_id":...,"timestamp":"YYYY-MM-DDTHH:MM:SS.``, before which
-        :meth:`emit` puts the encoded dict and :meth:`emit_turn` its parts,
-        and after which the microseconds, ``Z"}`` and a newline follow; the
-        size: that of the tail without its comma and of what follows.
-        """
-        start, prefix = self._stamp.second(now)
-        keys = {"event": event, "level": method_name, "run_id": STATE.run_id, "timestamp": prefix}
-        bare = _ENCODER.encode(keys)[1:-2]  # no braces, no closing quote
-        tail = start, method_name, b"," + bare, bare, len(bare) + _MICROS_SIZE
-        if len(self._tails) < 256:  # the runtime's events are few; anything else: not kept
-            self._tails[event] = tail
-        return tail
-
-    def _emit_dict(self, method_name: str, event: str, event_dict: dict[str, Any]) -> None:
-        # emit() for a dict that is empty or holds keys of the tail's: the keys
-        # set in the dict, as the chain sets them, and the whole dict encoded.
         event_dict["event"] = event
-        event_dict["level"] = method_name  # a level's own name (see emit)
-        if "run_id" not in event_dict:  # _add_run_id (configure_logging always sets one)
+        _merge_contextvars(None, method_name, event_dict)
+        event_dict["level"] = method_name
+        if "run_id" not in event_dict:
             event_dict["run_id"] = STATE.run_id
         event_dict["timestamp"] = self._stamp.now()
-        line = self._buffer if _thread_id() == self._thread else bytearray()
-        _encode_into(event_dict, line)
-        line.append(10)
-        self._write_line(line)
-
-    def _write_line(self, line: bytearray) -> None:
-        # One write call; after a short one, the rest of the line.
+        line = _json_line(event_dict)
         try:
-            if (written := _write(self._fd, line)) < len(line):
+            if (written := _write(self._fd, line)) < len(line):  # interrupted
                 _write_rest(lambda rest: _write(self._fd, rest), line, written)
-        except OSError as exc:
+        except OSError as exc:  # a full disk, say: the error names the file
             raise _named(exc, self._path) from exc
 
 
