@@ -450,7 +450,16 @@ class _JsonLine:
         event_dict["level"] = "info"
         if "run_id" not in event_dict:
             event_dict["run_id"] = STATE.run_id
-        event_dict["timestamp"] = self._stamp.now()
+        # _IsoUtcStamper.now(), inline: on the line of every turn, each call
+        # saved shows in figure 1 (a cold frame per turn; benchmarks/README.md)
+        now = _time()
+        start, prefix = self._stamp._cache
+        fraction = now - start
+        if not 0.0 <= fraction < 1.0:
+            start, prefix = self._stamp.second(now)
+            fraction = now - start
+        micros = _floor(fraction * 1e6)
+        event_dict["timestamp"] = f"{prefix}{_DIGITS[micros // 1000]}{_DIGITS[micros % 1000]}Z"
         try:
             line = _dumps(event_dict, _fast_fallback, _LINE_OPTIONS)
         except TypeError:
@@ -476,12 +485,18 @@ class _JsonLine:
         if len(chain) != 1 or chain[0] is not self or "exc_info" in event_dict:
             return STATE.logger.log_dict(method_name, event, event_dict)
         event_dict["event"] = event
-        _merge_contextvars(None, method_name, event_dict)
+        pairs = _KNOWN_VARS[1] if _KNOWN_VARS[0] == len(_CONTEXT_VARS) else _known_vars()
+        for key, var in pairs:  # _merge_contextvars, inline
+            if key not in event_dict and (value := var.get(Ellipsis)) is not Ellipsis:
+                event_dict[key] = value
         event_dict["level"] = method_name
         if "run_id" not in event_dict:
             event_dict["run_id"] = STATE.run_id
         event_dict["timestamp"] = self._stamp.now()
-        line = _json_line(event_dict)
+        try:
+            line = _dumps(event_dict, _fast_fallback, _LINE_OPTIONS)
+        except TypeError:
+            line = _ENCODER.encode(event_dict) + b"\n"
         try:
             if (written := _write(self._fd, line)) < len(line):  # interrupted
                 _write_rest(lambda rest: _write(self._fd, rest), line, written)

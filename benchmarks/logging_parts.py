@@ -60,15 +60,15 @@ def _configure(variant: str, path: Path) -> None:
     if variant == "check":
         state.threshold = _logging.WARNING
     elif variant == "built":
-        state.emit_turn = lambda extra, fields: None
+        state.emit_turn = lambda *turn: None
         state.emit = lambda method_name, event, event_dict: None
     elif variant == "episode_events":
-        state.emit_turn = lambda extra, fields: None
+        state.emit_turn = lambda *turn: None
     elif variant == "constant_line":
         fd, write = state.json_line._fd, os.write  # type: ignore[union-attr]
-        state.emit_turn = lambda extra, fields: write(fd, _CONSTANT_LINE)
+        state.emit_turn = lambda *turn: write(fd, _CONSTANT_LINE)
     elif variant == "no_write":
-        _logging._write = _logging._writev = lambda fd, data: 1 << 30
+        _logging._write = lambda fd, data: 1 << 30
     elif variant == "dev_null":
         state.json_line._fd = os.open(os.devnull, os.O_WRONLY)  # type: ignore[union-attr]
 
@@ -81,7 +81,7 @@ def _child(variant: str) -> None:
     from actors import _logging
 
     scenarios = overhead._scenarios(25)
-    writes = _logging._write, _logging._writev  # no_write swaps them: put back each round
+    write = _logging._write  # no_write swaps it: put back each round
     ratios = []
     with tempfile.TemporaryDirectory() as tmp:
         overhead.runtime_us_per_turn(scenarios, 1)  # warm-up
@@ -92,7 +92,7 @@ def _child(variant: str) -> None:
                 on = overhead.runtime_us_per_turn(scenarios, 1)
             finally:
                 _logging.reset_logging()
-                _logging._write, _logging._writev = writes
+                _logging._write = write
             ratios.append(on / off - 1)
     print(statistics.median(ratios))
 
