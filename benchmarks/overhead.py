@@ -20,7 +20,10 @@ Each round measures everything once, side by side. The absolute figures are
 the best of the rounds; each ratio is the median of the rounds' own ratios
 (both sides taken moments apart), so that a slow spell of the machine, which
 slows whatever runs in it, moves a round's two sides together instead of
-pairing one round's fast side with another's slow one.
+pairing one round's fast side with another's slow one. Logging's two sides
+swap places from one round to the next (off first in even rounds, on first
+in odd ones), and there are 11 rounds: a burst of the machine's noise that
+hits one side of a round moves that round's ratio, not the median.
 
 """
 
@@ -218,22 +221,27 @@ KEYS = ("bare", "c1", "c64", "c1_log", "c64_log", "pp", "pp_loop",
         "ref1", "ref64", "ref1_log", "ref64_log")  # fmt: skip
 
 
-def measure(rounds: int = 7, per_type: int = 25) -> list[dict[str, float]]:
+def measure(rounds: int = 11, per_type: int = 25) -> list[dict[str, float]]:
     """One dict of us per turn (``KEYS``) per round."""
     scenarios = _scenarios(per_type)
     loop = actors.resolve_loop()
     samples: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(rounds):
+        for i in range(rounds):
             m = {"pp": pingpong_us_per_turn(), "pp_loop": pingpong_us_per_turn(loop=loop)}
             m["bare"] = bare_us_per_turn(scenarios)
             for c in (1, 64):
-                m[f"c{c}"] = runtime_us_per_turn(scenarios, c)
-                configure_logging(Path(tmp) / "run.jsonl")
-                try:
-                    m[f"c{c}_log"] = runtime_us_per_turn(scenarios, c)
-                finally:
-                    reset_logging()
+                # Logging off then on in even rounds, on then off in odd ones:
+                # whatever the place in a round favours falls on both sides.
+                for logged in (False, True) if i % 2 == 0 else (True, False):
+                    if not logged:
+                        m[f"c{c}"] = runtime_us_per_turn(scenarios, c)
+                        continue
+                    configure_logging(Path(tmp) / "run.jsonl")
+                    try:
+                        m[f"c{c}_log"] = runtime_us_per_turn(scenarios, c)
+                    finally:
+                        reset_logging()
             # The reference last, not between a target's two sides.
             for c in (1, 64):
                 m[f"ref{c}"] = plain_asyncio_us_per_turn(scenarios, c)
@@ -280,7 +288,7 @@ def report(r: dict[str, float]) -> list[tuple[str, str, str, bool]]:
     return rows
 
 
-def main(rounds: int = 7) -> dict[str, Any]:
+def main(rounds: int = 11) -> dict[str, Any]:
     samples = measure(rounds)
     m, r = best(samples), ratios(samples)
     loop = actors.resolve_loop()
