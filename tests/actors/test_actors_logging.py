@@ -9,8 +9,8 @@ import re
 import threading
 import types
 from datetime import UTC, datetime
-from pathlib import Path
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pydantic
