@@ -38,14 +38,11 @@ _LEVELS = {
 }
 
 
-def _emit_via_logger(method_name: str, event: str, event_dict: dict[str, Any]) -> None:
-    STATE.logger.log_dict(method_name, event, event_dict)
-
-
 def _route_through_logger() -> None:
-    # The runtime's events through STATE.logger (no file of ours to write to).
-    STATE.emit = _emit_via_logger
-    STATE.emit_turn = _emit_turn_via_emit
+    # The runtime's events through STATE.logger (no file of ours to write to):
+    # the methods of a _JsonLine attached to no chain hand every event to it.
+    STATE.emit = _TO_LOGGER.emit
+    STATE.emit_turn = _TO_LOGGER.emit_turn
 
 
 class _State:
@@ -60,7 +57,7 @@ class _State:
         self.logger: Any = _quiet_logger()
         # The JSON chains' one processor.
         self.json_line: _JsonLine | None = None
-        self.emit: Any = _emit_via_logger  # what emit() calls,
+        self.emit: Any = None  # what emit() calls,
         self.emit_turn: Any = None  # and emit_turn() (see _route_through_logger)
 
 
@@ -148,48 +145,17 @@ def emit(method_name: str, event: str, event_dict: dict[str, Any]) -> None:
     STATE.emit(method_name, event, event_dict)
 
 
-def emit_turn(
-    extra: dict[str, Any] | None,
-    episode_id: Any,
-    turn: Any,
-    role: Any,
-    reward: Any,
-    done: Any,
-    timed_out: Any,
-    error: Any,
-    latency_ms: Any,
-) -> None:
+def emit_turn(extra: dict[str, Any] | None, *fields: Any) -> None:
     """Log a ``turn`` event at info: ``extra``'s keys (a dict handed over: the
-    described fields and annotations), then the runtime's own fields, which
-    win over them. The caller checked :func:`log_enabled`.
+    described fields and annotations), then the runtime's own ``fields``
+    (episode_id, turn, role, reward, done, timed_out, error, latency_ms, in
+    this order), which win over them. The caller checked :func:`log_enabled`.
 
-    With the JSON chain configured to a file, :meth:`_JsonLine.emit_turn`
-    (the same line, fewer steps); otherwise the dict goes through :func:`emit`.
+    With the JSON chain configured to a file, the line is written by
+    :meth:`_JsonLine.emit_turn` (what the coordinator calls, as
+    ``STATE.emit_turn``); otherwise the event goes through the logger.
     """
-    STATE.emit_turn(extra, episode_id, turn, role, reward, done, timed_out, error, latency_ms)
-
-
-def _emit_turn_via_emit(
-    extra: dict[str, Any] | None,
-    episode_id: Any,
-    turn: Any,
-    role: Any,
-    reward: Any,
-    done: Any,
-    timed_out: Any,
-    error: Any,
-    latency_ms: Any,
-) -> None:
-    event_dict = {} if extra is None else extra
-    event_dict["episode_id"] = episode_id
-    event_dict["turn"] = turn
-    event_dict["role"] = role
-    event_dict["reward"] = reward
-    event_dict["done"] = done
-    event_dict["timed_out"] = timed_out
-    event_dict["error"] = error
-    event_dict["latency_ms"] = latency_ms
-    STATE.emit("info", "turn", event_dict)
+    STATE.emit_turn(extra, *fields)
 
 
 _write = os.write
@@ -450,25 +416,8 @@ class _JsonLine:
         event_dict["level"] = "info"
         if "run_id" not in event_dict:
             event_dict["run_id"] = STATE.run_id
-        # _IsoUtcStamper.now(), inline: on the line of every turn, each call
-        # saved shows in figure 1 (a cold frame per turn; benchmarks/README.md)
-        now = _time()
-        start, prefix = self._stamp._cache
-        fraction = now - start
-        if not 0.0 <= fraction < 1.0:
-            start, prefix = self._stamp.second(now)
-            fraction = now - start
-        micros = _floor(fraction * 1e6)
-        event_dict["timestamp"] = f"{prefix}{_DIGITS[micros // 1000]}{_DIGITS[micros % 1000]}Z"
-        try:
-            line = _dumps(event_dict, _fast_fallback, _LINE_OPTIONS)
-        except TypeError:
-            line = _ENCODER.encode(event_dict) + b"\n"
-        try:
-            if (written := _write(self._fd, line)) < len(line):  # interrupted
-                _write_rest(lambda rest: _write(self._fd, rest), line, written)
-        except OSError as exc:  # a full disk, say: the error names the file
-            raise _named(exc, self._path) from exc
+        event_dict["timestamp"] = self._stamp.now()
+        self._write_line(_json_line(event_dict))
 
     def emit(self, method_name: str, event: str, event_dict: dict[str, Any]) -> None:
         """:func:`emit` with this chain writing to a file: the logger's steps
@@ -485,23 +434,26 @@ class _JsonLine:
         if len(chain) != 1 or chain[0] is not self or "exc_info" in event_dict:
             return STATE.logger.log_dict(method_name, event, event_dict)
         event_dict["event"] = event
-        pairs = _KNOWN_VARS[1] if _KNOWN_VARS[0] == len(_CONTEXT_VARS) else _known_vars()
-        for key, var in pairs:  # _merge_contextvars, inline
-            if key not in event_dict and (value := var.get(Ellipsis)) is not Ellipsis:
-                event_dict[key] = value
+        _merge_contextvars(None, method_name, event_dict)
         event_dict["level"] = method_name
         if "run_id" not in event_dict:
             event_dict["run_id"] = STATE.run_id
         event_dict["timestamp"] = self._stamp.now()
+        self._write_line(_json_line(event_dict))
+
+    def _write_line(self, line: bytes) -> None:
+        # One write call; after a short one (a signal, a nearly full disk), the rest.
         try:
-            line = _dumps(event_dict, _fast_fallback, _LINE_OPTIONS)
-        except TypeError:
-            line = _ENCODER.encode(event_dict) + b"\n"
-        try:
-            if (written := _write(self._fd, line)) < len(line):  # interrupted
+            if (written := _write(self._fd, line)) < len(line):
                 _write_rest(lambda rest: _write(self._fd, rest), line, written)
         except OSError as exc:  # a full disk, say: the error names the file
             raise _named(exc, self._path) from exc
+
+
+# Attached to no chain: its emit() and emit_turn() hand every event to
+# STATE.logger (see _route_through_logger).
+_TO_LOGGER = _JsonLine(text=False)
+_route_through_logger()
 
 
 class _LineWriter:

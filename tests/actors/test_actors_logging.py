@@ -542,7 +542,7 @@ def _turn_fields(turn: int = 2, **overrides: Any) -> dict[str, Any]:
 
 
 def _emit_turn(extra: dict[str, Any] | None, fields: dict[str, Any]) -> None:
-    _logging.emit_turn(extra, **fields)
+    _logging.emit_turn(extra, *fields.values())
 
 
 def _expected_turn(extra: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
