@@ -56,6 +56,7 @@ __all__ = [
     "RunOutputs",
     "action_json",
     "atomic_write_bytes",
+    "deadline_fields",
     "dumps_line",
     "iter_lines",
     "plan_keys",
@@ -196,8 +197,34 @@ def action_json(action: Any) -> dict[str, Any]:
     return {"repr": repr(action)}
 
 
-def result_record(result: Any, *, policy: str, key: str) -> dict[str, Any]:
-    """The ``results.jsonl`` record of one finished episode."""
+def deadline_fields(turn_timeout: Any) -> dict[str, float | None] | None:
+    """The deadline an episode ran under, as ``results.jsonl`` records it:
+    seconds per role (every role named, ``None`` for one without a deadline),
+    or ``None`` when no role had one.
+
+    ``turn_timeout`` is what the runner took: seconds for every role, a
+    mapping role -> seconds (a role left out has no deadline), or ``None``.
+    """
+    from chaosops.env.models import AgentRole
+
+    if turn_timeout is None:
+        return None
+    if not isinstance(turn_timeout, Mapping):
+        return {role.value: float(turn_timeout) for role in AgentRole}
+    given = {str(_value(role)): seconds for role, seconds in turn_timeout.items()}
+    if not any(seconds is not None for seconds in given.values()):
+        return None
+    return {
+        role.value: None if given.get(role.value) is None else float(given[role.value])
+        for role in AgentRole
+    }
+
+
+def result_record(
+    result: Any, *, policy: str, key: str, turn_timeout: Any = None
+) -> dict[str, Any]:
+    """The ``results.jsonl`` record of one finished episode; ``turn_timeout``
+    is the deadline it ran under (see :func:`deadline_fields`)."""
     steps = []
     for step in result.steps:
         steps.append(
@@ -226,6 +253,7 @@ def result_record(result: Any, *, policy: str, key: str) -> dict[str, Any]:
         "oversight_flags": [str(_value(f)) for f in result.oversight_flags],
         "declared_root_cause": None if declared is None else str(_value(declared)),
         "mttr_steps": int(result.mttr_steps),
+        "turn_timeout": deadline_fields(turn_timeout),
         "timeouts": int(result.timeouts),
         "errors": int(result.errors),
         "wall_s": float(result.wall_s),
@@ -551,9 +579,16 @@ class RunOutputs:
             raise OSError(exc.errno, exc.strerror, str(handle.name)) from exc
 
     def write_episode(
-        self, result: Any, *, policy: str, key: str, render: Renderer | None = None
+        self,
+        result: Any,
+        *,
+        policy: str,
+        key: str,
+        render: Renderer | None = None,
+        turn_timeout: Any = None,
     ) -> dict[str, Any]:
-        """Append one finished episode: trajectory lines first, then its results line.
+        """Append one finished episode: trajectory lines first, then its results line
+        (``turn_timeout``: the deadline it ran under, see :func:`deadline_fields`).
 
         Returns the results record.
         """
@@ -564,7 +599,7 @@ class RunOutputs:
         )
         if lines:
             self._write(self._trajectories, lines)
-        record = result_record(result, policy=policy, key=key)
+        record = result_record(result, policy=policy, key=key, turn_timeout=turn_timeout)
         self._write(self._results, dumps_line(record))
         self.state.done_keys.add(key)
         return record

@@ -105,7 +105,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )
 
     def on_result(batch: Batch, index: int, result: Any) -> None:
-        record = result_record(result, policy=batch.tag, key=keys[batch.tag][index])
+        record = result_record(
+            result, policy=batch.tag, key=keys[batch.tag][index], turn_timeout=batch.turn_timeout
+        )
         by_policy[batch.tag][index] = record
         progress.advance(result)
 

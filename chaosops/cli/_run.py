@@ -266,7 +266,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
 
         def on_result(batch: Batch, index: int, result: Any) -> None:
-            outputs.write_episode(result, policy=args.policy, key=keys[index], render=render)
+            outputs.write_episode(
+                result,
+                policy=args.policy,
+                key=keys[index],
+                render=render,
+                turn_timeout=batch.turn_timeout,
+            )
             progress.advance(result)
 
         batches = plan_batches(args, planned, todo, factory, tag=args.policy)

@@ -21,6 +21,9 @@ from chaosops.cli._plan import suite_files
 from chaosops.curriculum.generator import scenarios_for_tier
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import AgentRole
+from chaosops.outputs import deadline_fields
+
+from ._cli import chaosops, jsonl
 
 SRE, DEV = AgentRole.SRE, AgentRole.DEV
 
@@ -101,3 +104,45 @@ def test_llm_extra_body_cannot_set_the_policy_s_own_fields(
     assert "cannot set 'messages'" in capsys.readouterr().err
     args = build_parser().parse_args(["run", "--llm-extra-body", '{"top_k": 5}'])
     assert args.llm_extra_body == {"top_k": 5}
+
+
+def test_deadline_fields_name_every_role() -> None:
+    roles = [role.value for role in AgentRole]
+    assert deadline_fields(None) is None
+    assert deadline_fields(2) == dict.fromkeys(roles, 2.0)
+    partial = deadline_fields({SRE: 5, "dev": 0.5})
+    assert partial == {role: {"sre": 5.0, "dev": 0.5}.get(role) for role in roles}
+    assert list(partial or {}) == roles  # the same keys in the same order, whatever was given
+    assert deadline_fields({}) is None
+    assert deadline_fields({SRE: None}) is None
+
+
+def test_results_record_the_deadline_each_episode_ran_under(tmp_path: Path) -> None:
+    # Two suite entries with different deadlines run as two batches; each
+    # results line says which deadline its episode had, and --role-timeout
+    # overrides one role of each.
+    (tmp_path / "mixed.toml").write_text(
+        'name = "mixed"\ndifficulty = "easy"\n\n'
+        '[[scenarios]]\nfailure_type = "db_deadlock"\nseeds = [0]\n'
+        "[scenarios.turn_timeout]\nsre = 5.0\nmanager = 7.5\n\n"
+        '[[scenarios]]\nfailure_type = "memory_leak"\nseeds = [0]\n'
+    )
+    out = tmp_path / "out"
+    proc = chaosops("run", "mixed.toml", "--no-progress", "--out", out, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    by_type = {r["failure_type"]: r["turn_timeout"] for r in jsonl(out / "results.jsonl")}
+    assert by_type == {
+        "db_deadlock": {"sre": 5.0, "oversight": None, "dev": None, "manager": 7.5},
+        "memory_leak": None,
+    }
+    out2 = tmp_path / "out2"
+    proc = chaosops(
+        "run", "mixed.toml", "--no-progress", "--role-timeout", "dev=0.5", "--out", out2,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    by_type = {r["failure_type"]: r["turn_timeout"] for r in jsonl(out2 / "results.jsonl")}
+    assert by_type == {
+        "db_deadlock": {"sre": 5.0, "oversight": None, "dev": 0.5, "manager": 7.5},
+        "memory_leak": {"sre": None, "oversight": None, "dev": 0.5, "manager": None},
+    }
