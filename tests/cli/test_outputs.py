@@ -303,3 +303,33 @@ def test_oracle_record_roundtrip(tmp_path: Path) -> None:
         record = outputs.write_episode(result, policy="oracle", key="k")
     assert record["resolved"] and record["mttr_steps"] == record["final_step"]
     assert read_results(tmp_path) == ([record], False)
+
+
+def test_a_prompt_that_fails_to_render_is_logged_once_per_episode(tmp_path: Path) -> None:
+    from actors import configure_logging
+    from actors._logging import reset_logging
+    from chaosops.outputs import trajectory_records
+
+    def broken(obs: Any, role: Any) -> Any:
+        if obs.step >= 1:  # the first turn renders, the others do not
+            raise ValueError("a renderer bug")
+        return build_messages(obs, role)
+
+    played = [play(SCENARIOS[0], heuristic_policy(0), f"ep{i}") for i in range(2)]
+    log = tmp_path / "run.jsonl"
+    configure_logging(log)
+    try:
+        for result in played:
+            trajectory_records(result, policy="heuristic", key="k", render=broken)
+        trajectory_records(played[0], policy="heuristic", key="k", render=build_messages)
+    finally:
+        reset_logging()
+    lines = [orjson.loads(line) for line in log.read_bytes().splitlines()]
+    assert [(e["event"], e["level"], e["episode_id"]) for e in lines] == [
+        ("prompt_render_failed", "warning", "ep0"),
+        ("prompt_render_failed", "warning", "ep1"),
+    ]
+    turns = [s.turn for s in played[0].steps if s.observation.step >= 1]
+    assert len(turns) >= 2 and lines[0]["turns"] == turns
+    assert "Traceback" in lines[0]["exception"]
+    assert "ValueError: a renderer bug" in lines[0]["exception"]
