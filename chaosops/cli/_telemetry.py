@@ -16,6 +16,8 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from chaosops._urls import shown_url
+
 from ._errors import PROG, CLIError
 from ._terminal import note
 
@@ -123,7 +125,7 @@ def start_tracing(args: argparse.Namespace) -> None:
     provider.add_span_processor(BatchSpanProcessor(Counted(), schedule_delay_millis=1000))
     _TRACING = tracing
     actors.configure_tracing(provider, name=PROG)
-    note(f"OpenTelemetry traces to {_shown(url)}")
+    note(f"OpenTelemetry traces to {shown_url(url)}")
 
 
 _FLUSH_S = 5
@@ -180,15 +182,6 @@ def _end_linger(signum: int, frame: Any) -> None:
     raise _LingerOver
 
 
-def _shown(url: str) -> str:
-    """``url`` without the password of its user info (``http://user:***@host``)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.netloc.rpartition('@')[2]}"
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
-
-
 def _finish_tracing(tracing: _Tracing) -> None:
     import actors
 
@@ -207,7 +200,7 @@ def _finish_tracing(tracing: _Tracing) -> None:
     if lost:
         note(
             f"OpenTelemetry: {lost} of {tracing.ended} spans were not delivered to "
-            f"{_shown(tracing.url)} (collector unreachable or too slow)"
+            f"{shown_url(tracing.url)} (collector unreachable or too slow)"
         )
 
 
@@ -258,7 +251,7 @@ def _check_collector(url: str) -> None:
         )
         headers.setdefault("Authorization", "Basic " + base64.b64encode(pair.encode()).decode())
         target = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-    url = _shown(url)  # what the messages name
+    url = shown_url(url)  # what the messages name
     request = urllib.request.Request(target, data=b"", method="POST", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=_FLUSH_S, context=context):

@@ -146,3 +146,18 @@ def test_results_record_the_deadline_each_episode_ran_under(tmp_path: Path) -> N
         "db_deadlock": {"sre": 5.0, "oversight": None, "dev": 0.5, "manager": 7.5},
         "memory_leak": {"sre": None, "oversight": None, "dev": 0.5, "manager": None},
     }
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
+        ("https://user:s3cret@api.example.com/v1", "https://user:***@api.example.com/v1"),
+        ("https://sk-token@api.example.com:8443/v1", "https://***@api.example.com:8443/v1"),
+        ("http://[::1", "<invalid URL>"),
+    ],
+)
+def test_a_url_is_shown_without_its_secrets(url: str, shown: str) -> None:
+    from chaosops._urls import shown_url
+
+    assert shown_url(url) == shown

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import anyio
 import anyio.lowlevel
@@ -45,6 +45,7 @@ from openai import (
 )
 from openai.types.chat import ChatCompletion
 
+from chaosops._urls import shown_url
 from chaosops.agents.llm.parse import ACTION_TOOL, parse_action
 from chaosops.agents.llm.render import build_messages
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsObservation
@@ -84,20 +85,6 @@ OWN_REQUEST_FIELDS = frozenset(("model", "messages", "stream", "n"))
 
 class _NotSent(Exception):
     """The turn's deadline passed while the request waited for its turn to go out."""
-
-
-def _safe_url(url: str) -> str:
-    """The URL without user info (``http://user:pass@host`` -> ``http://host``)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<invalid URL>"
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        parts = parts._replace(netloc=host)
-    return urlunsplit(parts)
 
 
 def _valid_url(url: str) -> bool:
@@ -335,7 +322,7 @@ class LLMPolicy:
 
     def __repr__(self) -> str:
         return (
-            f"LLMPolicy(model={self.model!r}, base_url={_safe_url(self.base_url)!r}, "
+            f"LLMPolicy(model={self.model!r}, base_url={shown_url(self.base_url)!r}, "
             f"max_in_flight={self.max_in_flight}, retries={self.retries}, "
             f"use_tools={self.use_tools})"
         )
@@ -406,7 +393,7 @@ class LLMPolicy:
         return cap * (0.5 + 0.5 * self._rng.random())
 
     def _error(self, text: str, cls: type[LLMRequestError] = LLMRequestError) -> LLMRequestError:
-        return cls(_redact(f"{text} ({self.model} at {_safe_url(self.base_url)})", self._api_key))
+        return cls(_redact(f"{text} ({self.model} at {shown_url(self.base_url)})", self._api_key))
 
     async def _complete(
         self, messages: list[dict[str, str]], deadline: float | None
@@ -586,7 +573,7 @@ async def check_endpoint(
     The key itself never appears in the message.
     """
     key = api_key or os.environ.get("OPENAI_API_KEY") or _NO_KEY
-    url = _safe_url(base_url)
+    url = shown_url(base_url)
     if not _valid_url(base_url):
         raise LLMEndpointError(
             f"invalid LLM endpoint URL {url!r}: expected http(s)://host[:port]/v1"
