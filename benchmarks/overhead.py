@@ -256,7 +256,18 @@ def best(samples: list[dict[str, float]]) -> dict[str, float]:
 
 def ratios(samples: list[dict[str, float]]) -> dict[str, float]:
     """The median over the rounds of each round's own ratios."""
-    per_round = {
+    return {k: statistics.median(v) for k, v in round_ratios(samples).items()}
+
+
+def spread(values: list[float]) -> tuple[float, float]:
+    """The first and third quartiles of ``values`` (the middle half of the rounds)."""
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q3
+
+
+def round_ratios(samples: list[dict[str, float]]) -> dict[str, list[float]]:
+    """Each round's own ratios, by figure."""
+    return {
         "c1": [m["bare"] / m["c1"] for m in samples],
         "c64": [m["bare"] / m["c64"] for m in samples],
         "c1_log": [m["c1_log"] / m["c1"] - 1 for m in samples],
@@ -270,7 +281,6 @@ def ratios(samples: list[dict[str, float]]) -> dict[str, float]:
         "vs_ref1": [m["ref1"] / m["c1"] for m in samples],
         "vs_ref64": [m["ref64"] / m["c64"] for m in samples],
     }
-    return {k: statistics.median(v) for k, v in per_round.items()}
 
 
 def report(r: dict[str, float]) -> list[tuple[str, str, str, bool]]:
@@ -310,6 +320,12 @@ def main(rounds: int = 11) -> dict[str, Any]:
     rows = report(r)
     for name, value, target, ok in rows:
         print(f"  {name:42s} {value:>8s}  target {target:8s} {verdict(ok)}")
+    # How far the rounds agree: a wide middle half means a noisy machine, and a
+    # median near a target then says little about which side of it the code is.
+    per_round = round_ratios(samples)
+    quartiles = [f"{label} {spread(per_round[key])[0]:+.1%} to {spread(per_round[key])[1]:+.1%}"
+                 for key, label in (("c1_log", "c1"), ("c64_log", "c64"))]  # fmt: skip
+    print(f"  logging's middle half of the rounds (quartiles): {', '.join(quartiles)}")
     print("  the same figures for the plain asyncio layout (a reference, not the runtime):")
     print(f"  {'plain layout/bare turns/s, c1 / c64':42s} {r['ref1']:.2f}x / {r['ref64']:.2f}x")
     print(f"  {'its JSON lines add, c1 / c64':42s} {r['ref1_log']:+.1%} / {r['ref64_log']:+.1%}")
