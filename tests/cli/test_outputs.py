@@ -305,9 +305,9 @@ def test_oracle_record_roundtrip(tmp_path: Path) -> None:
     assert read_results(tmp_path) == ([record], False)
 
 
-def test_a_prompt_that_fails_to_render_is_logged_once_per_episode(tmp_path: Path) -> None:
-    from actors import configure_logging
-    from actors._logging import reset_logging
+def test_a_prompt_that_fails_to_render_is_logged_once_per_episode() -> None:
+    import structlog
+
     from chaosops.outputs import trajectory_records
 
     def broken(obs: Any, role: Any) -> Any:
@@ -316,20 +316,15 @@ def test_a_prompt_that_fails_to_render_is_logged_once_per_episode(tmp_path: Path
         return build_messages(obs, role)
 
     played = [play(SCENARIOS[0], heuristic_policy(0), f"ep{i}") for i in range(2)]
-    log = tmp_path / "run.jsonl"
-    configure_logging(log)
-    try:
+    with structlog.testing.capture_logs() as captured:
         for result in played:
             trajectory_records(result, policy="heuristic", key="k", render=broken)
         trajectory_records(played[0], policy="heuristic", key="k", render=build_messages)
-    finally:
-        reset_logging()
-    lines = [orjson.loads(line) for line in log.read_bytes().splitlines()]
-    assert [(e["event"], e["level"], e["episode_id"]) for e in lines] == [
+    assert [(e["event"], e["log_level"], e["episode_id"]) for e in captured] == [
         ("prompt_render_failed", "warning", "ep0"),
         ("prompt_render_failed", "warning", "ep1"),
     ]
     turns = [s.turn for s in played[0].steps if s.observation.step >= 1]
-    assert len(turns) >= 2 and lines[0]["turns"] == turns
-    assert "Traceback" in lines[0]["exception"]
-    assert "ValueError: a renderer bug" in lines[0]["exception"]
+    assert len(turns) >= 2 and captured[0]["turns"] == turns
+    kind, exc, traceback = captured[0]["exc_info"]
+    assert kind is ValueError and str(exc) == "a renderer bug" and traceback is not None
