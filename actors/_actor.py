@@ -186,6 +186,9 @@ class Actor:
         on_asyncio = inbox.on_asyncio
         # The coordinator's clock, the one deadlines are on.
         clock = episode.clock
+        # What the policy logs with structlog carries episode_id (bound by the
+        # coordinator), role and turn (bound here, in this task's own context).
+        bind_turn = _logging.bind_actor(role)
         while True:
             if on_asyncio:
                 # Wait on the inbox's future right here (no coroutine between).
@@ -204,6 +207,7 @@ class Actor:
             if turn != episode.open_turn:
                 continue  # closed at its deadline while waiting in the inbox
             self.turn, self.deadline, self.info = turn, deadline, None
+            bind_turn(turn)
             error: BaseException | None = None
             result: Any = None
             trace_context = episode.trace_context

@@ -312,6 +312,44 @@ async def test_policy_error_line_carries_the_traceback(tmp_path: Path) -> None:
     assert "Traceback" in error["exception"] and "RuntimeError: policy bug" in error["exception"]
 
 
+async def test_what_a_policy_logs_carries_its_episode_role_and_turn(tmp_path: Path) -> None:
+    # A sync, an async and an in_thread policy log with structlog during their
+    # turns: each line has the episode, role and turn of the turn line it
+    # belongs to; the episode's own events carry neither role nor turn.
+    import anyio
+
+    from actors import in_thread
+
+    path = tmp_path / "run.jsonl"
+    configure_logging(path)
+    log = structlog.get_logger()
+
+    def sync_policy(obs: Any, role: str) -> Any:
+        log.info("thinking", how="sync")
+        return act(role)
+
+    async def async_policy(obs: Any, role: str) -> Any:
+        await anyio.sleep(0)
+        log.info("thinking", how="async")
+        return act(role)
+
+    policies = {"a": sync_policy, "b": async_policy, "c": in_thread(sync_policy), "d": sync_policy}
+    traces = [
+        await run_episode(ToyEnv(steps=8), policies=dict(policies), **run_kwargs())
+        for _ in range(2)
+    ]
+    records = _records(path)
+    turns = [(r["episode_id"], r["role"], r["turn"]) for r in records if r["event"] == "turn"]
+    thinking = [(r["episode_id"], r["role"], r["turn"]) for r in records if r["event"] == "thinking"]
+    assert len(turns) == 16 and thinking == turns
+    assert {t.episode_id for t in traces} == {episode for episode, _, _ in turns}
+    for record in records:
+        if record["event"].startswith("episode_"):
+            assert "role" not in record and "turn" not in record
+    get_logger().info("after")  # outside any episode: nothing of one
+    assert not {"episode_id", "role", "turn"} & _records(path)[-1].keys()
+
+
 def test_context_bound_fields_and_explicit_fields(tmp_path: Path) -> None:
     path = tmp_path / "run.jsonl"
     configure_logging(path, run_id="r")
