@@ -316,7 +316,7 @@ async def test_what_a_policy_logs_carries_its_episode_role_and_turn(tmp_path: Pa
     # A sync, an async and an in_thread policy log with structlog during their
     # turns: each line has the episode, role and turn of the turn line it
     # belongs to; the episode's own events carry neither role nor turn.
-    import anyio
+    import anyio.lowlevel
 
     from actors import in_thread
 
@@ -329,7 +329,7 @@ async def test_what_a_policy_logs_carries_its_episode_role_and_turn(tmp_path: Pa
         return act(role)
 
     async def async_policy(obs: Any, role: str) -> Any:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         log.info("thinking", how="async")
         return act(role)
 
@@ -339,8 +339,11 @@ async def test_what_a_policy_logs_carries_its_episode_role_and_turn(tmp_path: Pa
         for _ in range(2)
     ]
     records = _records(path)
-    turns = [(r["episode_id"], r["role"], r["turn"]) for r in records if r["event"] == "turn"]
-    thinking = [(r["episode_id"], r["role"], r["turn"]) for r in records if r["event"] == "thinking"]
+
+    def keys(event: str) -> list[tuple[str, str, int]]:
+        return [(r["episode_id"], r["role"], r["turn"]) for r in records if r["event"] == event]
+
+    turns, thinking = keys("turn"), keys("thinking")
     assert len(turns) == 16 and thinking == turns
     assert {t.episode_id for t in traces} == {episode for episode, _, _ in turns}
     for record in records:
