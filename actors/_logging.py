@@ -10,6 +10,7 @@ costs one attribute read per turn.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import io
 import logging
@@ -264,15 +265,25 @@ def bind_actor(role: Any) -> Any:
     return a function that binds ``turn``: what a policy logs with structlog
     carries ``episode_id``, ``role`` and ``turn`` (through ``merge_contextvars``).
 
-    The function is the ``turn`` context variable's ``set`` (a few tens of
-    nanoseconds a turn), or ``bind_contextvars`` where structlog's registry
-    of variables cannot be read.
+    The function is the ``turn`` context variable's ``set`` (well under a
+    microsecond a turn), or ``bind_contextvars`` where structlog's registry of
+    variables cannot be read.
     """
-    bind_contextvars(role=role, turn=-1)  # registers both keys
-    var = None if _CONTEXT_VARS is None else _CONTEXT_VARS.get("structlog_turn")
-    if var is None:  # pragma: no cover - another structlog layout
-        return lambda turn: bind_contextvars(turn=turn)
-    return var.set
+    if not _ACTOR_VARS:
+        if _CONTEXT_VARS is None:  # pragma: no cover - another structlog layout
+            bind_contextvars(role=role, turn=-1)
+            return lambda turn: bind_contextvars(turn=turn)
+        # Registered once, in a context thrown away: structlog's variables
+        # for the two keys (bind_contextvars costs microseconds a call).
+        contextvars.copy_context().run(bind_contextvars, role=None, turn=None)
+        _ACTOR_VARS[:] = _CONTEXT_VARS["structlog_role"], _CONTEXT_VARS["structlog_turn"]
+    role_var, turn_var = _ACTOR_VARS
+    role_var.set(role)
+    turn_var.set(-1)
+    return turn_var.set
+
+
+_ACTOR_VARS: list[Any] = []  # structlog's ContextVars of "role" and "turn", once registered
 
 
 def _known_vars() -> tuple[tuple[str, Any], ...]:
