@@ -21,6 +21,9 @@ class Stop:
 
     signum: int | None = None
     reason: str | None = None  # a health check's: the LLM endpoint went away
+    # Episodes that finished with errored turns while the endpoint was failing,
+    # not handed over because the failures stopped the run (see run_batches).
+    withheld: int = 0
 
 
 @dataclasses.dataclass
@@ -99,6 +102,7 @@ async def run_batches(
     on_batch: Callable[[JobResults[Any] | None], None] | None = None,
     close: Sequence[Any] = (),
     health: Callable[[], str | None] | None = None,
+    failing: Callable[[], bool] | None = None,
 ) -> Stop:
     """Run the batches one after the other, calling ``on_result(batch, plan_index,
     result)`` as each episode finishes.
@@ -112,12 +116,36 @@ async def run_batches(
     The objects in ``close`` (LLM policies) are closed at the end, in this loop.
     ``health`` is asked every :data:`HEALTH_EVERY_S`: a reason (not None) stops
     the batches as a signal would, and becomes the :class:`Stop`'s ``reason``.
+
+    ``failing()`` says whether the endpoint is in a run of failed calls (the
+    LLM policy's ``failures_in_a_row``). An episode that finishes with errored
+    turns during such a run is held back: handed to ``on_result`` once a call
+    succeeds again (or the batches end), but not at all when the run of
+    failures stops the batches (``health``): its fallback turns are the
+    outage's, not the policy's, and ``--resume`` plays it again. The
+    :class:`Stop` counts them (``withheld``).
     """
     import anyio
 
     from chaosops.agents.runner import open_batch
 
     stop = Stop()
+    held: list[tuple[Batch, int, Any]] = []
+
+    def deliver(batch: Batch, index: int, result: Any) -> None:
+        if failing is not None:
+            if failing():
+                if result.errors:
+                    held.append((batch, index, result))
+                    return
+            else:
+                release()
+        on_result(batch, index, result)
+
+    def release() -> None:
+        while held:
+            on_result(*held.pop(0))
+
     try:
         async with anyio.create_task_group() as tg:
             _RUNNING.append((tg.cancel_scope, stop))
@@ -135,8 +163,11 @@ async def run_batches(
                     if on_batch is not None:
                         on_batch(results)
                     async for index, result in results:
-                        on_result(batch, batch.indices[index], result)
+                        deliver(batch, batch.indices[index], result)
             tg.cancel_scope.cancel()
+        if stop.reason is None:
+            release()  # the failures did not stop the run: they were the policy's turns
+        stop.withheld = len(held)
     finally:
         _RUNNING[:] = [(scope, st) for scope, st in _RUNNING if st is not stop]
         if on_batch is not None:
@@ -183,6 +214,7 @@ def execute(
                 on_batch=progress.watch,
                 close=[llm] if llm is not None else [],
                 health=_endpoint_health(llm, max_failures),
+                failing=(lambda: llm.failures_in_a_row > 0) if max_failures > 0 and llm else None,
             )
         )
 
@@ -201,6 +233,13 @@ def _endpoint_health(llm: Any, max_failures: int) -> Callable[[], str | None] | 
         )
 
     return check
+
+
+def withheld_note(stop: Stop) -> str:
+    """`` (N more played while the endpoint failed, not kept)``, or nothing."""
+    if not stop.withheld:
+        return ""
+    return f" ({stop.withheld} more played while the endpoint failed, not kept)"
 
 
 def stop_code(stop: Stop) -> int:

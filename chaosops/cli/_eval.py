@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._batches import Batch, execute, plan_batches, stop_code
+from ._batches import Batch, execute, plan_batches, stop_code, withheld_note
 from ._errors import CLIError
 from ._plan import plan_episodes
 from ._policies import policy_factory, prepare_llm
@@ -125,7 +125,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     interrupted = stop.signum is not None or stop.reason is not None
     if interrupted and not records:
         if stop.reason is not None:
-            raise CLIError(f"{stop.reason}; no episode had finished: no evaluation written", code=1)
+            raise CLIError(
+                f"{stop.reason}; no episode had finished{withheld_note(stop)}: no evaluation "
+                "written",
+                code=1,
+            )
         note("interrupted before any episode finished; no evaluation written")
         return stop_code(stop)
     rows = evaluate_records(records)
@@ -166,8 +170,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if stop.reason is not None:
         raise CLIError(
             f"{stop.reason}; evaluation of the {len(records)} of "
-            f"{len(planned) * len(policies)} episode(s) that finished written (complete: false, "
-            "no chart)",
+            f"{len(planned) * len(policies)} episode(s) that finished{withheld_note(stop)} "
+            "written (complete: false, no chart)",
             code=1,
         )
     if interrupted:

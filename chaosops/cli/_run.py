@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._batches import Batch, execute, plan_batches, stop_code
+from ._batches import Batch, execute, plan_batches, stop_code, withheld_note
 from ._errors import CLIError, os_error_in, os_error_line
 from ._plan import PlannedEpisode, plan_episodes
 from ._policies import policy_factory, prepare_llm
@@ -300,7 +300,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if stop.reason is not None:
         raise CLIError(
-            f"{stop.reason}; {progress.done} episode(s) finished this run, kept in "
+            f"{stop.reason}; {progress.done} episode(s) finished this run{withheld_note(stop)}, "
+            f"kept in "
             f"{outputs.results_path}; run again with --resume once the endpoint answers",
             code=1,
         )

@@ -325,6 +325,8 @@ def test_an_endpoint_that_keeps_failing_stops_the_run(work: Path) -> None:
     assert proc.returncode == 1
     summary = orjson.loads((out / "summary.json").read_bytes())
     assert summary["complete"] is False and summary["episodes"] < summary["planned"]
+    # an episode that finished while every call failed is not kept: --resume plays it again
+    assert not [r for r in jsonl(out / "results.jsonl") if r["errors"]]
     # eval stops the same way; what finished, if anything, is evaluated as on Ctrl-C
     line = assert_one_error_line(evaluated, "LLM calls in a row failed", "--llm-max-failures 3")
     assert evaluated.returncode == 1
