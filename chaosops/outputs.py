@@ -284,7 +284,8 @@ def trajectory_records(
     null, not a text, when ``render`` fails.
     """
     records = []
-    unrendered: list[tuple[Any, BaseException]] = []  # (turn, exception) of each failure
+    unrendered: list[Any] = []  # the turns whose prompt failed to render
+    first_error: BaseException | None = None  # the first of those failures
     for index, step in enumerate(result.steps):
         info: Mapping[str, Any] = getattr(step, "info", None) or {}
         action = action_json(step.action)
@@ -294,7 +295,8 @@ def trajectory_records(
                 prompt = render(step.observation, step.role)
             except Exception as exc:  # a renderer bug must not lose the episode; null,
                 prompt = None  # not a text where every other record has a list of messages
-                unrendered.append((step.turn, exc))
+                unrendered.append(step.turn)
+                first_error = first_error or exc
         # A turn closed at its deadline applied the fallback: a completion that
         # came in after it (annotated before the turn was seen closed) is not
         # what was applied, and neither are its tokens.
@@ -330,23 +332,18 @@ def trajectory_records(
             answer_of_closed_turn = step.timed_out and name in _ANSWER_FIELDS
             record[name] = None if answer_of_closed_turn else info.get(name)
         records.append(record)
-    if unrendered:
-        _log_unrendered(result.episode_id, unrendered)
+    if first_error is not None:
+        # One warning per episode, however many of its prompts failed: which
+        # turns have a null prompt, and the first failure's traceback.
+        from actors import get_logger
+
+        get_logger().warning(
+            "prompt_render_failed",
+            episode_id=result.episode_id,
+            turns=unrendered,
+            exc_info=(type(first_error), first_error, first_error.__traceback__),
+        )
     return records
-
-
-def _log_unrendered(episode_id: Any, unrendered: list[tuple[Any, BaseException]]) -> None:
-    # One warning per episode, however many of its prompts failed: the first
-    # failure's traceback, and which turns have a null prompt.
-    from actors import get_logger
-
-    exc = unrendered[0][1]
-    get_logger().warning(
-        "prompt_render_failed",
-        episode_id=episode_id,
-        turns=[t for t, _ in unrendered],
-        exc_info=(type(exc), exc, exc.__traceback__),
-    )
 
 
 # ----------------------------------------------------------------------- files

@@ -204,6 +204,7 @@ def execute(
     import actors
 
     _RAN[0] = True
+    health = _endpoint_health(llm, max_failures)
     with progress:
         return actors.run(
             partial(
@@ -213,8 +214,9 @@ def execute(
                 on_result=on_result,
                 on_batch=progress.watch,
                 close=[llm] if llm is not None else [],
-                health=_endpoint_health(llm, max_failures),
-                failing=(lambda: llm.failures_in_a_row > 0) if max_failures > 0 and llm else None,
+                health=health,
+                # held back only where a run of failures can stop the batches
+                failing=None if health is None else (lambda: llm.failures_in_a_row > 0),
             )
         )
 

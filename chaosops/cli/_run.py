@@ -301,8 +301,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if stop.reason is not None:
         raise CLIError(
             f"{stop.reason}; {progress.done} episode(s) finished this run{withheld_note(stop)}, "
-            f"kept in "
-            f"{outputs.results_path}; run again with --resume once the endpoint answers",
+            f"kept in {outputs.results_path}; run again with --resume once the endpoint answers",
             code=1,
         )
     if stop.signum is not None:
