@@ -1,13 +1,16 @@
 """``--metrics-port``: Prometheus metrics served while a run goes, scraped by a
-client over loopback (and by a real Prometheus server where one is installed)."""
+client over loopback, and by a real Prometheus server: the one installed, or
+Debian's package fetched into pytest's cache (see :func:`_prometheus_binary`)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -170,14 +173,49 @@ def test_a_metrics_port_that_cannot_be_served_is_one_line_before_anything_is_wri
 
 
 @pytest.fixture
-def prometheus(tmp_path: Path) -> Iterator[tuple[Path, int]]:
-    """A Prometheus server's config file (to fill in) and port: started by the test."""
-    if shutil.which("prometheus") is None:
-        pytest.skip("no prometheus server installed (Debian: apt-get install prometheus)")
+def prometheus(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str, Path, int]]:
+    """A Prometheus server's binary, config file (to fill in) and port: started by the test."""
+    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
+    binary, why = _prometheus_binary(
+        cache.mkdir("prometheus") if cache is not None else tmp_path / "prometheus-package"
+    )
+    if binary is None:
+        pytest.skip(f"no prometheus server: {why}")
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
-    yield tmp_path / "prometheus.yml", port
+    yield binary, tmp_path / "prometheus.yml", port
+
+
+def _prometheus_binary(cache: Path) -> tuple[str | None, str]:
+    """The ``prometheus`` on PATH; else Debian's package, unpacked without root
+    into pytest's cache (``apt-get download`` and ``dpkg-deb -x``, as the test
+    command installs the Python packages it needs). (None, why) where neither
+    can be had: no Debian tools, no package registry, or
+    ``CHAOSOPS_TEST_NO_DOWNLOAD`` set."""
+    found = shutil.which("prometheus")
+    unpacked = cache / "usr" / "bin" / "prometheus"
+    if found is not None or unpacked.is_file():
+        return found or str(unpacked), ""
+    if os.environ.get("CHAOSOPS_TEST_NO_DOWNLOAD"):
+        return None, "not installed, and CHAOSOPS_TEST_NO_DOWNLOAD is set"
+    if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
+        return None, "not installed, and no apt-get/dpkg-deb to fetch Debian's package"
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            got = subprocess.run(["apt-get", "download", "prometheus"], cwd=folder,
+                                 capture_output=True, text=True, timeout=300)  # fmt: skip
+            debs = sorted(Path(folder).glob("prometheus_*.deb"))
+            if got.returncode != 0 or not debs:
+                last = (got.stderr.strip().splitlines() or ["no package file"])[-1]
+                return None, f"not installed, and apt-get download prometheus failed: {last}"
+            subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(cache)],
+                           check=True, capture_output=True, timeout=300)  # fmt: skip
+        except (OSError, subprocess.SubprocessError) as exc:
+            return None, f"not installed, and fetching Debian's package failed: {exc}"
+    if not unpacked.is_file():
+        return None, f"Debian's package has no usr/bin/prometheus (unpacked in {cache})"
+    return str(unpacked), ""
 
 
 def _query(port: int, expr: str) -> list[dict[str, object]]:
@@ -191,7 +229,7 @@ def _query(port: int, expr: str) -> list[dict[str, object]]:
 def test_a_real_prometheus_server_scrapes_the_metrics(
     tmp_path: Path, prometheus: tuple[Path, int]
 ) -> None:
-    config, port = prometheus
+    binary, config, port = prometheus
     registry = CollectorRegistry()
     with actors.configure_metrics(0, registry=registry, namespace="chaosops") as meter:
         scenarios = scenarios_for_tier("easy", episodes_per_type=2)
@@ -208,7 +246,7 @@ def test_a_real_prometheus_server_scrapes_the_metrics(
         )
         server = subprocess.Popen(
             [
-                "prometheus",
+                binary,
                 f"--config.file={config}",
                 f"--storage.tsdb.path={tmp_path / 'data'}",
                 f"--web.listen-address=127.0.0.1:{port}",
