@@ -84,3 +84,26 @@ def median(samples: list[float]) -> float:
 
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
+
+
+def clock_gaps(seconds: float = 5.0, threshold: float = 0.003) -> list[float]:
+    """Gaps (seconds) longer than ``threshold`` seen by a loop that does nothing
+    but read the clock for ``seconds``: the machine's own stops (a virtual
+    machine's host running something else), which no code of ours causes."""
+    gaps: list[float] = []
+    clock = time.perf_counter
+    last = clock()
+    end = last + seconds
+    while (now := clock()) < end:
+        if now - last > threshold:
+            gaps.append(now - last)
+        last = now
+    return gaps
+
+
+def describe_gaps(gaps: list[float], seconds: float) -> str:
+    if not gaps:
+        return f"no gap over 3 ms in {seconds:.0f} s"
+    over = sum(g > 0.008 for g in gaps)
+    return (f"{len(gaps)} gaps over 3 ms in {seconds:.0f} s, {over} over 8 ms, "
+            f"the longest {max(gaps) * 1e3:.1f} ms")  # fmt: skip

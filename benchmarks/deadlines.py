@@ -9,6 +9,16 @@ reset, actors and first request, about 160 us of CPU here), so the first
 deadlines of 1,000 episodes fall due within the start window that is printed,
 and every later round of 1,000 deadlines stays as bunched. Targets: p99 <= 10 ms
 at 100 episodes, <= 100 ms at 1,000.
+
+Each case is played by ``BATCHES`` batches in a row; the figure is the median
+of their p99s, and every batch's p99 is printed beside it. The machine these
+figures come from is a virtual one that stops now and then: a loop doing
+nothing but read the clock saw gaps of 3 to 16 ms, from none to a few hundred
+a minute (``run_all.py`` prints what it saw before and after the figures). A
+stop that falls on a bunch of deadlines makes them all late by its length,
+and one batch of 100 episodes (800 turns: its p99 is its 8th latest turn) then
+reads the stop, not the runtime. The median of the batches is the runtime's
+usual p99; the largest printed is what a stop did.
 Run: ``.venv/bin/python benchmarks/deadlines.py``.
 """
 
@@ -32,6 +42,7 @@ from chaosops.env.world_sim import Scenario
 
 DEADLINE = 0.05
 TURNS = 8
+BATCHES = 5
 
 
 async def never(observation: Any, role: Any) -> Any:
@@ -110,24 +121,40 @@ def _pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
-def main() -> dict[str, Any]:
-    print(f"figure 3: never-answering policies, {DEADLINE * 1000:.0f} ms deadline, {TURNS} turns")
-    out = {}
+def _summary(batches: list[list[float]]) -> dict[str, Any]:
+    """The median of the batches' p50 and p99, each batch's p99, the worst overshoot (ms)."""
+    return {
+        "p50_ms": statistics.median(_pct(v, 50) for v in batches),
+        "p99_ms": statistics.median(_pct(v, 99) for v in batches),
+        "batch_p99_ms": [_pct(v, 99) for v in batches],
+        "max_ms": max(max(v) for v in batches),
+    }
+
+
+def _line(episodes: int, summary: dict[str, Any], target: float) -> str:
+    each = ", ".join(f"{p:.1f}" for p in summary["batch_p99_ms"])
+    return (f"  {episodes:5d} episodes: overshoot p50 {summary['p50_ms']:6.2f} ms, "
+            f"p99 {summary['p99_ms']:6.2f} ms, max {summary['max_ms']:6.2f} ms  "
+            f"target p99 <= {target:.0f} ms  {verdict(summary['p99_ms'] <= target)}"
+            f"\n                  each batch's p99: {each} ms")  # fmt: skip
+
+
+def main(batches: int = BATCHES) -> dict[str, Any]:
+    print(f"figure 3: never-answering policies, {DEADLINE * 1000:.0f} ms deadline, {TURNS} turns; "
+          f"{batches} batches a case, the median of their p50 and p99")  # fmt: skip
+    out: dict[Any, Any] = {}
     for episodes, target in ((100, 10.0), (1000, 100.0)):
-        values, window = overshoots_ms(episodes)
-        p50, p99 = _pct(values, 50), _pct(values, 99)
-        out[episodes] = {"p50_ms": p50, "p99_ms": p99, "max_ms": max(values), "start_ms": window}
-        print(f"  {episodes:5d} episodes: overshoot p50 {p50:6.2f} ms, p99 {p99:6.2f} ms, "
-              f"max {max(values):6.2f} ms  target p99 <= {target:.0f} ms  "
-              f"{verdict(p99 <= target)}  (episodes started within {window:.0f} ms)")  # fmt: skip
+        played = [overshoots_ms(episodes) for _ in range(batches)]
+        out[episodes] = _summary([values for values, _ in played])
+        out[episodes]["start_ms"] = max(window for _, window in played)
+        print(_line(episodes, out[episodes], target)
+              + f" (episodes started within {out[episodes]['start_ms']:.0f} ms)")  # fmt: skip
     print("  aligned by a barrier (the deadlines of all episodes set together, worst case):")
     for episodes, target in ((100, 10.0), (1000, 100.0)):
-        values = aligned_overshoots_ms(episodes)
-        p50, p99 = _pct(values, 50), _pct(values, 99)
-        out[f"aligned_{episodes}"] = {"p50_ms": p50, "p99_ms": p99, "max_ms": max(values)}
-        print(f"  {episodes:5d} episodes: overshoot p50 {p50:6.2f} ms, p99 {p99:6.2f} ms, "
-              f"max {max(values):6.2f} ms  target p99 <= {target:.0f} ms  "
-              f"{verdict(p99 <= target)}")  # fmt: skip
+        out[f"aligned_{episodes}"] = _summary(
+            [aligned_overshoots_ms(episodes) for _ in range(batches)]
+        )
+        print(_line(episodes, out[f"aligned_{episodes}"], target))
     return out
 
 
