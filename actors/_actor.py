@@ -316,13 +316,15 @@ def log_late_reply(
     meter: EpisodeMeter | None = None,
 ) -> None:
     """Log ``late_reply_dropped`` for a reply that came after its turn's deadline
-    (with ``error``, ``"Type: message"``, when the late call raised), and count it."""
+    (when the late call raised: ``error``, ``"Type: message"``, and its traceback
+    as ``exception``, the nearest a dropped call's error gets to a
+    ``policy_error``), and count it."""
     if meter is not None:
         meter.late_reply(role)
     if _tracing.STATE.tracer is not None:
         _tracing.late_reply(turn, role)
     if _logging.log_enabled(_logging.INFO):
-        raised = {} if error is None else {"error": error_text(error)}
+        raised = {} if error is None else {"error": error_text(error), "exc_info": error}
         _logging.STATE.logger.info(
             "late_reply_dropped", episode_id=episode_id, turn=turn, role=role, **raised
         )

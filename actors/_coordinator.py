@@ -247,7 +247,11 @@ async def _play(
     turn_span: Any = None  # the open turn's span, while tracing
     now = state.clock  # monotonic on asyncio (see actors._actor.turn_clock)
     turn = 0
-    done = observation.done  # read once a turn: an observation's attribute may be dear (pydantic)
+    try:
+        done = observation.done  # read once a turn: an observation's attribute may be dear
+    except Exception as exc:  # not an observation (None, say): the environment failed
+        trace.status, trace.error = "failed", _unreadable(exc, "reset")
+        done = True
     raised: Exception | None = None
     # The batch's gate (asyncio): instant turns are played holding one of its
     # permits (see actors._gate); ``held_since`` is when this episode took it.
@@ -260,8 +264,13 @@ async def _play(
         # episodes start one after another), and a role that never plays has none.
         try:
             while not done and turn < max_turns:
-                role = observation.turn_role
-                actor = actors.get(role)
+                try:  # (a try costs nothing on Python 3.11+ until it catches)
+                    role = observation.turn_role
+                    actor = actors.get(role)
+                except Exception as exc:  # no turn_role, or an unhashable one
+                    trace.status = "failed"
+                    trace.error = _unreadable(exc, "step" if turn else "reset")
+                    break
                 timed_out = False
                 error: str | None = None
                 info: dict[str, Any] | None = None
@@ -378,6 +387,12 @@ async def _play(
                 except Exception as exc:
                     trace.status, trace.error = "failed", error_text(exc)
                     break
+                try:
+                    done = next_observation.done
+                    reward = next_observation.reward
+                except Exception as exc:  # env.step returned no observation
+                    trace.status, trace.error = "failed", _unreadable(exc, "step")
+                    break
                 record = TurnRecord(
                     turn, role, observation, action, next_observation,
                     timed_out, error, latency, info if info is not None else {},
@@ -386,7 +401,6 @@ async def _play(
                     records.append(record)
                 if after_step is not None:
                     after_step(env, record)
-                done = next_observation.done
                 logged = log.threshold <= _logging.INFO
                 if logged or turn_span is not None:
                     # describe_turn once for the span and the log line (which takes it over)
@@ -402,7 +416,7 @@ async def _play(
                         if info or type(extra) is not dict:
                             extra = _turn_extra(extra, info)
                         log.emit_turn(
-                            extra, episode_id, turn, role, next_observation.reward, done,
+                            extra, episode_id, turn, role, reward, done,
                             timed_out, error,
                             # Milliseconds to 3 decimals; floor() and a division
                             # cost a fifth of round().
@@ -437,6 +451,11 @@ async def _play(
                 await _stop_calls(actors, tg.tasks)
     if raised is not None:
         raise raised
+
+
+def _unreadable(exc: Exception, call: str) -> str:
+    # An episode's error when what env.reset or env.step returned is no observation.
+    return f"{error_text(exc)} (in the observation env.{call} returned)"
 
 
 def _start_turn_span(tracer: Any, state: EpisodeState, turn: int, role: Any, played: bool) -> Any:

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import actors
-from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.env.environment import DEFAULT_TURN_ORDER, ChaosOpsEnvironment
 from chaosops.env.models import (
     ActionType,
     AgentRole,
@@ -179,7 +179,7 @@ def _describe_turn(record: actors.TurnRecord) -> dict[str, Any]:
 
 
 def _describe_finish(env: Any, trace: actors.EpisodeTrace) -> dict[str, Any]:
-    state = _state_of(env)
+    state = _final_state(env, trace)
     if state is None:
         return {"resolved": False, "final_step": 0, "cumulative_reward": 0.0}
     return {
@@ -189,11 +189,33 @@ def _describe_finish(env: Any, trace: actors.EpisodeTrace) -> dict[str, Any]:
     }
 
 
-def _state_of(env: Any) -> Any:
+def _final_state(env: Any, trace: actors.EpisodeTrace) -> Any:
+    """The environment's state at the episode's end; None where the episode
+    never started (reset failed: a reused environment still holds the
+    previous episode's state, which neither the result nor the log may report)."""
+    if trace.final_observation is None:
+        return None
     try:
         return env.state
-    except Exception:  # reset failed before any state existed
+    except Exception:  # an environment with no state to read
         return None
+
+
+class _Unbuilt:
+    """An environment that ``env_factory`` failed to build: its ``reset``
+    raises that failure, so that the episode fails like any other whose
+    environment broke (status ``failed``, logged) and the batch goes on."""
+
+    turn_order = DEFAULT_TURN_ORDER
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    def reset(self, **_: Any) -> Any:
+        raise self.exc
+
+    def step(self, action: Any) -> Any:  # pragma: no cover - reset always raised
+        raise self.exc
 
 
 _ROLES_ACCEPTED = ", ".join(r.value for r in AgentRole)
@@ -354,7 +376,7 @@ async def arun_episode(
         after_step=after_step,
         record_turns=False,  # the steps above are the records
     )
-    state = _state_of(env) if steps or trace.status == "ok" else None
+    state = _final_state(env, trace)
     result = EpisodeResult(
         scenario=scenario,
         steps=steps,
@@ -444,8 +466,12 @@ def _episode_job(
     # awaiting it in a coroutine of its own: one level less to walk through
     # each time the coordinator resumes.
     def job(scenario: Scenario) -> Coroutine[Any, Any, EpisodeResult]:
+        try:
+            env: Any = env_factory()
+        except Exception as exc:  # this episode's environment only: it fails, the batch goes on
+            env = _Unbuilt(exc)
         return arun_episode(
-            env_factory(),
+            env,
             scenario,
             _policies_for(policies, scenario),
             turn_timeout=turn_timeout,
@@ -500,7 +526,10 @@ async def arun_batch(
     ``concurrency`` is 1. Use a factory seeded per scenario.
 
     An environment failure marks that episode ``"failed"``; the batch goes on.
-    Cancelling the caller cancels every episode. ``fields``: see :data:`FIELDS_DOC`.
+    A failure is ``env_factory`` raising, ``reset`` or ``step`` raising, or
+    either returning something that is no observation (no ``done``,
+    ``reward`` or hashable ``turn_role``). Cancelling the caller cancels
+    every episode. ``fields``: see :data:`FIELDS_DOC`.
 
     ``gc_freeze`` (default on): what survives the garbage collector while the
     batch runs is frozen out of its sight, so that no collection walks the

@@ -14,7 +14,16 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
-from actors_toy import ROLES, ToyEnv, act, captured_events, instant_policies, noop, run_kwargs
+from actors_toy import (
+    ROLES,
+    Obs,
+    ToyEnv,
+    act,
+    captured_events,
+    instant_policies,
+    noop,
+    run_kwargs,
+)
 
 from actors import configure_logging, current_turn, in_thread, new_episode_id, run_episode
 from actors._logging import reset_logging
@@ -186,6 +195,9 @@ async def test_an_answer_after_the_deadline_is_late_even_before_the_turn_closes(
     late = [(e["turn"], e["role"], e.get("error")) for e in events
             if e["event"] == "late_reply_dropped"]  # fmt: skip
     assert late == [(0, "a", None), (1, "b", "RuntimeError: too late to matter")]
+    # The late exception's traceback goes with it (rendered as ``exception``).
+    raised = [e.get("exc_info") for e in events if e["event"] == "late_reply_dropped"]
+    assert raised[0] is None and isinstance(raised[1], RuntimeError)
     assert not [e for e in events if e["event"] == "policy_error"]
 
 
@@ -440,6 +452,52 @@ async def test_environment_failure_ends_the_episode(env: ToyEnv) -> None:
     assert trace.status == "failed"
     assert trace.error is not None and "broke" in trace.error
     assert len(trace.turns) == (env.fail_step or 0)
+
+
+class _BadObservations(ToyEnv):
+    """``what`` comes back from reset (at ``at`` None) or from the step ``at``."""
+
+    def __init__(self, what: Any, at: int | None) -> None:
+        super().__init__(steps=8)
+        self.what, self.at = what, at
+
+    def reset(self, **kwargs: Any) -> Any:
+        obs = super().reset(**kwargs)
+        return self.what if self.at is None else obs
+
+    def step(self, action: Any) -> Any:
+        obs = super().step(action)
+        return self.what if self.n == self.at else obs
+
+
+@pytest.mark.parametrize(
+    ("env", "turns", "message"),
+    [
+        (_BadObservations(None, None), 0,
+         "AttributeError: 'NoneType' object has no attribute 'done' "
+         "(in the observation env.reset returned)"),
+        (_BadObservations(None, 3), 2, "(in the observation env.step returned)"),
+        (_BadObservations(type("NoRole", (), {"done": False, "reward": 0.0})(), 2), 2,
+         "AttributeError: 'NoRole' object has no attribute 'turn_role' "
+         "(in the observation env.step returned)"),
+        (_BadObservations(type("NoReward", (), {"done": False, "turn_role": "b"})(), 2), 1,
+         "AttributeError: 'NoReward' object has no attribute 'reward' "
+         "(in the observation env.step returned)"),
+        (_BadObservations(Obs(["a"], False, 0.0, 1), 1), 1,  # type: ignore[arg-type]
+         "TypeError: unhashable type: 'list' (in the observation env.step returned)"),
+    ],
+)  # fmt: skip
+async def test_what_is_not_an_observation_fails_the_episode(
+    env: ToyEnv, turns: int, message: str
+) -> None:
+    # An environment that returns no observation fails its episode like one
+    # that raises (a batch goes on), with the error saying where it came from.
+    with captured_events() as events:
+        trace = await run_episode(env, policies=instant_policies(), **run_kwargs())
+    assert trace.status == "failed" and message in trace.error
+    assert len(trace.turns) == turns
+    [finished] = [e for e in events if e["event"] == "episode_finished"]
+    assert finished["status"] == "failed" and finished["error"] == trace.error
 
 
 async def test_current_turn_and_annotations() -> None:

@@ -224,6 +224,83 @@ async def test_failing_environment_in_a_batch_fails_that_episode_only() -> None:
     assert len(results[1].steps) == 2 and results[1].final_step == 2
 
 
+class NoObservationEnv(ChaosOpsEnvironment):
+    def step(self, action: Any) -> Any:
+        observation = super().step(action)
+        if self.scenario is not None and self.scenario.seed == 667 and self.state.step_count == 2:
+            return None  # a simulator that forgot to return its observation
+        return observation
+
+
+@pytest.mark.anyio
+async def test_an_environment_that_returns_no_observation_or_is_never_built_fails_alone(
+    tmp_path: Path,
+) -> None:
+    # env_factory fails for seed 13 (say, the simulator's process did not
+    # start): that episode fails, logged like the others; the batch goes on.
+    scenarios = [Scenario.from_type(FailureType.DB_DEADLOCK, seed=s) for s in (1, 667, 13, 2)]
+    built = iter(range(len(scenarios)))
+
+    def factory() -> ChaosOpsEnvironment:
+        if next(built) == 2:
+            raise ConnectionError("simulator did not start")
+        return NoObservationEnv()
+
+    configure_logging(tmp_path / "run.jsonl")
+    try:
+        results = await arun_batch(scenarios, {}, env_factory=factory, concurrency=1,
+                                   gc_freeze=False)  # fmt: skip
+    finally:
+        reset_logging()
+    assert [r.status for r in results] == ["ok", "failed", "failed", "ok"]
+    assert results[1].error == (
+        "AttributeError: 'NoneType' object has no attribute 'done' "
+        "(in the observation env.step returned)"
+    )
+    assert len(results[1].steps) == 1 and results[1].final_step == 2
+    assert results[2].error == "ConnectionError: simulator did not start"
+    assert results[2].steps == [] and results[2].final_step == 0 and not results[2].resolved
+    events = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    finished = [e for e in events if e["event"] == "episode_finished"]
+    assert [(e["status"], e["error"]) for e in finished] == [(r.status, r.error) for r in results]
+    assert events[-1]["event"] == "run_finished" and events[-1]["failed"] == 2
+
+
+def test_a_failed_reset_on_a_reused_environment_reports_nothing_of_the_last_episode(
+    tmp_path: Path,
+) -> None:
+    # The result and the log agree: the episode that never started resolved
+    # nothing, whatever the environment still holds from the one before.
+    class ResetOnce(ChaosOpsEnvironment):
+        resets = 0
+
+        def reset(self, **kwargs: Any) -> Any:
+            self.resets += 1
+            if self.resets == 2:
+                raise RuntimeError("reset broke")
+            return super().reset(**kwargs)
+
+    env = ResetOnce()
+    scenario = Scenario.from_type(FailureType.DB_DEADLOCK, seed=3)
+    configure_logging(tmp_path / "run.jsonl")
+    try:
+        first = run_episode(env, scenario, role_map(oracle_policy(scenario.failure_type)))
+        second = run_episode(env, scenario, role_map(oracle_policy(scenario.failure_type)))
+    finally:
+        reset_logging()
+    assert first.resolved and first.final_step > 0
+    assert second.status == "failed" and second.error == "RuntimeError: reset broke"
+    assert (second.resolved, second.final_step, second.cumulative_reward) == (False, 0, 0.0)
+    events = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    last = [e for e in events if e["event"] == "episode_finished"][-1]
+    assert (last["status"], last["resolved"], last["final_step"], last["cumulative_reward"]) == (
+        "failed",
+        False,
+        0,
+        0.0,
+    )
+
+
 @pytest.mark.anyio
 async def test_open_batch_streams_every_result() -> None:
     scenarios = scenarios_for_tier("easy", episodes_per_type=2)
