@@ -28,7 +28,7 @@ import orjson
 import structlog
 from structlog.contextvars import bind_contextvars
 
-__all__ = ["configure_logging", "get_logger", "log_enabled"]
+__all__ = ["configure_logging", "disable_logging", "get_logger", "log_enabled"]
 
 DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR
 _LEVELS = {
@@ -709,10 +709,10 @@ def _isatty(stream: TextIO) -> bool:
         return False
 
 
-def reset_logging() -> None:
-    """Back to the unconfigured state (structlog defaults, silent below warning).
-
-    For tests and for tools that configure logging more than once.
+def disable_logging() -> None:
+    """Stop logging: the log file :func:`configure_logging` opened is closed
+    (every line already written stays), structlog is back to its defaults,
+    and the runtime is silent below warning again, as before any configuration.
     """
     _route_through_logger()  # before its file closes
     if STATE.file is not None:

@@ -51,8 +51,7 @@ def _child(what: str, concurrency: int, times: int) -> None:
     # Play figure 1's batch ``times`` times in this process (under valgrind).
     import overhead
 
-    from actors import configure_logging
-    from actors._logging import reset_logging
+    from actors import configure_logging, disable_logging
 
     played: list[int] = []  # each play's turns
 
@@ -78,7 +77,7 @@ def _child(what: str, concurrency: int, times: int) -> None:
                 try:
                     overhead.runtime_us_per_turn(scenarios, concurrency)
                 finally:
-                    reset_logging()
+                    disable_logging()
             else:
                 overhead.runtime_us_per_turn(scenarios, concurrency)
     print(*played)

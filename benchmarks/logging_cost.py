@@ -29,7 +29,7 @@ from structlog.contextvars import bound_contextvars
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from actors import _logging
-from actors._logging import configure_logging, reset_logging
+from actors._logging import configure_logging, disable_logging
 
 
 class Role(enum.StrEnum):
@@ -115,7 +115,7 @@ def main(rounds: int = 7, n: int = 20_000) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "run.jsonl"
         for _ in range(rounds):
-            reset_logging()
+            disable_logging()
             best["off"] = min(best["off"], unconfigured_us(n))
             configure_logging(path)
             try:
@@ -123,7 +123,7 @@ def main(rounds: int = 7, n: int = 20_000) -> dict[str, float]:
                 best["dict"] = min(best["dict"], per_event_us(n, "dict"))
                 best["logger"] = min(best["logger"], per_event_us(n, "logger"))
             finally:
-                reset_logging()
+                disable_logging()
             line = path.read_bytes().splitlines()[-1] + b"\n"
             best["floor"] = min(best["floor"], write_floor_us(Path(tmp) / "floor", line, n))
             path.unlink()

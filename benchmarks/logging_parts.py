@@ -91,7 +91,7 @@ def _child(variant: str) -> None:
             try:
                 on = overhead.runtime_us_per_turn(scenarios, 1)
             finally:
-                _logging.reset_logging()
+                _logging.disable_logging()
                 _logging._write = write
             ratios.append(on / off - 1)
     print(statistics.median(ratios))

@@ -41,8 +41,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import bare_loop, result_of, role_map, timed, verdict
 
 import actors
-from actors import configure_logging
-from actors._logging import reset_logging
+from actors import configure_logging, disable_logging
 from chaosops.agents.policies import random_policy
 from chaosops.agents.runner import arun_batch
 from chaosops.curriculum.generator import scenarios_for_tier
@@ -241,7 +240,7 @@ def measure(rounds: int = 11, per_type: int = 25) -> list[dict[str, float]]:
                     try:
                         m[f"c{c}_log"] = runtime_us_per_turn(scenarios, c)
                     finally:
-                        reset_logging()
+                        disable_logging()
             # The reference last, not between a target's two sides.
             for c in (1, 64):
                 m[f"ref{c}"] = plain_asyncio_us_per_turn(scenarios, c)

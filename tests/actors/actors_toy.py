@@ -9,7 +9,7 @@ from typing import Any
 
 import structlog
 
-from actors._logging import reset_logging
+from actors import disable_logging
 
 ROLES = ("a", "b", "c", "d")
 
@@ -83,4 +83,4 @@ def captured_events() -> Iterator[list[dict[str, Any]]]:
         with structlog.testing.capture_logs() as events:
             yield events
     finally:
-        reset_logging()
+        disable_logging()

@@ -25,8 +25,14 @@ from actors_toy import (
     run_kwargs,
 )
 
-from actors import configure_logging, current_turn, in_thread, new_episode_id, run_episode
-from actors._logging import reset_logging
+from actors import (
+    configure_logging,
+    current_turn,
+    disable_logging,
+    in_thread,
+    new_episode_id,
+    run_episode,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -440,7 +446,7 @@ async def test_timeouts_errors_and_late_replies_leave_no_cycles_for_the_collecto
         gc.set_debug(0)
         gc.garbage.clear()
         gc.enable()
-        reset_logging()
+        disable_logging()
     assert found == 0, kinds
     events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
     assert "late_reply_dropped" in events and "policy_error" in events

@@ -19,17 +19,24 @@ import structlog
 from actors_toy import ToyEnv, act, instant_policies, run_kwargs
 from structlog.contextvars import bound_contextvars
 
-from actors import _logging, configure_logging, get_logger, log_enabled, run_episode, run_jobs
-from actors._logging import reset_logging
+from actors import (
+    _logging,
+    configure_logging,
+    disable_logging,
+    get_logger,
+    log_enabled,
+    run_episode,
+    run_jobs,
+)
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(autouse=True)
 def _clean_logging() -> Any:
-    reset_logging()
+    disable_logging()
     yield
-    reset_logging()
+    disable_logging()
 
 
 async def test_unconfigured_prints_nothing(capsys: pytest.CaptureFixture[str]) -> None:
@@ -103,7 +110,7 @@ def test_configure_logging_refuses_what_it_cannot_write_to(tmp_path: Path) -> No
             configure_logging(123)  # type: ignore[arg-type]
         get_logger().info("after")  # the configuration in place is untouched
     finally:
-        reset_logging()
+        disable_logging()
     assert [json.loads(line)["event"] for line in path.read_text().splitlines()] == [
         "before",
         "after",
@@ -127,7 +134,7 @@ async def test_pretty_to_a_file_writes_the_file_and_leaves_stdout_alone(
     text = path.read_text()  # flushed as written: readable before anything is closed
     assert text.count(" turn ") == 3 and "episode_finished" in text and "\x1b[" not in text
     assert capsys.readouterr().out == ""
-    reset_logging()  # closes the file
+    disable_logging()  # closes the file
     assert path.read_text() == text
 
 
@@ -438,6 +445,23 @@ def test_reconfiguring_closes_the_previous_file(tmp_path: Path) -> None:
     get_logger().info("b")
     assert [r["event"] for r in _records(first)] == ["a"]
     assert [r["event"] for r in _records(second)] == ["b"]
+
+
+async def test_disable_logging_closes_the_file_and_silences_the_runtime(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "run.jsonl"
+    configure_logging(path)
+    await run_episode(ToyEnv(steps=4), policies=instant_policies(), **run_kwargs())
+    written = path.read_bytes()
+    file = _logging.STATE.file
+    disable_logging()
+    assert file is not None and file.closed and not log_enabled()
+    await run_episode(ToyEnv(steps=4), policies=instant_policies(), **run_kwargs())
+    get_logger().info("after")
+    assert path.read_bytes() == written  # kept, and nothing more
+    assert [r["event"] for r in _records(path)].count("turn") == 4
+    assert capsys.readouterr() == ("", "")
 
 
 def test_runtime_events_write_the_same_line_as_the_logger(tmp_path: Path) -> None:

@@ -11,9 +11,8 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from actors import configure_logging
+from actors import configure_logging, disable_logging
 from actors._gc import gc_eager
-from actors._logging import reset_logging
 from chaosops.agents.llm import LLMPolicy, check_endpoint
 from chaosops.agents.runner import arun_batch
 from chaosops.curriculum.generator import scenarios_for_tier
@@ -145,7 +144,7 @@ async def test_api_key_leaves_no_trace(
             except Exception as exc:
                 texts.append(f"{type(exc).__name__}: {exc}")
     finally:
-        reset_logging()
+        disable_logging()
     assert any(step.error for r in results for step in r.steps)  # failures happened
     assert any(step.info.get("parse_error") for r in results for step in r.steps)
     assert any(r.resolved for r in results)  # the key worked

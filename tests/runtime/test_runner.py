@@ -10,8 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from actors import configure_logging, current_turn
-from actors._logging import reset_logging
+from actors import configure_logging, current_turn, disable_logging
 from chaosops.agents.policies import heuristic_policy, oracle_policy, random_policy
 from chaosops.agents.runner import (
     EpisodeResult,
@@ -251,7 +250,7 @@ async def test_an_environment_that_returns_no_observation_or_is_never_built_fail
         results = await arun_batch(scenarios, {}, env_factory=factory, concurrency=1,
                                    gc_freeze=False)  # fmt: skip
     finally:
-        reset_logging()
+        disable_logging()
     assert [r.status for r in results] == ["ok", "failed", "failed", "ok"]
     assert results[1].error == (
         "AttributeError: 'NoneType' object has no attribute 'done' "
@@ -287,7 +286,7 @@ def test_a_failed_reset_on_a_reused_environment_reports_nothing_of_the_last_epis
         first = run_episode(env, scenario, role_map(oracle_policy(scenario.failure_type)))
         second = run_episode(env, scenario, role_map(oracle_policy(scenario.failure_type)))
     finally:
-        reset_logging()
+        disable_logging()
     assert first.resolved and first.final_step > 0
     assert second.status == "failed" and second.error == "RuntimeError: reset broke"
     assert (second.resolved, second.final_step, second.cumulative_reward) == (False, 0, 0.0)
@@ -386,7 +385,7 @@ def test_json_log_of_a_batch(tmp_path: Path) -> None:
         results = run_batch(scenarios, lambda sc: role_map(heuristic_policy(sc.seed)),
                             concurrency=2, turn_timeout=5.0)  # fmt: skip
     finally:
-        reset_logging()
+        disable_logging()
     records = [json.loads(line) for line in path.read_text().splitlines()]
     assert all(r["run_id"] == "r1" for r in records)
     assert records[0]["event"] == "run_started"
