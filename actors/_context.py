@@ -18,8 +18,9 @@ class _TurnState(Protocol):
 
 
 # Set once per actor task (each actor runs in its own task, hence its own
-# context); worker threads started by ``in_thread`` inherit a copy.
-CURRENT: ContextVar[_TurnState] = ContextVar("actors.current_turn")
+# context). A worker thread started by ``in_thread`` gets a copy with the
+# TurnContext of the turn its call was made for (see :func:`pinned`).
+CURRENT: ContextVar[Any] = ContextVar("actors.current_turn")
 
 
 class TurnContext:
@@ -72,6 +73,18 @@ def current_turn() -> TurnContext:
         raise RuntimeError(
             "current_turn() is only available inside a policy call made by the actors runtime"
         ) from None
+    if type(state) is TurnContext:  # in an in_thread call: the turn it was made for
+        return state
     if state.turn < 0:
         raise RuntimeError("current_turn() called outside a turn")
     return TurnContext(state)
+
+
+def pinned(turn: TurnContext | None, call: Any, *args: Any) -> Any:
+    """``call(*args)`` in a worker thread, where :func:`current_turn` is ``turn``
+    (the turn the call was made for) however long the call runs: the actor
+    moves on to later turns while an abandoned call still runs, and what the
+    call annotates must not land in them."""
+    if turn is not None:
+        CURRENT.set(turn)  # in the thread's own copy of the context
+    return call(*args)

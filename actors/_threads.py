@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from ._context import TurnContext, current_turn, pinned
 from ._types import Policy
 
 
@@ -18,7 +19,9 @@ def in_thread(policy: Policy, *, limiter: anyio.CapacityLimiter | None = None) -
     fallback at once, the thread runs on until the blocking call returns, and
     its result is discarded. ``limiter`` bounds the threads in use (anyio's
     default limiter otherwise). The thread sees the caller's context, so
-    :func:`actors.current_turn` works inside it.
+    :func:`actors.current_turn` works inside it, and gives the turn the call
+    was made for even after the deadline (what an abandoned call annotates is
+    dropped, never written into a later turn).
     """
 
     if not callable(policy):
@@ -34,8 +37,12 @@ def in_thread(policy: Policy, *, limiter: anyio.CapacityLimiter | None = None) -
         )
 
     async def call_in_thread(observation: Any, role: Any) -> Any:
+        try:
+            turn: TurnContext | None = current_turn()  # the turn this call is for
+        except RuntimeError:  # called outside the runtime: nothing to pin
+            turn = None
         return await anyio.to_thread.run_sync(
-            policy, observation, role, abandon_on_cancel=True, limiter=limiter
+            pinned, turn, policy, observation, role, abandon_on_cancel=True, limiter=limiter
         )
 
     call_in_thread.__wrapped__ = policy  # type: ignore[attr-defined]

@@ -506,6 +506,38 @@ async def test_what_is_not_an_observation_fails_the_episode(
     assert finished["status"] == "failed" and finished["error"] == trace.error
 
 
+async def test_an_abandoned_in_thread_call_keeps_its_own_turn() -> None:
+    # Role a's call for turn 0 overruns its deadline and runs on in its thread
+    # while a plays turn 4; what it then reads and annotates is turn 0's, and
+    # never lands in turn 4's record.
+    import threading
+
+    second_call, first_done = threading.Event(), threading.Event()
+    seen: list[int] = []
+
+    def blocking(obs: Any, role: str) -> Any:
+        if not second_call.is_set() and not seen:
+            seen.append(-1)
+            second_call.wait(5)  # turn 4's call is running now
+            ctx = current_turn()
+            seen[0] = ctx.turn
+            ctx.annotate(made_for=ctx.turn)
+            first_done.set()
+        else:
+            second_call.set()
+            first_done.wait(5)
+            current_turn().annotate(answered=True)
+        return act(role)
+
+    policies = instant_policies()
+    policies["a"] = in_thread(blocking)
+    trace = await run_episode(ToyEnv(steps=5), policies=policies,
+                              **run_kwargs(turn_timeout={"a": 0.05}))  # fmt: skip
+    assert seen == [0]
+    assert trace.turns[0].timed_out and trace.turns[0].info == {}
+    assert not trace.turns[4].timed_out and trace.turns[4].info == {"answered": True}
+
+
 async def test_current_turn_and_annotations() -> None:
     seen: list[Any] = []
 
