@@ -362,7 +362,6 @@ async def _play(
                         actor.instant = reply is not None and latency < INSTANT_S
                     if reply is None:
                         timed_out = True
-                        trace.timeouts += 1
                         info, state.closed_info = state.closed_info, None
                         action = fallback(role)
                     else:
@@ -380,7 +379,6 @@ async def _play(
                                     exception=error,
                                 )
                         if error is not None:
-                            trace.errors += 1
                             action = fallback(role)
                 try:
                     next_observation = env.step(action)
@@ -393,6 +391,11 @@ async def _play(
                 except Exception as exc:  # env.step returned no observation
                     trace.status, trace.error = "failed", _unreadable(exc, "step")
                     break
+                # Counted once applied: a turn whose step failed is no step.
+                if timed_out:
+                    trace.timeouts += 1
+                elif error is not None:
+                    trace.errors += 1
                 record = TurnRecord(
                     turn, role, observation, action, next_observation,
                     timed_out, error, latency, info if info is not None else {},

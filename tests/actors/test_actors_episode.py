@@ -460,6 +460,27 @@ async def test_environment_failure_ends_the_episode(env: ToyEnv) -> None:
     assert len(trace.turns) == (env.fail_step or 0)
 
 
+@pytest.mark.parametrize("policy", ["hangs", "raises"])
+async def test_a_turn_whose_step_failed_is_not_counted(policy: str) -> None:
+    # Timed out (or raised), then env.step failed on the fallback: no step was
+    # applied, so neither the trace nor episode_finished counts the turn.
+    async def hangs(obs: Any, role: str) -> Any:
+        await anyio.sleep_forever()
+
+    def raises(obs: Any, role: str) -> Any:
+        raise ValueError("policy broke")
+
+    policies = instant_policies()
+    policies["a"] = hangs if policy == "hangs" else raises
+    with captured_events() as events:
+        trace = await run_episode(ToyEnv(steps=8, fail_step=0), policies=policies,
+                                  **run_kwargs(turn_timeout=0.02))  # fmt: skip
+    assert trace.status == "failed" and trace.turns == []
+    assert (trace.timeouts, trace.errors) == (0, 0)
+    [finished] = [e for e in events if e["event"] == "episode_finished"]
+    assert (finished["timeouts"], finished["errors"]) == (0, 0)
+
+
 class _BadObservations(ToyEnv):
     """``what`` comes back from reset (at ``at`` None) or from the step ``at``."""
 
