@@ -37,7 +37,7 @@ from ._coordinator import LOGGED_ANNOTATIONS, run_episode
 from ._deadline import timeouts_by_role
 from ._gc import gc_frozen
 from ._ids import new_episode_id
-from ._logging import configure_logging, disable_logging, get_logger, log_enabled
+from ._logging import configure_logging, disable_logging, get_logger, json_safe, log_enabled
 from ._metrics import Meter, configure_metrics, current_meter
 from ._run import LOOPS, resolve_loop, run
 from ._threads import in_thread
@@ -75,6 +75,7 @@ __all__ = [
     "gc_frozen",
     "get_logger",
     "in_thread",
+    "json_safe",
     "log_enabled",
     "new_episode_id",
     "open_jobs",

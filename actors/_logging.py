@@ -11,6 +11,9 @@ costs one attribute read per turn.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
+import datetime
+import enum
 import functools
 import io
 import logging
@@ -28,7 +31,7 @@ import orjson
 import structlog
 from structlog.contextvars import bind_contextvars
 
-__all__ = ["configure_logging", "disable_logging", "get_logger", "log_enabled"]
+__all__ = ["configure_logging", "disable_logging", "get_logger", "json_safe", "log_enabled"]
 
 DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR
 _LEVELS = {
@@ -356,7 +359,10 @@ def _json(value: Any) -> bytes:
     try:
         return _dumps(value, _fast_fallback, _OPTIONS)
     except TypeError:
-        return _ENCODER.encode(value)
+        try:
+            return _ENCODER.encode(value)
+        except Exception:  # what JSON cannot hold (see json_safe): replaced, never lost
+            return _dumps(json_safe(value), _repr_fallback, _OPTIONS)
 
 
 def _json_line(value: Any) -> bytes:
@@ -364,7 +370,84 @@ def _json_line(value: Any) -> bytes:
     try:
         return _dumps(value, _fast_fallback, _LINE_OPTIONS)
     except TypeError:
-        return _ENCODER.encode(value) + b"\n"
+        try:
+            return _ENCODER.encode(value) + b"\n"
+        except Exception:  # what JSON cannot hold (see json_safe): replaced, never lost
+            return _dumps(json_safe(value), _repr_fallback, _LINE_OPTIONS)
+
+
+_MAX_DEPTH = 64  # json_safe's nesting limit: deeper values are cut
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with what no JSON encoder takes replaced, for a line that must
+    still be written (a log line, a results line) when encoding it failed:
+
+    - a string that is not valid UTF-8 (a lone surrogate, such as
+      ``json.loads('"\\ud800"')`` or an undecodable file name gives) has
+      those characters escaped (``"db\\ud800"``);
+    - a container that holds itself is cut at the repetition (``"<cycle>"``),
+      nesting deeper than 64 levels at that depth (``"<too deep>"``);
+    - a key that is not a string becomes its ``str``; an integer past 64
+      bits, its decimal string; a pydantic model its ``model_dump``; an
+      enum its value; anything else its ``repr``.
+
+    A value with none of those is returned as JSON would hold it. Costs a walk
+    of the whole value: for the failure path, not for every line.
+    """
+    return _safe(value, 0, set())
+
+
+def _safe(value: Any, depth: int, seen: set[int]) -> Any:
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode()
+        return value
+    if value is None or isinstance(value, bool | float):
+        return value
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**64 else str(value)
+    if isinstance(value, enum.Enum):
+        return _safe(value.value, depth, seen)
+    if depth >= _MAX_DEPTH:
+        return "<too deep>"
+    if isinstance(value, dict | list | tuple | set | frozenset):
+        if id(value) in seen:
+            return "<cycle>"
+        seen.add(id(value))
+        try:
+            if isinstance(value, dict):
+                return {
+                    _safe(k if isinstance(k, str) else str(k), depth, seen): _safe(
+                        v, depth + 1, seen
+                    )
+                    for k, v in value.items()
+                }
+            return [_safe(item, depth + 1, seen) for item in value]
+        finally:
+            seen.discard(id(value))
+    if isinstance(value, datetime.date | datetime.time | uuid.UUID):
+        return value  # orjson writes these itself
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}
+        return _safe(fields, depth, seen)
+    try:
+        if callable(getattr(value, "model_dump", None)):  # pydantic models
+            return _safe(value.model_dump(mode="json"), depth + 1, seen)
+        if isinstance(value, os.PathLike):
+            return _safe(os.fspath(value), depth, seen)  # str, or bytes (its repr)
+        if isinstance(value, BaseException):
+            return _safe(f"{type(value).__name__}: {value}", depth, seen)
+        return _safe(repr(value), depth, seen)
+    except Exception:  # a model that cannot dump itself, a repr that raises
+        return f"<{type(value).__name__}>"
+
+
+def _repr_fallback(value: Any) -> Any:
+    # orjson's default after json_safe (nothing should be left for it)
+    return repr(value)
 
 
 def _render_line(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> bytes:

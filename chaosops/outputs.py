@@ -47,6 +47,8 @@ from typing import Any
 
 import orjson
 
+import actors
+
 __all__ = [
     "RESULTS_FILE",
     "SUMMARY_FILE",
@@ -125,11 +127,18 @@ def _default(value: Any) -> Any:
     return repr(value)
 
 
+_LINE = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
+
+
 def dumps_line(obj: Any) -> bytes:
-    """``obj`` as one line of compact JSON, newline included."""
-    return orjson.dumps(
-        obj, default=_default, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
-    )
+    """``obj`` as one line of compact JSON, newline included. What JSON cannot
+    hold (a lone surrogate in a string an LLM answer gave, a container that
+    holds itself) is replaced as :func:`actors.json_safe` says, never lost
+    with the rest of the line."""
+    try:
+        return orjson.dumps(obj, default=_default, option=_LINE)
+    except TypeError:
+        return orjson.dumps(actors.json_safe(obj), default=_default, option=_LINE)
 
 
 def _value(value: Any) -> Any:
@@ -303,13 +312,13 @@ def trajectory_records(
         completion = None if step.timed_out else info.get("completion")
         if "completion" not in info and not (step.timed_out or step.error):
             # A scripted policy's answer, written in the format the prompt asks for.
-            completion = orjson.dumps(
+            completion = dumps_line(
                 {
                     "action_type": action["action_type"],
                     "target": action["target"],
                     "args": action["args"],
                 }
-            ).decode()
+            )[:-1].decode()
         breakdown = step.breakdown
         record: dict[str, Any] = {
             "episode_id": result.episode_id,

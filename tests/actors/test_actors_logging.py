@@ -22,8 +22,10 @@ from structlog.contextvars import bound_contextvars
 from actors import (
     _logging,
     configure_logging,
+    current_turn,
     disable_logging,
     get_logger,
+    json_safe,
     log_enabled,
     run_episode,
     run_jobs,
@@ -152,6 +154,55 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _records(path: Path) -> list[dict[str, Any]]:
     lines = path.read_bytes().decode().splitlines()
     return [json.loads(line, object_pairs_hook=_unique_keys) for line in lines]
+
+
+async def test_what_json_cannot_hold_is_replaced_and_the_turn_line_still_written(
+    tmp_path: Path,
+) -> None:
+    # A lone surrogate (json.loads('"\\ud800"') gives one: an LLM's answer may
+    # hold it) and a list that holds itself: neither orjson nor msgspec writes
+    # them. The line is written all the same, the episode goes on.
+    looped: list[Any] = []
+    looped.append(looped)
+
+    def policy(obs: Any, role: str) -> Any:
+        current_turn().annotate(model=json.loads('"m\\ud800"'))
+        return act(role, json.loads('"x\\ud800"'))
+
+    path = tmp_path / "run.jsonl"
+    configure_logging(path)
+    policies = {**instant_policies(), "a": policy}
+    trace = await run_episode(
+        ToyEnv(steps=4), policies=policies,
+        **run_kwargs(describe_turn=lambda r: {"action": r.action, "looped": looped}),
+    )  # fmt: skip
+    assert trace.status == "ok" and len(trace.turns) == 4
+    turns = [r for r in _records(path) if r["event"] == "turn"]
+    assert [t["turn"] for t in turns] == [0, 1, 2, 3]
+    assert turns[0]["action"] == ["x\\ud800", "a"] and turns[0]["model"] == "m\\ud800"
+    assert turns[0]["looped"] == ["<cycle>"] and turns[1]["action"] == ["act", "b"]
+
+
+def test_json_safe_keeps_what_json_holds_and_replaces_the_rest() -> None:
+    deep: list[Any] = []
+    inner = deep
+    for _ in range(70):
+        inner.append([])
+        inner = inner[0]
+    both = {"x": 1}
+    plain = {"s": "caf\u00e9", "n": [1, 2.5, None, True], "k": {"a": {"b": "c"}}}
+    assert json_safe(plain) == plain
+    assert json_safe({"shared": [both, both]}) == {"shared": [{"x": 1}, {"x": 1}]}  # no cycle
+    assert json_safe({1: "\ud800", (2, 3): 2**70}) == {"1": "\\ud800", "(2, 3)": str(2**70)}
+    assert json_safe(Color.RED) == "red" and json_safe({"p": Path("a/b")}) == {"p": "a/b"}
+    assert (
+        json_safe(ValueError("no")) == "ValueError: no"
+        and json_safe(Decimal("1.5")) == "Decimal('1.5')"
+    )
+    cut = json_safe(deep)
+    for _ in range(64):
+        cut = cut[0]
+    assert cut == "<too deep>"
 
 
 def test_a_whole_line_per_event_with_the_common_fields(tmp_path: Path) -> None:

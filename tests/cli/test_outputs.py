@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -328,3 +329,27 @@ def test_a_prompt_that_fails_to_render_is_logged_once_per_episode() -> None:
     assert len(turns) >= 2 and captured[0]["turns"] == turns
     kind, exc, traceback = captured[0]["exc_info"]
     assert kind is ValueError and str(exc) == "a renderer bug" and traceback is not None
+
+
+def test_a_lone_surrogate_in_an_answer_is_escaped_not_fatal(tmp_path: Path) -> None:
+    # json.loads of an LLM's answer may give a string with a lone surrogate,
+    # which no JSON encoder writes: the trajectory and results lines are
+    # written with it escaped, and the run's files stay readable.
+    from chaosops.env.models import ActionType, ChaosOpsAction
+    from chaosops.outputs import dumps_line, trajectory_records
+
+    odd = json.loads('"db\\ud800"')
+    result = play(SCENARIOS[0], heuristic_policy(0), "odd")
+    step = result.steps[0]
+    step.action = ChaosOpsAction(role=step.role, action_type=ActionType.RESTART, target=odd)
+    step.info = {"completion": '{"target": "' + odd + '"}', "token_ids": [1]}
+    records = trajectory_records(result, policy="llm", key="k")
+    line = orjson.loads(dumps_line(records[0]))
+    assert line["action"]["target"] == "db\\ud800"
+    assert line["completion"] == '{"target": "db\\ud800"}'
+    outputs = RunOutputs(tmp_path / "run", resume=False)
+    with outputs:
+        outputs.write_episode(result, policy="llm", key="k")
+    [written] = lines(outputs.results_path)
+    assert written["steps"][0]["action"]["target"] == "db\\ud800"
+    assert len(lines(outputs.trajectories_path)) == len(result.steps)
