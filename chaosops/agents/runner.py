@@ -153,14 +153,20 @@ def _is_action(value: object) -> bool:
     # The type, and the fields the environment reads: a model built without
     # validation (model_construct) may hold anything, and would fail the
     # environment (ending the episode) instead of costing its turn.
-    # Runs on every reply: the two fields a bad value breaks the step with,
-    # read straight from __dict__ (the role is overwritten by the step, the
-    # target only compared).
+    # Runs on every reply: the three fields a bad value breaks the step with,
+    # read straight from __dict__ (the role is overwritten by the step; the
+    # target is rendered and looked up, so a str or None; the args' values
+    # are converted by the world as it reads them).
     if not isinstance(value, ChaosOpsAction):
         return False
     fields = value.__dict__
     try:
-        return type(fields["action_type"]) is ActionType and type(fields["args"]) is dict
+        target = fields["target"]
+        return (
+            type(fields["action_type"]) is ActionType
+            and type(fields["args"]) is dict
+            and (target is None or isinstance(target, str))
+        )
     except KeyError:  # model_construct() without them
         return False
 

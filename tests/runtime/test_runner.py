@@ -124,6 +124,10 @@ def test_an_action_built_without_validation_costs_its_turn_not_the_episode() -> 
                                        args={}),
         ChaosOpsAction.model_construct(role=AgentRole.SRE, action_type=ActionType.RESTART,
                                        target="db", args=None),
+        ChaosOpsAction.model_construct(role=AgentRole.SRE, action_type=ActionType.RESTART,
+                                       target=5, args={}),
+        ChaosOpsAction.model_construct(role=AgentRole.SRE, action_type=ActionType.RESTART,
+                                       target=["db"], args={}),
         ChaosOpsAction.model_construct(),
     ]  # fmt: skip
     for action in broken:
