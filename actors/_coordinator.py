@@ -248,7 +248,9 @@ async def _play(
     now = state.clock  # monotonic on asyncio (see actors._actor.turn_clock)
     turn = 0
     try:
-        done = observation.done  # read once a turn: an observation's attribute may be dear
+        # Read once a turn (an observation's attribute may be dear), and its
+        # truth taken here: a value whose truth raises fails the episode.
+        done = True if observation.done else False
     except Exception as exc:  # not an observation (None, say): the environment failed
         trace.status, trace.error = "failed", _unreadable(exc, "reset")
         done = True
@@ -277,6 +279,17 @@ async def _play(
                 if tracer is not None:
                     turn_span = _start_turn_span(tracer, state, turn, role, actor is not None)
                 if actor is None:
+                    known = _roles_of(env, policies)
+                    if known is not None and role not in known:
+                        # Neither the environment's turn order nor the policies
+                        # name it: the environment failed, not the fallback.
+                        trace.status = "failed"
+                        trace.error = (
+                            f"ValueError: turn_role {role!r:.80} is not a role of the "
+                            "environment's turn_order (in the observation env."
+                            f"{'step' if turn else 'reset'} returned)"
+                        )
+                        break
                     action = fallback(role)
                     latency = 0.0
                 else:
@@ -386,7 +399,7 @@ async def _play(
                     trace.status, trace.error = "failed", error_text(exc)
                     break
                 try:
-                    done = next_observation.done
+                    done = True if next_observation.done else False
                     reward = next_observation.reward
                 except Exception as exc:  # env.step returned no observation
                     trace.status, trace.error = "failed", _unreadable(exc, "step")
@@ -454,6 +467,16 @@ async def _play(
                 await _stop_calls(actors, tg.tasks)
     if raised is not None:
         raise raised
+
+
+def _roles_of(env: TurnEnv, policies: Mapping[Any, Policy]) -> frozenset[Any] | None:
+    """The roles an episode knows: its environment's turn order and its
+    policies' (asked on the turns no policy plays, not on every turn); None
+    for a turn order of unhashable roles (nothing to check against)."""
+    try:
+        return frozenset(getattr(env, "turn_order", None) or ()) | policies.keys()
+    except TypeError:
+        return None
 
 
 def _unreadable(exc: Exception, call: str) -> str:

@@ -176,8 +176,12 @@ def _describe_turn(record: actors.TurnRecord) -> dict[str, Any]:
     # a pydantic model is a slow lookup (models define __getattr__), and this
     # runs for every logged turn.
     action = record.action.__dict__
+    try:
+        step = record.next_observation.__dict__["step"]
+    except (AttributeError, KeyError):  # an env_factory's own observation type
+        step = getattr(record.next_observation, "step", None)
     return {
-        "step": record.next_observation.__dict__["step"],
+        "step": step,
         "action_type": action["action_type"],
         "target": action["target"],
         "args": action["args"],

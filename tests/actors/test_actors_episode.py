@@ -481,6 +481,13 @@ async def test_a_turn_whose_step_failed_is_not_counted(policy: str) -> None:
     assert (finished["timeouts"], finished["errors"]) == (0, 0)
 
 
+class _Ambiguous:
+    """A ``done`` whose truth cannot be taken (as a numpy array's)."""
+
+    def __bool__(self) -> bool:
+        raise ValueError("ambiguous")
+
+
 class _BadObservations(ToyEnv):
     """``what`` comes back from reset (at ``at`` None) or from the step ``at``."""
 
@@ -512,6 +519,11 @@ class _BadObservations(ToyEnv):
          "(in the observation env.step returned)"),
         (_BadObservations(Obs(["a"], False, 0.0, 1), 1), 1,  # type: ignore[arg-type]
          "TypeError: unhashable type: 'list' (in the observation env.step returned)"),
+        (_BadObservations(Obs("zed", False, 0.0, 1), 1), 1,
+         "ValueError: turn_role 'zed' is not a role of the environment's turn_order "
+         "(in the observation env.step returned)"),
+        (_BadObservations(Obs("b", _Ambiguous(), 0.0, 1), 1), 0,  # type: ignore[arg-type]
+         "ValueError: ambiguous (in the observation env.step returned)"),
     ],
 )  # fmt: skip
 async def test_what_is_not_an_observation_fails_the_episode(

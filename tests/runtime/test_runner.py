@@ -269,6 +269,31 @@ async def test_an_environment_that_returns_no_observation_or_is_never_built_fail
     assert events[-1]["event"] == "run_finished" and events[-1]["failed"] == 2
 
 
+def test_an_observation_of_another_type_is_logged_without_its_step(tmp_path: Path) -> None:
+    # An env_factory's environment whose observations have done, reward and
+    # turn_role but no step: the episode plays the same logged or not, and
+    # its turn lines carry a null step.
+    from types import SimpleNamespace
+
+    class Plain(ChaosOpsEnvironment):
+        def step(self, action: Any) -> Any:
+            obs = super().step(action)
+            return SimpleNamespace(done=obs.done, reward=obs.reward, turn_role=obs.turn_role)
+
+    scenarios = [Scenario.from_type(FailureType.DB_DEADLOCK, seed=s, max_steps=3) for s in (1, 2)]
+    unlogged = run_batch(scenarios, {}, env_factory=Plain, gc_freeze=False)
+    configure_logging(tmp_path / "run.jsonl")
+    try:
+        logged = run_batch(scenarios, {}, env_factory=Plain, gc_freeze=False)
+    finally:
+        disable_logging()
+    assert [r.status for r in logged] == [r.status for r in unlogged] == ["ok", "ok"]
+    events = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    turns = [e for e in events if e["event"] == "turn"]
+    assert len(turns) == sum(len(r.steps) for r in logged)
+    assert {e["step"] for e in turns} == {None}
+
+
 def test_a_failed_reset_on_a_reused_environment_reports_nothing_of_the_last_episode(
     tmp_path: Path,
 ) -> None:
