@@ -538,8 +538,9 @@ async def arun_batch(
     An environment failure marks that episode ``"failed"``; the batch goes on.
     A failure is ``env_factory`` raising, ``reset`` or ``step`` raising, or
     either returning something that is no observation (no ``done``,
-    ``reward`` or hashable ``turn_role``). Cancelling the caller cancels
-    every episode. ``fields``: see :data:`FIELDS_DOC`.
+    ``reward`` or hashable ``turn_role``, a ``turn_role`` outside the
+    environment's turn order, a ``done`` whose truth raises). Cancelling the
+    caller cancels every episode. ``fields``: see :data:`FIELDS_DOC`.
 
     ``gc_freeze`` (default on): what survives the garbage collector while the
     batch runs is frozen out of its sight, so that no collection walks the
