@@ -270,18 +270,20 @@ async def test_check_endpoint_invalid_url(url: str) -> None:
         await check_endpoint(url, MODEL)
 
 
-async def _serve_body(start_mock_tg: Any, body: bytes, content_type: str) -> str:
-    """A server whose chat completions are ``body`` as it is, for broken answers."""
+async def _serve_body(
+    start_mock_tg: Any, body: bytes, content_type: str, path: str = "/v1/chat/completions"
+) -> str:
+    """A server whose chat completions (or ``path``) are ``body`` as it is, for broken answers."""
     from starlette.applications import Starlette
     from starlette.responses import Response
     from starlette.routing import Route
 
     from chaosops.mock_llm import MockLLMConfig, serve
 
-    async def completions(request: Any) -> Response:
+    async def answer(request: Any) -> Response:
         return Response(body, media_type=content_type)
 
-    app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+    app = Starlette(routes=[Route(path, answer, methods=["GET", "POST"])])
     port = await start_mock_tg.start(partial(serve, MockLLMConfig(port=0), app=app))
     return f"http://127.0.0.1:{port}/v1"
 
@@ -362,3 +364,113 @@ def test_extra_body_cannot_replace_what_the_policy_sends_and_records() -> None:
         with pytest.raises(ValueError, match="extra_body cannot set 'm"):
             LLMPolicy(MODEL, extra_body=body)
     assert LLMPolicy(MODEL, extra_body={"top_k": 5}).extra_body == {"top_k": 5}
+
+
+def _completion(message: dict[str, Any], **extra: Any) -> bytes:
+    choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", **message}}
+    body = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [choice], **extra}  # fmt: skip
+    return json.dumps(body).encode()
+
+
+_RESTART = '{"action_type": "restart", "target": "payments-db", "args": {}}'
+
+
+@pytest.mark.parametrize(
+    ("body", "action_type", "parse_error", "facts"),
+    [
+        # Content parts (some servers send them): their text is the answer.
+        (_completion({"content": [{"type": "text", "text": _RESTART}]}), ActionType.RESTART,
+         None, {"completion": _RESTART}),
+        (_completion({"content": 42}), ActionType.NOOP,
+         "the message content is int, not text", {"completion": None}),
+        (json.dumps({"id": "x", "model": "m", "choices": {"0": "x"}}).encode(), ActionType.NOOP,
+         "empty answer", {"completion": None}),
+        (_completion({"content": None, "tool_calls": [{"id": "c", "type": "function",
+                                                        "function": "take_action"}]}),
+         ActionType.NOOP, "tool call: no action_type in the JSON object", {}),
+        # Fields of the wrong type are left out, or null: the records' types hold.
+        (_completion({"content": _RESTART},
+                     usage={"prompt_tokens": "ten", "completion_tokens": 5, "total_tokens": 2**70}),
+         ActionType.RESTART, None,
+         {"usage": {"prompt_tokens": None, "completion_tokens": 5, "total_tokens": None}}),
+        (_completion({"content": _RESTART}, usage=["x"]), ActionType.RESTART, None,
+         {"usage": {"prompt_tokens": None, "completion_tokens": None, "total_tokens": None}}),
+    ],
+    ids=["content-parts", "content-int", "choices-dict", "tool-function-str", "usage-types",
+         "usage-list"],
+)  # fmt: skip
+async def test_an_answer_of_an_odd_shape_costs_its_turn_not_the_policy(
+    fake_turn: FakeTurn,
+    observation: ChaosOpsObservation,
+    body: bytes,
+    action_type: ActionType,
+    parse_error: str | None,
+    facts: dict[str, Any],
+) -> None:
+    # The client builds responses without validating them: whatever shape the
+    # server sent, the turn plays an action (noop and parse_error when none
+    # can be read), and what the trajectory records has the promised types.
+    async with anyio.create_task_group() as tg:
+        url = await _serve_body(tg, body, "application/json")
+        async with LLMPolicy(MODEL, base_url=url, retries=0) as policy:
+            action = await policy(observation, "sre")
+        tg.cancel_scope.cancel()
+    info = fake_turn.info
+    assert action.action_type == action_type
+    assert info.get("parse_error") == parse_error
+    assert {key: info.get(key) for key in facts} == facts
+
+
+@pytest.mark.parametrize(
+    ("logprobs", "token_ids", "kept"),
+    [
+        ({"content": [1, 2]}, ["a", None], {}),
+        ({"content": [{"token": "a", "logprob": "x"}]}, [1, 2],
+         {"token_ids": [1, 2], "tokens": ["a"]}),
+        ({"content": [{"token": "a", "logprob": -0.5}]}, [1, -3],
+         {"logprobs": [-0.5], "tokens": ["a"]}),
+    ],
+)  # fmt: skip
+async def test_token_ids_and_logprobs_are_kept_only_with_their_types(
+    fake_turn: FakeTurn,
+    observation: ChaosOpsObservation,
+    logprobs: Any,
+    token_ids: Any,
+    kept: dict[str, Any],
+) -> None:
+    choice = {
+        "index": 0,
+        "finish_reason": "stop",
+        "logprobs": logprobs,
+        "token_ids": token_ids,
+        "message": {"role": "assistant", "content": _RESTART},
+    }
+    body = json.dumps({"id": "x", "model": "m", "choices": [choice]}).encode()
+    async with anyio.create_task_group() as tg:
+        url = await _serve_body(tg, body, "application/json")
+        async with LLMPolicy(MODEL, base_url=url, retries=0) as policy:
+            action = await policy(observation, "sre")
+        tg.cancel_scope.cancel()
+    assert action.action_type == ActionType.RESTART
+    info = fake_turn.info
+    assert {k: info[k] for k in ("logprobs", "tokens", "token_ids") if k in info} == kept
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        (b"<html>a web console</html>", "answered GET /models with a body that is not JSON"),
+        (b'{"data": null}', "answered GET /models without a model list"),
+        (b'{"data": ["chaosops-mock"]}', "answered GET /models without a model list"),
+        (b'{"data": [{"id": 5}]}', "answered GET /models without a model list"),
+    ],
+    ids=["html", "null", "strings", "int-ids"],
+)
+async def test_check_endpoint_names_a_models_list_it_cannot_read(body: bytes, needle: str) -> None:
+    async with anyio.create_task_group() as tg:
+        url = await _serve_body(tg, body, "application/json", path="/v1/models")
+        with pytest.raises(LLMEndpointError, match=re.escape(needle)) as info:
+            await check_endpoint(url, MODEL)
+        tg.cancel_scope.cancel()
+    assert "\n" not in str(info.value) and url in str(info.value)

@@ -201,7 +201,7 @@ def _candidates(text: str) -> Iterable[dict[str, Any]]:
         pos = text.find("{", end)
 
 
-def _tool_call_parts(call: Any) -> tuple[str | None, str | None]:
+def tool_call_parts(call: Any) -> tuple[str | None, str | None]:
     fn = call.get("function") if isinstance(call, Mapping) else getattr(call, "function", None)
     if fn is None:
         return None, None
@@ -222,7 +222,7 @@ def parse_action(
     """
     first_error: str | None = None
     for call in tool_calls or ():
-        name, arguments = _tool_call_parts(call)
+        name, arguments = tool_call_parts(call)
         if isinstance(arguments, Mapping):
             obj: dict[str, Any] | None = dict(arguments)
         else:

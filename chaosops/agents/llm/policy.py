@@ -46,7 +46,7 @@ from openai import (
 from openai.types.chat import ChatCompletion
 
 from chaosops._urls import shown_url
-from chaosops.agents.llm.parse import ACTION_TOOL, parse_action
+from chaosops.agents.llm.parse import ACTION_TOOL, parse_action, tool_call_parts
 from chaosops.agents.llm.render import build_messages
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsObservation
 
@@ -448,7 +448,7 @@ class LLMPolicy:
                         failure = "request timed out"
                     except APIConnectionError:
                         failure = "connection failed"
-                    except ValueError as exc:  # a JSON body that does not decode
+                    except (ValueError, RecursionError) as exc:  # a JSON body that does not decode
                         raise self._error(
                             f"the endpoint answered with JSON that does not decode ({exc})"
                         ) from None
@@ -488,36 +488,19 @@ class LLMPolicy:
         latency_ms = round((time.perf_counter() - started) * 1000.0, 3)
 
         info: dict[str, Any] = {"latency_ms": latency_ms, "attempts": attempts}
-        choice = completion.choices[0] if completion.choices else None
-        message = choice.message if choice is not None else None
-        text = getattr(message, "content", None)
-        tool_calls = getattr(message, "tool_calls", None) or []
-        raw = text  # None when the server sent no text: recorded as null, not ""
-        if tool_calls:
-            calls = [
-                {"name": c.function.name, "arguments": c.function.arguments}
-                for c in tool_calls
-                if getattr(c, "function", None) is not None
-            ]
-            info["tool_calls"] = calls
-            if not raw:
-                raw = "\n".join(str(c["arguments"]) for c in calls)
-        info["completion"] = raw
-        usage = getattr(completion, "usage", None)
-        if usage is not None:
-            info["usage"] = {
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-                "total_tokens": getattr(usage, "total_tokens", None),
-            }
-        if isinstance(model := getattr(completion, "model", None), str):
-            info["model"] = model  # the one that answered (a router may pick it)
-        if choice is not None:
-            if isinstance(reason := getattr(choice, "finish_reason", None), str):
-                info["finish_reason"] = reason  # "length": the answer was cut
-            info.update(_token_info(completion, choice))
+        try:
+            text, tool_calls, answer = _read_answer(completion)
+            shape_error = None
+        except Exception as exc:  # a body of a shape no server should send: costs the turn
+            text, tool_calls, answer = None, [], {"completion": None}
+            shape_error = f"the answer has an unexpected shape ({type(exc).__name__}: {exc})"[:200]
+        info.update(answer)
+        raw = info["completion"]
 
-        action, error = parse_action(text, role, tool_calls)
+        action, error = (None, shape_error) if shape_error else parse_action(text, role, tool_calls)
+        content_error = info.pop("content_error", None)
+        if action is None and error == "empty answer" and content_error is not None:
+            error = content_error
         if action is None:
             info["parse_error"] = error
             _logger().warning(
@@ -531,6 +514,77 @@ class LLMPolicy:
         return action
 
 
+def _read_answer(completion: Any) -> tuple[str | None, list[Any], dict[str, Any]]:
+    """The text, the tool calls and what the trajectory records of a completion
+    (``completion``, ``tool_calls``, ``usage``, ``model``, ``finish_reason``,
+    token ids and logprobs), each of the type the records promise: the client
+    builds the response without validating it, so a server may have sent any
+    shape. A field of the wrong type is left out (or null); content that is
+    not text is no text, with ``content_error`` saying so."""
+    info: dict[str, Any] = {}
+    choices = completion.choices
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    message = getattr(choice, "message", None)
+    text, content_error = _text_of(getattr(message, "content", None))
+    if content_error is not None:
+        info["content_error"] = content_error
+    tool_calls = getattr(message, "tool_calls", None) or []
+    if not isinstance(tool_calls, list):
+        tool_calls = []
+    raw = text  # None when the server sent no text: recorded as null, not ""
+    if tool_calls:
+        calls = []
+        for call in tool_calls:
+            name, arguments = tool_call_parts(call)
+            if name is not None or arguments is not None:
+                calls.append({"name": _str_or_none(name), "arguments": arguments})
+        info["tool_calls"] = calls
+        if not raw:
+            raw = "\n".join(str(c["arguments"]) for c in calls) or None
+    info["completion"] = raw
+    usage = getattr(completion, "usage", None)
+    if usage is not None:
+        info["usage"] = {
+            key: _count(getattr(usage, key, None))
+            for key in ("prompt_tokens", "completion_tokens", "total_tokens")
+        }
+    if isinstance(model := getattr(completion, "model", None), str):
+        info["model"] = model  # the one that answered (a router may pick it)
+    if choice is not None:
+        if isinstance(reason := getattr(choice, "finish_reason", None), str):
+            info["finish_reason"] = reason  # "length": the answer was cut
+        info.update(_token_info(completion, choice))
+    return text, tool_calls, info
+
+
+def _text_of(content: Any) -> tuple[str | None, str | None]:
+    """A message's text, and why there is none when its content is not text.
+    A list of content parts (``[{"type": "text", "text": ...}]``, which some
+    servers send) is joined."""
+    if content is None or isinstance(content, str):
+        return content, None
+    if isinstance(content, list):
+        parts = [
+            part.get("text") if isinstance(part, Mapping) else getattr(part, "text", None)
+            for part in content
+        ]
+        texts = [t for t in parts if isinstance(t, str)]
+        if texts:
+            return "".join(texts), None
+    return None, f"the message content is {type(content).__name__}, not text"
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _count(value: Any) -> int | None:
+    """A token count as the records promise it: an int in 64 bits, else null."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
+        return value
+    return None
+
+
 def _shown_body(body: object) -> str:
     """The start of a response body that is not a completion, on one line."""
     text = " ".join(str(body).split())
@@ -540,24 +594,51 @@ def _shown_body(body: object) -> str:
 def _token_info(completion: Any, choice: Any) -> dict[str, Any]:
     """Token ids and logprobs, in whichever form the server returned them."""
     out: dict[str, Any] = {}
+    # Each list kept only when every item has the type the records promise
+    # (a float per logprob, a str per token, an int per token id).
     content = getattr(getattr(choice, "logprobs", None), "content", None)
-    if content:
-        out["logprobs"] = [item.logprob for item in content]
-        tokens = [item.token for item in content]
+    if isinstance(content, list) and content:
+        logprobs = [getattr(item, "logprob", None) for item in content]
+        if all(isinstance(x, int | float) and not isinstance(x, bool) for x in logprobs):
+            out["logprobs"] = [float(x) for x in logprobs]
+        tokens = [getattr(item, "token", None) for item in content]
         if all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
             try:  # vLLM's return_tokens_as_token_ids
-                out["token_ids"] = [int(t.removeprefix("token_id:")) for t in tokens]
+                out["token_ids"] = _ids([int(t.removeprefix("token_id:")) for t in tokens])
             except ValueError:
                 out["tokens"] = tokens
-        else:
+        elif all(isinstance(t, str) for t in tokens):
             out["tokens"] = tokens
-    ids = getattr(choice, "token_ids", None)  # vLLM's return_token_ids
-    if isinstance(ids, Sequence) and not isinstance(ids, str):
-        out["token_ids"] = list(ids)
-    prompt_ids = getattr(completion, "prompt_token_ids", None)
-    if isinstance(prompt_ids, Sequence) and not isinstance(prompt_ids, str):
-        out["prompt_token_ids"] = list(prompt_ids)
+    ids = _ids(getattr(choice, "token_ids", None))  # vLLM's return_token_ids
+    if ids is not None:
+        out["token_ids"] = ids
+    prompt_ids = _ids(getattr(completion, "prompt_token_ids", None))
+    if prompt_ids is not None:
+        out["prompt_token_ids"] = prompt_ids
+    if out.get("token_ids", ()) is None:
+        del out["token_ids"]
     return out
+
+
+def _ids(value: Any) -> list[int] | None:
+    """A list of token ids, if ``value`` is one (ints in 64 bits), else None."""
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes):
+        return None
+    ids = list(value)
+    return ids if all(_count(i) is not None for i in ids) else None
+
+
+def _served_models(page: Any) -> list[str] | None:
+    """The model ids of a ``GET /models`` answer; None when it is not a list
+    of objects with string ids (the client does not validate the body)."""
+    try:
+        data = page.data
+        if not isinstance(data, list):
+            return None
+        ids = [getattr(m, "id", None) for m in data]
+    except Exception:
+        return None
+    return ids if all(isinstance(i, str) for i in ids) else None
 
 
 async def check_endpoint(
@@ -606,11 +687,23 @@ async def check_endpoint(
                     f"cannot reach the LLM endpoint {url}: connection failed "
                     "(is the server running, and is the URL right?)"
                 )
+            except (ValueError, RecursionError):  # a 200 whose body is not JSON
+                failure = (
+                    f"the LLM endpoint {url} answered GET /models with a body that is not "
+                    "JSON (a web page? an OpenAI-compatible base URL usually ends in /v1)"
+                )
         if scope.cancelled_caught:
             failure = f"the LLM endpoint {url} did not answer GET /models within {timeout:g}s"
+        if failure is None:
+            served = _served_models(page)
+            if served is None:
+                failure = (
+                    f"the LLM endpoint {url} answered GET /models without a model list "
+                    '(expected {"data": [{"id": "..."}, ...]})'
+                )
     if failure is not None:
         raise LLMEndpointError(_redact(failure, key))
-    served = [m.id for m in page.data]
+    assert served is not None
     if model not in served:
         listed = ", ".join(served[:20]) + (
             f", ... ({len(served)} in all)" if len(served) > 20 else ""
