@@ -79,6 +79,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     scenarios = [p.scenario for p in planned]
     json_path = None if args.json == "-" else Path(args.json or args.out / "eval.json")
     chart = None if args.no_chart else Path(args.chart or args.out / "eval_reward_by_tier.png")
+    if json_path is not None and chart is not None and json_path.resolve() == chart.resolve():
+        raise CLIError(
+            f"--json and --chart both name {str(json_path)!r}: the chart would replace the "
+            "evaluation; give them different files"
+        )
     # where the evaluation goes can take it and holds no earlier one, before any episode runs
     _check_outputs(args.out, ((json_path, args.json, "--json"), (chart, args.chart, "--chart")))
     serve_metrics(args)  # a port that cannot be served fails before anything is written

@@ -165,8 +165,18 @@ def test_a_bad_log_target_writes_nothing(work: Path, command: str) -> None:
         (("--json", "afile/x.json"), ("--json afile/x.json", "afile")),
         (("--chart", "afile/c.png"), ("--chart afile/c.png", "afile")),
         (("--json", "."), ("--json .", "is a folder")),
+        (
+            ("--json", "same.out", "--chart", "./same.out"),
+            ("--json and --chart both name", "same.out"),
+        ),
     ],
-    ids=["out-is-a-file", "json-parent-is-a-file", "chart-parent-is-a-file", "json-is-a-folder"],
+    ids=[
+        "out-is-a-file",
+        "json-parent-is-a-file",
+        "chart-parent-is-a-file",
+        "json-is-a-folder",
+        "json-and-chart-one-file",
+    ],
 )
 def test_eval_refuses_unwritable_outputs_before_running(
     work: Path,
