@@ -92,8 +92,14 @@ class _StderrOrApplication:
 
 def _print_to_stderr(message: Any, *_: Any, **__: Any) -> None:
     stream = sys.stderr  # at call time: it may have been replaced
-    if stream is not None:
+    if stream is None:
+        return
+    try:
         print(message, file=stream, flush=True)
+    except UnicodeEncodeError:  # a stream that cannot take some character (a lone surrogate)
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        text = str(message).encode(encoding, "backslashreplace").decode(encoding)
+        print(text, file=stream, flush=True)
 
 
 def _console_renderer(colors: bool = True) -> Any:

@@ -72,6 +72,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from ._progress import ProgressBar
 
+    if args.chart == "-":
+        raise CLIError("--chart takes a file for the PNG; '-' (standard output) is for --json only")
     if args.json == "-" and args.log_json == "-":
         raise CLIError("--json - and --log-json - both write to stdout; send one to a file")
     policies = list(dict.fromkeys(args.policies))

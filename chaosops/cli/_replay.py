@@ -204,6 +204,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     except OutputError as exc:
         raise CLIError(str(exc), code=2 if exc.usage else 1) from None
     file = results_file(path)
+    if not records:  # nothing to check is no check: say so rather than "every reward matches"
+        raise CLIError(
+            f"{file} holds no episode to replay (expected one results line per finished episode)"
+        )
     for number, record in enumerate(records, start=1):
         try:
             check_record(record)

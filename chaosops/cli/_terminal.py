@@ -126,6 +126,9 @@ def configure_logs(args: argparse.Namespace, outputs: Sequence[Path] = ()) -> Te
         configure_logging(STDOUT_LOGS, pretty=False)
         return sys.stderr
     path = Path(args.log_json)
+    above = next((p for p in path.parents if p.is_file()), None)
+    if above is not None:  # mkdir would say "File exists", which points nowhere
+        raise CLIError(f"--log-json {args.log_json}: {above} is a file, not a folder")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8"):

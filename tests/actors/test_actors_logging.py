@@ -450,6 +450,19 @@ def test_unconfigured_logging_writes_nothing_below_warning(
     assert capsys.readouterr() == ("", "")
 
 
+def test_an_unconfigured_warning_reaches_a_strict_stderr_with_what_it_cannot_encode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A parse_error's raw answer may hold a lone surrogate; standard error in
+    # strict UTF-8 (a file, a pipe) cannot take it: escaped, not an error.
+    raw = io.BytesIO()
+    strict = io.TextIOWrapper(raw, encoding="utf-8", errors="strict")
+    monkeypatch.setattr("sys.stderr", strict)
+    get_logger().warning("parse_error", raw=json.loads('"x\\ud800"'))
+    strict.flush()
+    assert b"parse_error" in raw.getvalue() and b"\\ud800" in raw.getvalue()
+
+
 async def test_unconfigured_policy_error_prints_a_plain_traceback_without_locals_to_stderr(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

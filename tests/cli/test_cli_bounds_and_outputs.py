@@ -151,8 +151,8 @@ def test_a_bad_log_target_writes_nothing(work: Path, command: str) -> None:
     proc = chaosops(
         command, "tiny.toml", "--log-json", "afile/l.json", "--no-progress", "--out", out, cwd=work
     )
-    assert proc.returncode == 1
-    assert_one_error_line(proc, "--log-json", "afile/l.json")
+    assert proc.returncode == 2
+    assert_one_error_line(proc, "--log-json", "afile/l.json", "afile is a file, not a folder")
     assert not out.exists()
     rerun = chaosops(command, "tiny.toml", "--no-progress", "--out", out, cwd=work)
     assert rerun.returncode == 0, rerun.stderr
@@ -169,6 +169,7 @@ def test_a_bad_log_target_writes_nothing(work: Path, command: str) -> None:
             ("--json", "same.out", "--chart", "./same.out"),
             ("--json and --chart both name", "same.out"),
         ),
+        (("--chart", "-"), ("--chart takes a file", "--json only")),
     ],
     ids=[
         "out-is-a-file",
@@ -176,6 +177,7 @@ def test_a_bad_log_target_writes_nothing(work: Path, command: str) -> None:
         "chart-parent-is-a-file",
         "json-is-a-folder",
         "json-and-chart-one-file",
+        "chart-to-stdout",
     ],
 )
 def test_eval_refuses_unwritable_outputs_before_running(

@@ -133,3 +133,12 @@ def test_a_failed_episode_replays_and_its_cumulative_reward_is_checked() -> None
     assert [(m.step, m.what.split(",")[0]) for m in mismatches] == [
         (3, f"cumulative reward recorded {record['cumulative_reward']}")
     ]
+
+
+def test_replay_of_a_file_with_no_episode_is_refused(tmp_path: Path) -> None:
+    # Nothing checked is not "every reward matches".
+    empty = tmp_path / "results.jsonl"
+    empty.write_text("")
+    proc = chaosops("replay", empty, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert_one_error_line(proc, "results.jsonl", "holds no episode to replay")
