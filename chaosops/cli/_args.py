@@ -121,6 +121,13 @@ def _role_timeout(text: str) -> tuple[str, float]:
     return role, value
 
 
+def _folder(text: str) -> Path:
+    """An output folder: a non-empty path (an empty one would mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a folder path, got an empty one")
+    return Path(text)
+
+
 def _policy_list(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
     bad = [name for name in names if name not in POLICIES]
@@ -295,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--out",
-        type=Path,
+        type=_folder,
         default=DEFAULT_RUN_OUT,
         metavar="DIR",
         help=f"output folder (default {DEFAULT_RUN_OUT})",
@@ -325,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument(
         "--out",
-        type=Path,
+        type=_folder,
         default=DEFAULT_EVAL_OUT,
         metavar="DIR",
         help=f"folder for eval.json and eval_reward_by_tier.png (default {DEFAULT_EVAL_OUT})",

@@ -249,3 +249,12 @@ def test_closed_stdout_stops_the_run_and_keeps_it(work: Path) -> None:
         "--resume", "--out", out, cwd=work,
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "eval"])
+def test_an_empty_out_is_refused_not_the_current_folder(work: Path, command: str) -> None:
+    before = sorted(p.name for p in work.iterdir())
+    proc = chaosops(command, "tiny.toml", "--out", "", cwd=work)
+    assert proc.returncode == 2
+    assert_one_error_line(proc, "--out", "empty")
+    assert sorted(p.name for p in work.iterdir()) == before
