@@ -112,6 +112,11 @@ TOOL_CALLS: list[tuple[str, list[Any], tuple[str, str | None]]] = [
         ("noop", None),
     ),
     (
+        "arguments encoded twice",
+        [_call("take_action", json.dumps(json.dumps(RESTART_DB)))],
+        ("restart", "db"),
+    ),
+    (
         "first broken, second good",
         [_call("take_action", "{oops"), _call("take_action", '{"action_type": "resolve"}')],
         ("resolve", None),

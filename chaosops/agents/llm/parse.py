@@ -82,6 +82,8 @@ def _normalize_type(value: object) -> str:
 def _loads_object(text: str) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
+        if isinstance(value, str):  # a JSON object encoded twice (some servers' tool calls)
+            value = json.loads(value)
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
