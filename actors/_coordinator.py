@@ -255,6 +255,7 @@ async def _play(
         trace.status, trace.error = "failed", _unreadable(exc, "reset")
         done = True
     raised: Exception | None = None
+    known_roles: Any = _UNKNOWN  # the turn order's and the policies' roles (see _roles_of)
     # The batch's gate (asyncio): instant turns are played holding one of its
     # permits (see actors._gate); ``held_since`` is when this episode took it.
     gate: TurnGate | None = CURRENT_GATE.get() if loop is not None else None
@@ -279,16 +280,17 @@ async def _play(
                 if tracer is not None:
                     turn_span = _start_turn_span(tracer, state, turn, role, actor is not None)
                 if actor is None:
-                    known = _roles_of(env, policies)
-                    if known is not None and role not in known:
+                    if known_roles is _UNKNOWN:  # once, at the episode's first unplayed turn
+                        known_roles = _roles_of(env, policies)
+                    if known_roles is not None and role not in known_roles:
                         # Neither the environment's turn order nor the policies
                         # name it: the environment failed, not the fallback.
                         trace.status = "failed"
-                        trace.error = (
-                            f"ValueError: turn_role {role!r:.80} is not a role of the "
-                            "environment's turn_order (in the observation env."
-                            f"{'step' if turn else 'reset'} returned)"
-                        )
+                        trace.error = _unreadable(
+                            ValueError(f"turn_role {role!r:.80} is not a role of the "
+                                       "environment's turn_order"),
+                            "step" if turn else "reset",
+                        )  # fmt: skip
                         break
                     action = fallback(role)
                     latency = 0.0
@@ -467,6 +469,9 @@ async def _play(
                 await _stop_calls(actors, tg.tasks)
     if raised is not None:
         raise raised
+
+
+_UNKNOWN = object()  # known_roles not computed yet
 
 
 def _roles_of(env: TurnEnv, policies: Mapping[Any, Policy]) -> frozenset[Any] | None:

@@ -439,16 +439,11 @@ def _safe(value: Any, depth: int, seen: set[int]) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}
         return _safe(fields, depth, seen)
-    try:
-        if callable(getattr(value, "model_dump", None)):  # pydantic models
-            return _safe(value.model_dump(mode="json"), depth + 1, seen)
-        if isinstance(value, os.PathLike):
-            return _safe(os.fspath(value), depth, seen)  # str, or bytes (its repr)
-        if isinstance(value, BaseException):
-            return _safe(f"{type(value).__name__}: {value}", depth, seen)
-        return _safe(repr(value), depth, seen)
+    try:  # the log lines' own conversion: a model's dump, a path, an error's text, a repr
+        converted = _fallback(value)
     except Exception:  # a model that cannot dump itself, a repr that raises
         return f"<{type(value).__name__}>"
+    return _safe(converted, depth + 1, seen)
 
 
 def _repr_fallback(value: Any) -> Any:

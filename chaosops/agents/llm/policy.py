@@ -489,16 +489,15 @@ class LLMPolicy:
 
         info: dict[str, Any] = {"latency_ms": latency_ms, "attempts": attempts}
         try:
-            text, tool_calls, answer = _read_answer(completion)
+            text, tool_calls, answer, content_error = _read_answer(completion)
             shape_error = None
         except Exception as exc:  # a body of a shape no server should send: costs the turn
-            text, tool_calls, answer = None, [], {"completion": None}
+            text, tool_calls, answer, content_error = None, [], {"completion": None}, None
             shape_error = f"the answer has an unexpected shape ({type(exc).__name__}: {exc})"[:200]
         info.update(answer)
         raw = info["completion"]
 
         action, error = (None, shape_error) if shape_error else parse_action(text, role, tool_calls)
-        content_error = info.pop("content_error", None)
         if action is None and error == "empty answer" and content_error is not None:
             error = content_error
         if action is None:
@@ -514,20 +513,18 @@ class LLMPolicy:
         return action
 
 
-def _read_answer(completion: Any) -> tuple[str | None, list[Any], dict[str, Any]]:
+def _read_answer(completion: Any) -> tuple[str | None, list[Any], dict[str, Any], str | None]:
     """The text, the tool calls and what the trajectory records of a completion
     (``completion``, ``tool_calls``, ``usage``, ``model``, ``finish_reason``,
     token ids and logprobs), each of the type the records promise: the client
     builds the response without validating it, so a server may have sent any
     shape. A field of the wrong type is left out (or null); content that is
-    not text is no text, with ``content_error`` saying so."""
+    not text is no text, and the last item says why (else None)."""
     info: dict[str, Any] = {}
     choices = completion.choices
     choice = choices[0] if isinstance(choices, list) and choices else None
     message = getattr(choice, "message", None)
     text, content_error = _text_of(getattr(message, "content", None))
-    if content_error is not None:
-        info["content_error"] = content_error
     tool_calls = getattr(message, "tool_calls", None) or []
     if not isinstance(tool_calls, list):
         tool_calls = []
@@ -554,7 +551,7 @@ def _read_answer(completion: Any) -> tuple[str | None, list[Any], dict[str, Any]
         if isinstance(reason := getattr(choice, "finish_reason", None), str):
             info["finish_reason"] = reason  # "length": the answer was cut
         info.update(_token_info(completion, choice))
-    return text, tool_calls, info
+    return text, tool_calls, info, content_error
 
 
 def _text_of(content: Any) -> tuple[str | None, str | None]:
@@ -604,9 +601,12 @@ def _token_info(completion: Any, choice: Any) -> dict[str, Any]:
         tokens = [getattr(item, "token", None) for item in content]
         if all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
             try:  # vLLM's return_tokens_as_token_ids
-                out["token_ids"] = _ids([int(t.removeprefix("token_id:")) for t in tokens])
+                ids = _ids([int(t.removeprefix("token_id:")) for t in tokens])
             except ValueError:
                 out["tokens"] = tokens
+            else:
+                if ids is not None:
+                    out["token_ids"] = ids
         elif all(isinstance(t, str) for t in tokens):
             out["tokens"] = tokens
     ids = _ids(getattr(choice, "token_ids", None))  # vLLM's return_token_ids
@@ -615,8 +615,6 @@ def _token_info(completion: Any, choice: Any) -> dict[str, Any]:
     prompt_ids = _ids(getattr(completion, "prompt_token_ids", None))
     if prompt_ids is not None:
         out["prompt_token_ids"] = prompt_ids
-    if out.get("token_ids", ()) is None:
-        del out["token_ids"]
     return out
 
 
