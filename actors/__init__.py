@@ -16,6 +16,9 @@ Public API:
 - :func:`timeouts_by_role`: check a ``turn_timeout`` argument (seconds per role).
 - :func:`run`: run a coroutine function from synchronous code (``anyio.run``
   on asyncio, on uvloop when installed; ``ACTORS_LOOP`` picks).
+- :data:`Status`: every status an episode can end with.
+- :mod:`actors.testing`: ``check_env(env)``, the conformance check any
+  turn-based environment can be run through.
 - :func:`in_thread`: run a blocking policy in a worker thread so its deadline holds.
 - :func:`current_turn`: inside a policy, the :class:`TurnContext` of the turn
   (``annotate(**fields)`` attaches data to the step and its log event).
@@ -31,21 +34,24 @@ This package imports nothing from the environments it drives: see
 
 from __future__ import annotations
 
+from ._annotations import LOGGED_ANNOTATIONS
 from ._batch import JobResults, open_jobs, run_jobs
 from ._context import TurnContext, current_turn
-from ._coordinator import LOGGED_ANNOTATIONS, run_episode
+from ._coordinator import run_episode
 from ._deadline import timeouts_by_role
 from ._gc import gc_frozen
 from ._ids import new_episode_id
-from ._logging import configure_logging, disable_logging, get_logger, json_safe, log_enabled
+from ._json import json_safe
+from ._logging import configure_logging, disable_logging, get_logger
 from ._metrics import Meter, configure_metrics, current_meter
-from ._run import LOOPS, resolve_loop, run
+from ._run import run
 from ._threads import in_thread
-from ._tracing import configure_tracing, disable_tracing, tracing_enabled
+from ._tracing import configure_tracing, disable_tracing
 from ._types import (
     EpisodeTrace,
     Policy,
     Role,
+    Status,
     TurnEnv,
     TurnObservation,
     TurnRecord,
@@ -54,12 +60,12 @@ from ._types import (
 
 __all__ = [
     "LOGGED_ANNOTATIONS",
-    "LOOPS",
     "EpisodeTrace",
     "JobResults",
     "Meter",
     "Policy",
     "Role",
+    "Status",
     "TurnContext",
     "TurnEnv",
     "TurnObservation",
@@ -76,13 +82,10 @@ __all__ = [
     "get_logger",
     "in_thread",
     "json_safe",
-    "log_enabled",
     "new_episode_id",
     "open_jobs",
-    "resolve_loop",
     "run",
     "run_episode",
     "run_jobs",
     "timeouts_by_role",
-    "tracing_enabled",
 ]

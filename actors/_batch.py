@@ -21,10 +21,9 @@ from anyio import EndOfStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from . import _logging, _metrics
+from ._asyncio import running_loop
 from ._gate import CURRENT_GATE, HOT_EPISODES, TurnGate
 from ._gc import gc_frozen
-from ._mailbox import asyncio_loop
-from ._tasks import TaskGroup
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -49,7 +48,7 @@ def _prepare(
     if meter is not None:
         meter.planned(len(seq), log_fields)
     if _logging.log_enabled(_logging.INFO):
-        _logging.STATE.logger.info(
+        _logging.get_logger().info(
             "run_started", episodes=len(seq), concurrency=concurrency, **(log_fields or {})
         )
     return seq, iter(range(len(seq))), perf_counter()
@@ -57,19 +56,22 @@ def _prepare(
 
 def _log_finish(n: int, failed: int, started: float) -> None:
     if _logging.log_enabled(_logging.INFO):
-        _logging.STATE.logger.info(
+        _logging.get_logger().info(
             "run_finished", episodes=n, failed=failed, wall_s=round(perf_counter() - started, 6)
         )
 
 
 @contextmanager
 def _turn_gate() -> Iterator[None]:
-    """A new :class:`TurnGate` for the batch's episodes while the block runs (asyncio)."""
-    loop = asyncio_loop()
-    if loop is None:
+    """A new :class:`TurnGate` for the batch's episodes while the block runs.
+
+    On asyncio only: elsewhere an instant reply is not there after one pass of
+    the loop, so playing turns back to back gains nothing.
+    """
+    if running_loop() is None:
         yield
         return
-    token = CURRENT_GATE.set(TurnGate(HOT_EPISODES, loop))
+    token = CURRENT_GATE.set(TurnGate(HOT_EPISODES))
     try:
         yield
     finally:
@@ -139,7 +141,7 @@ async def run_jobs(
 
     try:
         with gc_frozen(gc_freeze), _turn_gate():
-            async with TaskGroup() as tg:
+            async with anyio.create_task_group() as tg:
                 await _start_workers(min(concurrency, n), lambda: tg.start_soon(worker))
     finally:  # also when a job failed or the batch was cancelled: what did finish
         count = sum(1 for i in finished if failed(cast(R, results[i]))) if failed else 0
@@ -243,7 +245,7 @@ async def open_jobs(
     raised: Exception | None = None
     try:
         with gc_frozen(gc_freeze), _turn_gate():
-            async with TaskGroup() as tg:
+            async with anyio.create_task_group() as tg:
 
                 def spawn(out: MemoryObjectSendStream[Any]) -> None:
                     clones.append(out)
@@ -258,7 +260,7 @@ async def open_jobs(
                         # jobs are stopped, not inside the task group's
                         # ExceptionGroup.
                         raised = exc
-                tg.cancel()  # the consumer left early: stop what is left
+                tg.cancel_scope.cancel()  # the consumer left early: stop what is left
     finally:
         # A worker cancelled before its first step never ran its ``async with
         # out``: close every clone (closing is idempotent), and ``send`` in case

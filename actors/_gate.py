@@ -1,4 +1,4 @@
-"""Which episodes of a batch play their turns back to back (asyncio).
+"""Which episodes of a batch play their turns back to back.
 
 With instant policies every episode of a batch is always ready to go on, and
 the event loop runs ready tasks first in, first out: each step of an episode
@@ -30,16 +30,18 @@ a slice or so, however long the instant episodes are.
 
 Only the order in which ready work runs changes: every episode of the batch
 is started, holds its environment and its actors, and runs its policies
-exactly as before; results, logs and deadlines are the same.
+exactly as before; results, logs and deadlines are the same. The gate works
+on any anyio backend.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from contextvars import ContextVar
-from types import coroutine
-from typing import Any
+from dataclasses import dataclass
+from time import perf_counter
+
+import anyio
 
 HOT_EPISODES = 4
 """Permits per batch: how many episodes may play turns back to back at once.
@@ -55,23 +57,29 @@ INSTANT_S = 0.001
 """A reply within this long (seconds) makes its actor's next turn one expected to be instant."""
 
 
+@dataclass(slots=True)
+class Permit:
+    """One episode's hold on the gate: whether it holds a permit, and since when."""
+
+    held: bool = False
+    since: float = 0.0
+
+
 class TurnGate:
     """Permits to play turns back to back, handed over first come first served.
 
     Two lines: episodes taking a permit mid-episode (back from a wait, now
     expecting an instant reply) are served before those starting or queueing
-    again at the end of a slice.
+    again at the end of a slice. An episode calls :meth:`admit` before each
+    turn of a policy, :meth:`leave` before it waits for anything else.
     """
 
-    __slots__ = ("_free", "_loop", "_returning", "_waiters")
-
-    def __init__(self, permits: int, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, permits: int) -> None:
         if permits < 1:
             raise ValueError(f"a TurnGate needs at least one permit, got {permits}")
         self._free = permits
-        self._loop = loop
-        self._returning: deque[asyncio.Future[None]] = deque()
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._returning: deque[anyio.Event] = deque()
+        self._waiters: deque[anyio.Event] = deque()
 
     @property
     def returning(self) -> bool:
@@ -83,42 +91,53 @@ class TurnGate:
         """Permits nobody holds."""
         return self._free
 
+    async def admit(self, permit: Permit, expect_instant: bool, mid_episode: bool) -> None:
+        """Before a turn: hold a permit for a turn expected to be instant, none otherwise.
+
+        A holder whose slice is over gives way to an episode back from a wait,
+        and queues again.
+        """
+        if not expect_instant:
+            self.leave(permit)  # a slow reply ahead: hold nothing while it comes
+        elif not permit.held:
+            await self.acquire(returning=mid_episode)
+            permit.held, permit.since = True, perf_counter()
+        elif self.returning and perf_counter() - permit.since >= SLICE_S:
+            self.leave(permit)
+            await self.acquire()
+            permit.held, permit.since = True, perf_counter()
+
+    def leave(self, permit: Permit) -> None:
+        """Give back the permit ``permit`` holds, if any."""
+        if permit.held:
+            permit.held = False
+            self.release()
+
     async def acquire(self, returning: bool = False) -> None:
         """Take a permit, waiting in line when none is free (``returning``: the first line)."""
         if self._free and not self._returning and not self._waiters:
             self._free -= 1
             return
         line = self._returning if returning else self._waiters
-        waiter = self._loop.create_future()
-        line.append(waiter)
+        handed = anyio.Event()
+        line.append(handed)
         try:
-            await waiter
+            await handed.wait()
         except BaseException:
-            if waiter.done() and not waiter.cancelled():
+            if handed.is_set():
                 self.release()  # handed over as we were cancelled: pass it on
             else:
-                try:
-                    line.remove(waiter)
-                except ValueError:  # pragma: no cover - already taken off by release()
-                    pass
+                line.remove(handed)
             raise
 
     def release(self) -> None:
         """Give a permit back: to the first episode in line, else to the pool."""
         for line in (self._returning, self._waiters):
-            while line:
-                waiter = line.popleft()
-                if not waiter.done():
-                    waiter.set_result(None)
-                    return
+            if line:
+                line.popleft().set()
+                return
         self._free += 1
 
 
 CURRENT_GATE: ContextVar[TurnGate | None] = ContextVar("actors_turn_gate", default=None)
-"""The gate of the batch the current task runs in (None: no batch, or not asyncio)."""
-
-
-@coroutine
-def one_pass() -> Any:
-    """Let the event loop run once (a bare yield: the task is scheduled again at once)."""
-    yield
+"""The gate of the batch the current task runs in (None: no batch)."""

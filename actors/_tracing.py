@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _logging
+from ._json import dumps
 
 __all__ = ["configure_tracing", "disable_tracing", "tracing_enabled"]
 
@@ -105,7 +106,7 @@ def attribute(value: Any) -> Any:
         value = value.value
     if value is None or isinstance(value, str | bool | int | float):
         return value
-    return _logging.render_json(value)
+    return dumps(value).decode()
 
 
 def add_fields(attributes: dict[str, Any], prefix: str, fields: Mapping[str, Any] | None) -> None:

@@ -20,7 +20,17 @@ TurnTimeout: TypeAlias = float | Mapping[Any, float] | None
 """Seconds for every role, a mapping role -> seconds (roles not in it have no
 deadline), or None for no deadline."""
 
-Status: TypeAlias = Literal["ok", "failed"]
+Status: TypeAlias = Literal["ok", "failed", "error", "cancelled"]
+"""How an episode ended.
+
+- ``"ok"``: played to its end (done, or the turn limit); policy errors and
+  timeouts cost turns, not the episode.
+- ``"failed"``: the environment raised, or returned no observation; the
+  trace's ``error`` says what. :func:`actors.run_episode` returns it.
+- ``"error"``: a callback of the caller's raised; logged, and raised.
+- ``"cancelled"``: the caller cancelled the episode; logged, and the
+  cancellation propagates.
+"""
 
 
 def error_text(exc: BaseException) -> str:

@@ -790,9 +790,9 @@ async def test_each_actor_starts_at_its_roles_first_turn(monkeypatch: pytest.Mon
     seen_at_call: list[tuple[str, int]] = []
     real_run = Actor.run
 
-    async def counting_run(self: Actor, replies: Any) -> None:
+    async def counting_run(self: Actor) -> None:
         started.append(self.role)
-        await real_run(self, replies)
+        await real_run(self)
 
     monkeypatch.setattr(Actor, "run", counting_run)
 

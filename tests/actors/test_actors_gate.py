@@ -225,7 +225,7 @@ async def test_cancelling_episodes_in_line_for_a_permit_leaves_nothing_behind() 
 
 
 async def test_the_gate_serves_returning_episodes_first_and_loses_no_permit() -> None:
-    gate = TurnGate(1, asyncio.get_running_loop())
+    gate = TurnGate(1)
     order: list[str] = []
 
     async def take(name: str, returning: bool) -> None:
@@ -281,4 +281,4 @@ async def test_the_gate_serves_returning_episodes_first_and_loses_no_permit() ->
     assert gate.free == 1
 
     with pytest.raises(ValueError, match="at least one permit"):
-        TurnGate(0, loop)
+        TurnGate(0)

@@ -26,10 +26,10 @@ from actors import (
     disable_logging,
     get_logger,
     json_safe,
-    log_enabled,
     run_episode,
     run_jobs,
 )
+from actors._logging import log_enabled
 
 pytestmark = pytest.mark.anyio
 
@@ -247,28 +247,20 @@ def test_lines_from_many_threads_never_interleave(tmp_path: Path) -> None:
     ]
 
 
-def test_timestamps_are_utc_and_follow_the_clock_across_seconds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_timestamps_are_utc_iso_with_microseconds_and_the_time_of_the_event(
+    tmp_path: Path,
 ) -> None:
-    # The clock's float truncated to the microsecond, never into the next second;
-    # for the logger's events and for the runtime's own (emit).
-    clock = iter([1_700_000_000.9999997, 1_700_000_001.0000004, 1_700_003_600.0000425] * 4)
-    monkeypatch.setattr(_logging, "_time", lambda: next(clock))
     path = tmp_path / "run.jsonl"
     configure_logging(path)
+    before = datetime.now(UTC)
     for _ in range(3):
         get_logger().info("tick")
-    for _ in range(3):
-        _logging.emit("info", "tick", {})
-    for _ in range(3):  # a dict with keys: the cached tails, one per event and second
-        _logging.emit("info", "tick", {"n": 1})
-    for _ in range(3):
-        _logging.emit_turn({"step": 1}, *_turn_fields().values())
-    assert [r["timestamp"] for r in _records(path)] == [
-        "2023-11-14T22:13:20.999999Z",
-        "2023-11-14T22:13:21.000000Z",
-        "2023-11-14T23:13:20.000042Z",
-    ] * 4
+    after = datetime.now(UTC)
+    stamps = [r["timestamp"] for r in _records(path)]
+    assert all(ISO_UTC.match(stamp) for stamp in stamps)
+    for stamp in stamps:  # six digits of microseconds, always (never dropped at .000000)
+        assert len(stamp) == len("2026-11-22T10:00:01.000005Z")
+        assert before <= datetime.fromisoformat(stamp.replace("Z", "+00:00")) <= after
 
 
 class Color(enum.Enum):
@@ -298,7 +290,7 @@ class Pair(NamedTuple):
 # bytes, a key that is not a string, an int past 64 bits...): the second half.
 _ODD_VALUES = {
     "color": (Color.RED, "red"),
-    "role": (Role.SRE, "sre"),
+    "strenum": (Role.SRE, "sre"),
     "level_": (Level.HIGH, 3),
     "path": (Path("/tmp/x.json"), "/tmp/x.json"),
     "model": (Model(name="m", when=Path("a/b")), {"name": "m", "when": "a/b"}),
@@ -317,9 +309,9 @@ _REFUSED_BY_ORJSON = {
 }
 
 
-@pytest.mark.parametrize("way", ["logger", "emit", "emit_turn"])
+@pytest.mark.parametrize("way", ["logger", "turn"])
 @pytest.mark.parametrize("values", [_ODD_VALUES, {**_ODD_VALUES, **_REFUSED_BY_ORJSON}])
-def test_values_json_cannot_hold_are_still_rendered(
+async def test_values_json_cannot_hold_are_still_rendered(
     tmp_path: Path, way: str, values: dict[str, Any]
 ) -> None:
     path = tmp_path / "run.jsonl"
@@ -327,11 +319,10 @@ def test_values_json_cannot_hold_are_still_rendered(
     fields = {key: value for key, (value, _) in values.items()}
     if way == "logger":
         get_logger().info("values", **fields)
-    elif way == "emit":
-        _logging.emit("info", "values", fields)
-    else:
-        _emit_turn(fields, _turn_fields())
-    (record,) = _records(path)
+    else:  # described fields of the runtime's turn line
+        await run_episode(ToyEnv(steps=1), policies=instant_policies(),
+                          **run_kwargs(describe_turn=lambda record: dict(fields)))  # fmt: skip
+    (record,) = [r for r in _records(path) if r["event"] in ("values", "turn")]
     for key, (_, shown) in values.items():
         if key == "obj":
             assert record[key].startswith(shown)
@@ -528,67 +519,22 @@ async def test_disable_logging_closes_the_file_and_silences_the_runtime(
     assert capsys.readouterr() == ("", "")
 
 
-def test_runtime_events_write_the_same_line_as_the_logger(tmp_path: Path) -> None:
-    # actors._logging.emit renders with the chain's processor directly; the
-    # line must be the one the structlog logger writes (timestamps aside).
-    path = tmp_path / "run.jsonl"
-    configure_logging(path, run_id="r")
-    fields = {"episode_id": "e1", "turn": 2, "role": Role.SRE, "args": {"n": 1}, "error": None}
-    with bound_contextvars(user="alice"):
-        _logging.emit("info", "turn", dict(fields))
-        get_logger().info("turn", **fields)
-        with structlog.testing.capture_logs() as captured:  # processors swapped: logger path
-            _logging.emit("info", "turn", dict(fields))
-    fast, slow = _records(path)
-    assert fast.pop("timestamp") and slow.pop("timestamp")
-    assert fast == slow == {**fields, "role": "sre", "user": "alice", "run_id": "r",
-                            "event": "turn", "level": "info"}  # fmt: skip
-    assert [(e["event"], e["episode_id"]) for e in captured] == [("turn", "e1")]
-    assert len(_records(path)) == 2  # the captured event was not written
-
-
-def test_runtime_events_with_the_chains_own_keys_or_exc_info(tmp_path: Path) -> None:
+def test_events_with_the_chains_own_keys_or_exc_info(tmp_path: Path) -> None:
     # Fields or context variables named like the chain's own members, and an
-    # exc_info: the runtime's events (emit) give what the logger gives.
+    # exc_info: the event's run_id wins, the chain sets level and timestamp.
     path = tmp_path / "run.jsonl"
     configure_logging(path, run_id="r")
-    fields = {"run_id": "mine", "level": "nope", "event": "nope", "timestamp": "then", "n": 1}
+    fields = {"run_id": "mine", "level": "nope", "timestamp": "then", "n": 1}
     with bound_contextvars(event="bound", job="j"):
-        _logging.emit("info", "turn", dict(fields))
-        get_logger().info("turn", **{k: v for k, v in fields.items() if k != "event"})
+        get_logger().info("turn", **fields)
     try:
         raise KeyError("boom")
     except KeyError:
-        _logging.emit("error", "policy_error", {"exc_info": True, "turn": 3})
         get_logger().error("policy_error", exc_info=True, turn=3)
-    fast, slow, fast_error, slow_error = _records(path)
-    assert fast.pop("timestamp") != "then" and slow.pop("timestamp") != "then"
-    assert fast == slow == {"run_id": "mine", "level": "info", "event": "turn", "n": 1, "job": "j"}
-    assert fast_error.pop("timestamp") and slow_error.pop("timestamp")
-    assert fast_error == slow_error
-    assert fast_error["level"] == "error" and "KeyError: 'boom'" in fast_error["exception"]
-
-
-def test_a_short_write_is_finished_and_the_file_holds_whole_lines(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # os.write may take part of a line (a signal, a nearly full disk): the
-    # rest follows before anything else is written.
-    path = tmp_path / "run.jsonl"
-    configure_logging(path)
-    real_write, taken = _logging._write, []
-
-    def stingy(fd: int, data: Any) -> int:
-        taken.append(len(data))
-        return real_write(fd, bytes(data[:7]))
-
-    monkeypatch.setattr(_logging, "_write", stingy)
-    _logging.emit("info", "turn", {"payload": "x" * 40})
-    monkeypatch.setattr(_logging, "_write", real_write)
-    _logging.emit("info", "turn", {"payload": "y"})
-    first, second = _records(path)
-    assert first["payload"] == "x" * 40 and second["payload"] == "y"
-    assert len(taken) > 5 and taken[0] > taken[-1]
+    line, error = _records(path)
+    assert line.pop("timestamp") != "then"
+    assert line == {"run_id": "mine", "level": "info", "event": "turn", "n": 1, "job": "j"}
+    assert error["level"] == "error" and "KeyError: 'boom'" in error["exception"]
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
@@ -596,15 +542,9 @@ async def test_a_log_write_that_fails_names_the_log_file() -> None:
     """A full disk under the log: the error says which file, on every way a
     line is written (the runtime's events, the turn line, the logger)."""
     configure_logging("/dev/full")
-    writes = (
-        lambda: _logging.emit("info", "episode_started", {"episode_id": "e"}),
-        lambda: _logging.emit_turn({"step": 1}, "e", 0, "a", 0.0, False, False, None, 0.1),
-        lambda: get_logger().info("note", value=1),
-    )  # fmt: skip
-    for write in writes:
-        with pytest.raises(OSError, match="No space left on device") as info:
-            write()
-        assert info.value.filename == "/dev/full" and "'/dev/full'" in str(info.value)
+    with pytest.raises(OSError, match="No space left on device") as info:
+        get_logger().info("note", value=1)
+    assert info.value.filename == "/dev/full" and "'/dev/full'" in str(info.value)
     # through the runtime: the episode's failure is that error, not a bare errno
     with pytest.raises(OSError) as info:
         await run_episode(ToyEnv(steps=4), policies=instant_policies(), **run_kwargs())
@@ -645,15 +585,11 @@ def _burst_from_threads(log: Any) -> None:
         thread.join()
 
 
-def test_runtime_events_from_many_threads_keep_whole_lines(tmp_path: Path) -> None:
-    # emit() renders into a buffer kept for the thread that configured logging;
-    # other threads (an event loop run in a worker thread) get their own.
+def test_events_from_many_threads_keep_whole_lines(tmp_path: Path) -> None:
     path = tmp_path / "run.jsonl"
     configure_logging(path)
     payload = "z" * 300
-    _burst_from_threads(
-        lambda n, i: _logging.emit("info", "turn", {"thread": n, "i": i, "payload": payload})
-    )
+    _burst_from_threads(lambda n, i: get_logger().info("turn", thread=n, i=i, payload=payload))
     records = _records(path)
     assert sorted((r["thread"], r["i"]) for r in records) == [
         (n, i) for n in range(4) for i in range(200)
@@ -664,135 +600,30 @@ def test_runtime_events_from_many_threads_keep_whole_lines(tmp_path: Path) -> No
 # ------------------------------------------------------------------ turn lines
 
 
-def _turn_fields(turn: int = 2, **overrides: Any) -> dict[str, Any]:
-    # emit_turn's arguments after extra, by name (in its order)
-    return {"episode_id": "e1", "turn": turn, "role": Role.SRE, "reward": -1.5, "done": False,
-            "timed_out": False, "error": None, "latency_ms": 0.25, **overrides}  # fmt: skip
-
-
-def _emit_turn(extra: dict[str, Any] | None, fields: dict[str, Any]) -> None:
-    _logging.emit_turn(extra, *fields.values())
-
-
-def _expected_turn(extra: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
-    # What the logger writes for the same event as one dict (timestamp aside):
-    # extra's keys, the runtime's fields over them.
-    path = Path(_logging.STATE.file.name)  # type: ignore[union-attr]
-    before = len(_records(path))
-    get_logger().info("turn", **{**extra, **fields})
-    record = _records(path)[before]
-    with path.open("r+b") as file:  # take that line out again
-        data = file.read()
-        file.seek(0)
-        file.truncate()
-        file.write(data[: data.rstrip(b"\n").rfind(b"\n") + 1])
-    record.pop("timestamp")
-    return record
-
-
-@pytest.mark.parametrize(
-    "extra",
-    [
-        {},
-        {"step": 3, "action_type": Role.SRE, "target": None, "args": {"n": [1, "x"]}},
-        {"usage": {"prompt_tokens": 7}, "note": 'a "quoted"\nline'},
-    ],
-)
-def test_turn_lines_without_a_dict_equal_the_dict_s_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: dict[str, Any]
-) -> None:
-    # emit_turn() renders and writes the line itself; the JSON object must
-    # be the one the logger writes for the event as a dict.
+async def test_turn_lines_keep_the_runtime_s_fields_over_described_ones(tmp_path: Path) -> None:
+    # describe_turn's keys named like the runtime's or the chain's own: the
+    # runtime's turn fields, the event and the level win; a run_id given wins.
     path = tmp_path / "run.jsonl"
     configure_logging(path, run_id="r")
-    fields = _turn_fields(error='ValueError: "bad"', reward=None)
-    expected = _expected_turn(extra, fields)
-    through_logger: list[Any] = []
-    monkeypatch.setattr(_logging.STATE, "logger", types.SimpleNamespace(
-        log_dict=lambda *a: through_logger.append(a)))  # fmt: skip
-    with bound_contextvars(episode_id="e1"):  # the runtime binds it: no reason to leave the path
-        _emit_turn(dict(extra), fields)
-    assert through_logger == []  # the fast path
-    (line,) = path.read_bytes().splitlines()
-    record = json.loads(line)
-    assert ISO_UTC.match(record.pop("timestamp"))
-    assert record == expected
-    assert list(record) == list(expected)  # the same order of keys too
 
+    def describe(record: Any) -> dict[str, Any]:
+        return {"turn": "theirs", "event": "nope", "level": "x", "run_id": "mine", "step": 1}
 
-def test_turn_lines_with_keys_the_struct_or_the_chain_set_or_bound_context(
-    tmp_path: Path,
-) -> None:
-    # The struct's fields win over extra's; the chain's own keys, context
-    # variables beside the runtime's: the same line as the logger's.
-    path = tmp_path / "run.jsonl"
-    configure_logging(path, run_id="r")
-    fields = _turn_fields()
-    cases = [
-        {"turn": "theirs", "step": 1},
-        {"run_id": "mine", "level": "x", "step": 1},
-        {"step": 1},
-    ]
-    expected = [_expected_turn(extra, fields) for extra in cases]
-    expected[2]["job"] = "j"
-    for extra in cases[:2]:
-        _emit_turn(dict(extra), fields)
     with bound_contextvars(job="j"):
-        _emit_turn(dict(cases[2]), fields)
-    _emit_turn({"step": 1}, fields)  # job unbound again: not in the line
-    records = _records(path)
-    for record in records:
-        record.pop("timestamp")
-    assert records == [*expected, {k: v for k, v in expected[2].items() if k != "job"}]
-    assert records[0]["turn"] == 2 and records[1]["run_id"] == "mine"
+        await run_episode(ToyEnv(steps=1), policies=instant_policies(),
+                          **run_kwargs(describe_turn=describe))  # fmt: skip
+    (turn,) = [r for r in _records(path) if r["event"] == "turn"]
+    assert (turn["turn"], turn["level"], turn["run_id"], turn["step"]) == (0, "info", "mine", 1)
+    assert turn["job"] == "j" and ISO_UTC.match(turn["timestamp"])
 
 
-def test_turn_lines_through_the_logger_to_a_stream_or_captured(tmp_path: Path) -> None:
-    # A stream target builds the dict; so does a file's once capture_logs
-    # swapped the processors (the event is captured, not written).
-    stream = io.StringIO()
-    configure_logging(stream, run_id="r")
-    _emit_turn({"step": 1}, _turn_fields())
-    (record,) = [json.loads(line) for line in stream.getvalue().splitlines()]
-    assert record["step"] == 1 and record["turn"] == 2 and record["event"] == "turn"
-    path = tmp_path / "run.jsonl"
-    configure_logging(path)
+async def test_turn_lines_are_captured_as_event_dicts(tmp_path: Path) -> None:
+    configure_logging(tmp_path / "run.jsonl")
     with structlog.testing.capture_logs() as captured:
-        _emit_turn(None, _turn_fields(turn=5))
-    _emit_turn(None, _turn_fields(turn=6))
-    assert [(e["event"], e["turn"]) for e in captured] == [("turn", 5)]
-    assert [r["turn"] for r in _records(path)] == [6]
-
-
-def test_a_short_write_of_a_turn_line_is_finished_and_the_file_holds_whole_lines(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "run.jsonl"
-    configure_logging(path)
-    real_write = _logging._write
-
-    def stingy(fd: int, data: Any) -> int:
-        return real_write(fd, bytes(data[:9]))
-
-    monkeypatch.setattr(_logging, "_write", stingy)
-    _emit_turn({"step": 1, "payload": "x" * 50}, _turn_fields())
-    _emit_turn(None, _turn_fields(turn=3))
-    monkeypatch.setattr(_logging, "_write", real_write)
-    _emit_turn({"step": 2}, _turn_fields(turn=4))
-    records = _records(path)
-    assert [(r.get("step"), r["turn"]) for r in records] == [(1, 2), (None, 3), (2, 4)]
-    assert records[0]["payload"] == "x" * 50
-
-
-def test_turn_lines_from_many_threads_stay_whole(tmp_path: Path) -> None:
-    path = tmp_path / "run.jsonl"
-    configure_logging(path)
-    payload = "t" * 200
-    _burst_from_threads(
-        lambda n, i: _emit_turn({"thread": n, "payload": payload}, _turn_fields(turn=i))
-    )
-    records = _records(path)
-    assert sorted((r["thread"], r["turn"]) for r in records) == [
-        (n, i) for n in range(4) for i in range(200)
+        await run_episode(ToyEnv(steps=2), policies=instant_policies(), **run_kwargs())
+    turns = [e for e in captured if e["event"] == "turn"]
+    assert [(e["turn"], e["role"], e["log_level"]) for e in turns] == [
+        (0, "a", "info"),
+        (1, "b", "info"),
     ]
-    assert all(r["payload"] == payload for r in records)
+    assert _records(tmp_path / "run.jsonl") == []  # captured, not written

@@ -9,6 +9,7 @@ import pytest
 from actors_toy import ToyEnv, instant_policies, run_kwargs
 
 import actors
+from actors._run import resolve_loop
 
 HAS_UVLOOP = importlib.util.find_spec("uvloop") is not None
 
@@ -26,14 +27,14 @@ def test_standard_loop_on_request(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ACTORS_LOOP", raising=False)
     assert actors.run(_loop_module, loop="asyncio").startswith("asyncio")
     monkeypatch.setenv("ACTORS_LOOP", "asyncio")
-    assert actors.resolve_loop() == "asyncio"
+    assert resolve_loop() == "asyncio"
     assert actors.run(_loop_module).startswith("asyncio")
 
 
 @pytest.mark.skipif(not HAS_UVLOOP, reason="uvloop is not installed")
 def test_uvloop_by_default_when_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ACTORS_LOOP", raising=False)
-    assert actors.resolve_loop() == "uvloop"
+    assert resolve_loop() == "uvloop"
     assert actors.run(_loop_module).startswith("uvloop")
     # the same episode, turn for turn, on either loop
     assert actors.run(_play) == actors.run(_play, loop="asyncio")
@@ -49,9 +50,9 @@ def test_bad_loop_names_the_value_and_what_is_accepted(monkeypatch: pytest.Monke
 
 def test_uvloop_requested_but_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("actors._run._uvloop_installed", lambda: False)
-    assert actors.resolve_loop("auto") == "asyncio"
+    assert resolve_loop("auto") == "asyncio"
     with pytest.raises(ValueError, match="uvloop is not installed"):
-        actors.resolve_loop("uvloop")
+        resolve_loop("uvloop")
 
 
 class _CountsRepr:

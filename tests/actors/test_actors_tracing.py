@@ -23,8 +23,8 @@ from actors import (
     in_thread,
     run_episode,
     run_jobs,
-    tracing_enabled,
 )
+from actors._tracing import tracing_enabled
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from actors_toy import ToyEnv, act, instant_policies, run_kwargs
 
 from actors import current_turn, run_episode, run_jobs
-from actors._mailbox import asyncio_loop
+from actors._asyncio import running_loop as asyncio_loop
 
 pytestmark = [
     pytest.mark.anyio,
