@@ -1,20 +1,25 @@
 """The runtime's asyncio-native parts, in one place.
 
-Why native: waiting through ``MemoryObjectReceiveStream.receive()`` costs a
-checkpoint (a whole extra pass of the event loop) and an ``anyio.Event`` on
-every blocking call, twice a turn; with instant policies that was most of a
-turn. Here the reader waits on a bare future that the writer resolves, and a
-deadline is a loop timer. Items still travel through the anyio stream, so
-closing, bounds and errors are anyio's. Everything else runs on anyio.
+Why native: with instant policies the runtime's own work is most of a turn,
+and anyio's general machinery doubled it. ``MemoryObjectReceiveStream
+.receive()`` costs a checkpoint (a whole extra pass of the event loop) and an
+``anyio.Event`` on every blocking call, twice a turn; an anyio task costs five
+times an asyncio one to start and run; ``anyio.lowlevel.checkpoint`` is a
+coroutine call where a bare yield does. Here a reader waits on a bare future
+that the writer resolves, a deadline is a loop timer, an episode's actors are
+asyncio tasks. Items still travel through the anyio stream, and policy calls
+still run in anyio cancel scopes. Everything else runs on anyio.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Coroutine
+from types import TracebackType, coroutine
+from typing import Any, TypeVar
 
+import anyio
 from anyio import WouldBlock
 
 from ._mailbox import Mailbox
@@ -110,3 +115,45 @@ class AsyncioMailbox(Mailbox[T]):
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+
+@coroutine
+def one_pass() -> Any:
+    """Let the event loop run once: a bare yield schedules the task again at once."""
+    yield
+
+
+class TaskGroup:
+    """asyncio's own task group, with anyio's ``start_soon``.
+
+    On leaving with an error or a cancellation asyncio's group cancels its
+    tasks natively, which would break a policy's shielded section: the
+    episode first cancels the calls in flight through their anyio cancel
+    scopes and waits for its actors with :meth:`wait_shielded`.
+    """
+
+    def __init__(self) -> None:
+        self._group = asyncio.TaskGroup()
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    async def __aenter__(self) -> TaskGroup:
+        await self._group.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        return await self._group.__aexit__(exc_type, exc, tb)
+
+    def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        self._tasks.append(self._group.create_task(func(*args)))
+
+    async def wait_shielded(self) -> None:
+        """Wait, shielded from cancellation, until every task has ended."""
+        pending = [task for task in self._tasks if not task.done()]
+        if pending:
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait(pending)

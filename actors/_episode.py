@@ -8,14 +8,13 @@ from time import perf_counter
 from typing import Any
 
 import anyio
-import anyio.abc
 import anyio.lowlevel
 from structlog.contextvars import bind_contextvars, reset_contextvars, unbind_contextvars
 
 from . import _logging, _metrics, _tracing
 from ._actor import Actor, Reply, Request, log_late_reply
 from ._annotations import turn_fields
-from ._asyncio import AsyncioMailbox, running_loop
+from ._asyncio import AsyncioMailbox, TaskGroup, one_pass, running_loop
 from ._gate import CURRENT_GATE, INSTANT_S, Permit
 from ._mailbox import Mailbox
 from ._types import EpisodeTrace, Policy, TurnEnv, TurnRecord, error_text
@@ -98,7 +97,8 @@ class Episode:
         self.gate = CURRENT_GATE.get() if self.on_asyncio else None
         self.permit = Permit()
         self._known_roles: frozenset[Any] | None = None
-        self._tasks: anyio.abc.TaskGroup | None = None
+        self._tasks: Any = None  # the actors' task group while turns are played
+        self._pass = anyio.lowlevel.checkpoint if loop is None else one_pass
 
     # ------------------------------------------------------------ the episode
 
@@ -193,7 +193,8 @@ class Episode:
     async def _play_turns(self, observation: Any) -> None:
         """The actors' task group around the turn loop."""
         raised: Exception | None = None
-        async with anyio.create_task_group() as self._tasks:
+        async with TaskGroup() if self.on_asyncio else anyio.create_task_group() as tasks:
+            self._tasks = tasks
             try:
                 await self._turn_loop(observation)
             except EnvironmentFailed as failure:
@@ -202,6 +203,8 @@ class Episode:
                 raised = exc  # a callback's: raised as itself once the actors are gone
             finally:
                 self._wind_down(raised)
+                if isinstance(tasks, TaskGroup):
+                    await tasks.wait_shielded()
         self._tasks = None
         if raised is not None:
             raise raised
@@ -262,7 +265,7 @@ class Episode:
     async def _wait_reply(self, actor: Actor, deadline: float | None) -> Reply | None:
         """The open turn's reply, or None once its deadline closed it."""
         if self.permit.held:
-            await anyio.lowlevel.checkpoint()  # an instant policy has replied by then
+            await self._pass()  # an instant policy has replied by then
             reply = self._take_reply()
             if reply is not None:
                 return reply

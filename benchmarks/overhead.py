@@ -42,6 +42,7 @@ from _common import bare_loop, result_of, role_map, timed, verdict
 
 import actors
 from actors import configure_logging, disable_logging
+from actors._run import resolve_loop
 from chaosops.agents.policies import random_policy
 from chaosops.agents.runner import arun_batch
 from chaosops.curriculum.generator import scenarios_for_tier
@@ -223,7 +224,7 @@ KEYS = ("bare", "c1", "c64", "c1_log", "c64_log", "pp", "pp_loop",
 def measure(rounds: int = 11, per_type: int = 25) -> list[dict[str, float]]:
     """One dict of us per turn (``KEYS``) per round."""
     scenarios = _scenarios(per_type)
-    loop = actors.resolve_loop()
+    loop = resolve_loop()
     samples: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(rounds):
@@ -300,7 +301,7 @@ def report(r: dict[str, float]) -> list[tuple[str, str, str, bool]]:
 def main(rounds: int = 11) -> dict[str, Any]:
     samples = measure(rounds)
     m, r = best(samples), ratios(samples)
-    loop = actors.resolve_loop()
+    loop = resolve_loop()
     print(f"figure 1: overhead ({rounds} rounds; us per turn, best round, turns/s in brackets; "
           f"runtime on {loop}, ACTORS_LOOP=asyncio for the standard loop)")  # fmt: skip
     for key, label in (("bare", "bare sync loop"), ("c1", "runtime, concurrency 1"),
