@@ -201,10 +201,12 @@ class Episode:
                 self.trace.status, self.trace.error = "failed", failure.error
             except Exception as exc:
                 raised = exc  # a callback's: raised as itself once the actors are gone
-            finally:
-                self._wind_down(raised)
+            except BaseException:  # cancelled: end the calls in flight the anyio way first
+                self._wind_down(None)
                 if isinstance(tasks, TaskGroup):
                     await tasks.wait_shielded()
+                raise
+            self._wind_down(raised)
         self._tasks = None
         if raised is not None:
             raise raised

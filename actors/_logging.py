@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import uuid
 from collections.abc import MutableMapping
 from pathlib import Path
@@ -107,17 +108,28 @@ def _console_renderer(colors: bool) -> Any:
     return structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=formatter)
 
 
-class _AddRunId:
-    """Processor: the run's id on every line, unless the event (or the
-    application's bound context) carries its own ``run_id``."""
+class _RunStamp:
+    """Processor: ``run_id`` (unless the event or the application's bound
+    context carries its own) and ``timestamp``, ISO 8601 in UTC with
+    microseconds. The date and time of day are formatted once a second:
+    structlog's ``TimeStamper`` formats the whole stamp each time, which
+    measured a sixth of a turn with instant policies (benchmarks/README.md)."""
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
+        self._second = (0, "")  # (a whole epoch second, its "YYYY-MM-DDTHH:MM:SS")
 
     def __call__(
         self, _: Any, __: str, event_dict: MutableMapping[str, Any]
     ) -> MutableMapping[str, Any]:
         event_dict.setdefault("run_id", self.run_id)
+        micros = time.time_ns() // 1000
+        second, prefix = self._second
+        if micros // 1_000_000 != second:
+            second = micros // 1_000_000
+            prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = (second, prefix)  # one attribute: consistent across threads
+        event_dict["timestamp"] = f"{prefix}.{micros % 1_000_000:06d}Z"
         return event_dict
 
 
@@ -177,8 +189,7 @@ def configure_logging(
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
-        _AddRunId(run_id),
-        structlog.processors.TimeStamper(fmt=_TIMESTAMP, utc=True),
+        _RunStamp(run_id),
     ]
     if pretty:
         processors.append(
@@ -195,7 +206,9 @@ def configure_logging(
         cache_logger_on_first_use=True,
     )
     STATE.run_id, STATE.threshold = run_id, threshold
-    STATE.logger = structlog.get_logger("actors")
+    # The bound logger itself, not a lazy proxy; it shares the configured
+    # processor list, so structlog.testing.capture_logs sees its events.
+    STATE.logger = structlog.get_logger("actors").bind()
     return run_id
 
 
