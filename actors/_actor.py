@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from inspect import isawaitable
+from types import GeneratorType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
@@ -115,7 +116,7 @@ class Actor:
         attached = _tracing.STATE.attach(trace_context) if trace_context is not None else None
         try:
             result = self.policy(observation, self.role)
-            if isawaitable(result):
+            if _is_awaitable(result):
                 with anyio.CancelScope() as scope:
                     self.scope = scope
                     result = await result
@@ -150,6 +151,14 @@ class Actor:
             return False
         self.turn, self.info = request.turn, info
         return True
+
+
+def _is_awaitable(value: Any) -> bool:
+    # inspect.isawaitable without its ABC check on every plain action: a class
+    # with __await__, or a generator-based coroutine.
+    return hasattr(type(value), "__await__") or (
+        isinstance(value, GeneratorType) and isawaitable(value)
+    )
 
 
 def log_late_reply(

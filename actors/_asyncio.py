@@ -69,7 +69,7 @@ class AsyncioMailbox(Mailbox[T]):
         self.clock = turn_clock(loop)
 
     def put_nowait(self, item: T) -> None:
-        super().put_nowait(item)
+        self._send.send_nowait(item)
         self._wake()
 
     async def put(self, item: T) -> None:
