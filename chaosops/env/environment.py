@@ -33,7 +33,6 @@ from chaosops.env.world_sim import (
     WorldSim,
     copy_with,
     fast_construct,
-    set_field,
 )
 from chaosops.rewards.reward_fn import (
     StepRewardBreakdown,
@@ -172,27 +171,23 @@ class ChaosOpsEnvironment:
         if not isinstance(action, ChaosOpsAction):
             action = ChaosOpsAction.model_validate({**action, "role": role})
         elif action.role is not role:
-            action = copy_with(action, "role", role)  # == model_copy(update={"role": role})
+            action = copy_with(action, "role", role)
         world = self.world
         state = world.state
         flags = world.apply_action(action)
         world.tick()
         breakdown, reward = step_reward(state, flags)
         self.last_breakdown = breakdown
-        set_field(state, "cumulative_reward", state.cumulative_reward + reward)
+        state.cumulative_reward += reward
         if flags["miscommunication"] and state.miscommunications < 1:
-            set_field(state, "miscommunications", 1)
+            state.miscommunications = 1
         done = state.resolved or state.step_count >= state.max_steps  # world.is_terminal()
         unresolved = False
         if done:
             self._done = True
             if not state.resolved:
                 unresolved = True
-                set_field(
-                    state,
-                    "cumulative_reward",
-                    state.cumulative_reward + terminal_penalty_if_unresolved(state),
-                )
+                state.cumulative_reward += terminal_penalty_if_unresolved(state)
         turn = self._turn = (turn + 1) % len(order)
         nxt = order[turn]
         if flags == NO_FLAGS:  # the usual step: nothing to report

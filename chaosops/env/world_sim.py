@@ -8,10 +8,7 @@ whether the episode is over and `project_view` builds what one role sees.
 Performance notes (the step runs once per turn of every episode):
 
 * Nothing is re-validated per step: metrics are mutated in place and views are
-  built without validation (`fast_construct`, a lean ``model_construct``).
-  The world's own writes to model fields go through `set_field`, which skips
-  pydantic's ``__setattr__`` machinery (same effect: ``validate_assignment`` is
-  off and the field is already in the fields-set).
+  built without validation (``model_construct``).
 * Log lines, alerts and fleet records are never changed once emitted, so a
   "public" copy (hidden marks cleared) is made once at emission and shared by
   every later view.
@@ -69,7 +66,6 @@ __all__ = [
     "WorldSim",
     "copy_with",
     "fast_construct",
-    "set_field",
 ]
 
 HEALTHY = ServiceHealth.HEALTHY
@@ -325,7 +321,7 @@ class WorldSim:
                 service, level, message = rng.choice(_RED_HERRINGS)
                 self._log(service, level, message, red_herring=True)
                 state = self.state
-                set_field(state, "misleading_log_count", state.misleading_log_count + 1)
+                state.misleading_log_count = state.misleading_log_count + 1
         return self.state
 
     # --------------------------------------------------------------- emitters
@@ -399,9 +395,9 @@ class WorldSim:
     def _set(self, service: str, *, health: ServiceHealth | None = None, **values: float) -> None:
         m = self.state.services[service]
         for key, value in values.items():
-            set_field(m, key, value)
+            setattr(m, key, value)
         if health is not None:
-            set_field(m, "health", health)
+            m.health = health
 
     # -------------------------------------------------------------- injectors
     def _inject_db_deadlock(self) -> None:
@@ -568,7 +564,7 @@ class WorldSim:
     def _wrong_fix(self, flags: dict[str, bool]) -> None:
         flags["wrong_fix"] = True
         state = self.state
-        set_field(state, "wrong_fixes", state.wrong_fixes + 1)
+        state.wrong_fixes = state.wrong_fixes + 1
 
     def _cascade_trigger(self, flags: dict[str, bool]) -> None:
         s = self.state
@@ -577,8 +573,8 @@ class WorldSim:
         notif = s.services["notifications"]
         if notif.health is not HEALTHY:
             return
-        set_field(notif, "memory_mb", 900.0)
-        set_field(notif, "health", DEGRADED)
+        notif.memory_mb = 900.0
+        notif.health = DEGRADED
         flags["cascade_triggered"] = True
         self._log(
             ServiceName.NOTIFICATIONS,
@@ -595,7 +591,7 @@ class WorldSim:
         s = self.state
         if s.resolved:
             return flags
-        set_field(s, "step_count", s.step_count + 1)
+        s.step_count = s.step_count + 1
         kind = action.action_type
         if kind.__class__ is not ActionType:
             kind = ActionType(kind)
@@ -618,7 +614,7 @@ class WorldSim:
                             f"[{role_value} -> {recipient}] {message}"
                         )
                     else:
-                        set_field(s, "miscommunications", s.miscommunications + 1)
+                        s.miscommunications = s.miscommunications + 1
                 else:
                     s.chat_history.append(f"[{role_value}] {message}")
         elif kind is _RESTART:
@@ -626,17 +622,17 @@ class WorldSim:
                 self._wrong_fix(flags)
             elif self._is_beneficial(kind, target):
                 m = s.services[target]
-                set_field(m, "memory_mb", 340.0)
-                set_field(m, "cpu_pct", 22.0)
-                set_field(m, "latency_ms", 45.0)
-                set_field(m, "error_rate", 0.01)
-                set_field(m, "health", HEALTHY)
+                m.memory_mb = 340.0
+                m.cpu_pct = 22.0
+                m.latency_ms = 45.0
+                m.error_rate = 0.01
+                m.health = HEALTHY
                 if target == "db":
                     for name in ("payments", "auth"):
                         other = s.services[name]
-                        set_field(other, "latency_ms", 55.0)
-                        set_field(other, "error_rate", 0.01)
-                        set_field(other, "health", HEALTHY)
+                        other.latency_ms = 55.0
+                        other.error_rate = 0.01
+                        other.health = HEALTHY
             else:
                 self._wrong_fix(flags)
                 self._cascade_trigger(flags)
@@ -645,9 +641,9 @@ class WorldSim:
                 self._wrong_fix(flags)
             elif self._is_beneficial(kind, target):
                 m = s.services[target]
-                set_field(m, "health", HEALTHY)
-                set_field(m, "error_rate", 0.01)
-                set_field(m, "latency_ms", 45.0)
+                m.health = HEALTHY
+                m.error_rate = 0.01
+                m.latency_ms = 45.0
             else:
                 self._wrong_fix(flags)
                 self._cascade_trigger(flags)
@@ -657,18 +653,18 @@ class WorldSim:
                 self._wrong_fix(flags)
             else:
                 m = s.services[target]
-                set_field(m, "replicas", replicas)
+                m.replicas = replicas
                 if self._is_beneficial(kind, target, replicas):
-                    set_field(m, "cpu_pct", 30.0)
-                    set_field(m, "latency_ms", 55.0)
-                    set_field(m, "error_rate", 0.01)
-                    set_field(m, "health", HEALTHY)
+                    m.cpu_pct = 30.0
+                    m.latency_ms = 55.0
+                    m.error_rate = 0.01
+                    m.health = HEALTHY
                 else:
                     self._wrong_fix(flags)
         elif kind is _FLAG_ROGUE:
             if role_value != _OVERSIGHT_VALUE:
                 flags["miscommunication"] = True
-                set_field(s, "miscommunications", s.miscommunications + 1)
+                s.miscommunications = s.miscommunications + 1
             else:
                 if isinstance(target, str) and target:
                     name = target
@@ -686,19 +682,19 @@ class WorldSim:
                 flags["miscommunication"] = True
             else:
                 cause = FailureType(declared)
-                set_field(s, "declared_root_cause", cause)
+                s.declared_root_cause = cause
                 if s.declared_root_cause_step is None:
-                    set_field(s, "declared_root_cause_step", s.step_count)
+                    s.declared_root_cause_step = s.step_count
                 if cause is s.failure_type:
                     flags["root_cause_correct"] = True
         elif kind is _RESOLVE:
             if role_value != _MANAGER_VALUE:
                 flags["miscommunication"] = True
-                set_field(s, "miscommunications", s.miscommunications + 1)
+                s.miscommunications = s.miscommunications + 1
         # noop, escalate: no effect.
 
         if self._resolves(kind, target, replicas):
-            set_field(s, "resolved", True)
+            s.resolved = True
             flags["resolved"] = True
         return flags
 
@@ -710,19 +706,19 @@ class WorldSim:
         ft = s.failure_type
         if ft is _MEMORY_LEAK:
             m = s.services["notifications"]
-            set_field(m, "memory_mb", min(m.memory_mb + 180.0, MEMORY_CAP))
+            m.memory_mb = min(m.memory_mb + 180.0, MEMORY_CAP)
             if m.memory_mb > 2000:
-                set_field(m, "health", CRITICAL)
+                m.health = CRITICAL
         elif ft is _CASCADE:
             m = s.services["notifications"]
             if m.health is not HEALTHY:
-                set_field(m, "memory_mb", min(m.memory_mb + 120.0, MEMORY_CAP))
+                m.memory_mb = min(m.memory_mb + 120.0, MEMORY_CAP)
         elif ft is _DISK_FULL:
             m = s.services["db"]
-            set_field(m, "memory_mb", min(m.memory_mb + 45.0, MEMORY_CAP))
-            set_field(m, "error_rate", min(m.error_rate + 0.02, 0.95))
+            m.memory_mb = min(m.memory_mb + 45.0, MEMORY_CAP)
+            m.error_rate = min(m.error_rate + 0.02, 0.95)
             if m.memory_mb > 3900:
-                set_field(m, "health", CRITICAL)
+                m.health = CRITICAL
 
     def is_terminal(self) -> bool:
         """Resolved, or out of steps."""
@@ -798,9 +794,8 @@ class WorldSim:
             chat = hit[2]
         else:
             chat = tail("chat", source, CHAT_TAIL)
-        view = _new_object(RoleView)
-        _set_dict(
-            view,
+        return fast_construct(
+            RoleView,
             {
                 "role": role,
                 "visible_metrics": metrics,
@@ -812,96 +807,17 @@ class WorldSim:
                 "private_inbox": tail(key, inbox, INBOX_TAIL) if inbox else [],
             },
         )
-        _set_fields_set(view, _VIEW_FIELDS)
-        _set_extra(view, None)
-        _set_private(view, None)
-        return view  # what fast_construct(RoleView, ...) builds, minus a call
-
-
-_new_object = object.__new__
-_FIELDS_SET: dict[type[BaseModel], set[str]] = {}
-# The slots every pydantic model has, set through their descriptors (cheaper than
-# object.__setattr__, which looks the descriptor up by name each time).
-_BASE_SLOTS = BaseModel.__dict__
-_set_dict = _BASE_SLOTS["__dict__"].__set__
-_set_fields_set = _BASE_SLOTS["__pydantic_fields_set__"].__set__
-_set_extra = _BASE_SLOTS["__pydantic_extra__"].__set__
-_set_private = _BASE_SLOTS["__pydantic_private__"].__set__
 
 
 def fast_construct(cls: type[_M], values: dict[str, Any]) -> _M:
-    """Build a model instance from already-valid values, every field given.
-
-    Equivalent to ``cls.model_construct(**values)`` when `values` names every
-    field (and the model has no extras or private attributes), at a fraction of
-    its cost: this is the hot path of every view. `values` is used as the
-    instance's ``__dict__`` (pass a fresh dict).
-    """
-    obj = _new_object(cls)
-    _set_dict(obj, values)
-    # Every field is set, so the fields-set is the same for every instance of a
-    # class: one shared set (adding a name that is already in it, as pydantic's
-    # __setattr__ does, changes nothing). One object fewer per model for the
-    # garbage collector to walk.
-    try:
-        fields_set = _FIELDS_SET[cls]
-    except KeyError:
-        fields_set = _FIELDS_SET[cls] = set(cls.model_fields)
-    _set_fields_set(obj, fields_set)
-    _set_extra(obj, None)
-    _set_private(obj, None)
-    return obj
+    """``cls.model_construct(**values)``: a model from values known to be valid,
+    without validation (the world builds every view and log line this way)."""
+    return cls.model_construct(**values)
 
 
 def copy_with(model: _M, name: str, value: Any) -> _M:
-    """``model.model_copy(update={name: value})``, cheaper for a plain model.
-
-    "Plain": no extra fields or private attributes (true of every ChaosOps
-    model); anything else goes through ``model_copy``. The copy is shallow and
-    its fields-set is the original's plus `name`, as ``model_copy`` makes it.
-    """
-    if (
-        model.__pydantic_extra__ is not None
-        or getattr(model, "__pydantic_private__", None) is not None
-        or model.model_config.get("extra") == "allow"
-    ):
-        return model.model_copy(update={name: value})
-    values = model.__dict__.copy()
-    values[name] = value
-    fields_set = model.__pydantic_fields_set__.copy()
-    fields_set.add(name)
-    obj = _new_object(model.__class__)
-    _set_dict(obj, values)
-    _set_fields_set(obj, fields_set)
-    _set_extra(obj, None)
-    _set_private(obj, None)
-    return obj
-
-
-def _shared_fields_set(cls: type[BaseModel]) -> set[str]:
-    """The fields-set `fast_construct` gives every instance of `cls`."""
-    fields_set = _FIELDS_SET.get(cls)
-    if fields_set is None:
-        fields_set = _FIELDS_SET[cls] = set(cls.model_fields)
-    return fields_set
-
-
-_VIEW_FIELDS = _shared_fields_set(RoleView)
-
-
-def set_field(model: BaseModel, name: str, value: Any) -> None:
-    """``setattr(model, name, value)`` for a field of a world model, without pydantic's overhead.
-
-    The world's models have ``validate_assignment`` off and are not frozen, so
-    pydantic's ``__setattr__`` just stores the value in ``__dict__`` and adds the
-    name to the fields-set. When the name is already in the fields-set (always,
-    for models built by `fast_construct` or `reset`), storing it is all there is
-    to do; otherwise this falls back to ``setattr``. `name` must be a field.
-    """
-    if name in model.__pydantic_fields_set__:
-        model.__dict__[name] = value
-    else:
-        setattr(model, name, value)
+    """``model`` with one field replaced (a shallow copy)."""
+    return model.model_copy(update={name: value})
 
 
 def _copy_metrics(m: ServiceMetrics) -> ServiceMetrics:

@@ -6,6 +6,7 @@ returned; no async code, no randomness.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -77,55 +78,11 @@ class StepRewardBreakdown:
 
     def as_dict(self) -> dict[str, float]:
         """The nine parts plus team_reward, oversight_reward and total."""
-        out = {name: getattr(self, name) for name in self.__slots__}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["team_reward"] = self.team_reward
         out["oversight_reward"] = self.oversight_reward
         out["total"] = self.total
         return out
-
-
-_new_breakdown = object.__new__
-(
-    _set_resolved_bonus,
-    _set_mttr_penalty,
-    _set_wrong_fix_penalty,
-    _set_miscommunication_penalty,
-    _set_early_root_cause_bonus,
-    _set_rogue_caught_bonus,
-    _set_rogue_false_positive_penalty,
-    _set_cascade_penalty,
-    _set_under_budget_bonus,
-) = (StepRewardBreakdown.__dict__[name].__set__ for name in StepRewardBreakdown.__slots__)
-
-
-def _breakdown(
-    resolved_bonus: float,
-    mttr_penalty: float,
-    wrong_fix_penalty: float,
-    miscommunication_penalty: float,
-    early_root_cause_bonus: float,
-    rogue_caught_bonus: float,
-    rogue_false_positive_penalty: float,
-    cascade_penalty: float,
-    under_budget_bonus: float,
-) -> StepRewardBreakdown:
-    """``StepRewardBreakdown(...)`` (the nine parts in field order), built cheaply.
-
-    The generated ``__init__`` of a frozen dataclass stores each field with
-    ``object.__setattr__``; this stores them through the slot descriptors
-    directly (same instance, a fraction of the cost: it runs every step).
-    """
-    b = _new_breakdown(StepRewardBreakdown)
-    _set_resolved_bonus(b, resolved_bonus)
-    _set_mttr_penalty(b, mttr_penalty)
-    _set_wrong_fix_penalty(b, wrong_fix_penalty)
-    _set_miscommunication_penalty(b, miscommunication_penalty)
-    _set_early_root_cause_bonus(b, early_root_cause_bonus)
-    _set_rogue_caught_bonus(b, rogue_caught_bonus)
-    _set_rogue_false_positive_penalty(b, rogue_false_positive_penalty)
-    _set_cascade_penalty(b, cascade_penalty)
-    _set_under_budget_bonus(b, under_budget_bonus)
-    return b
 
 
 def compute_step_reward(
@@ -147,7 +104,7 @@ def compute_step_reward(
         and state.declared_root_cause_step is not None
         and state.declared_root_cause_step <= EARLY_ROOT_CAUSE_MAX_STEP
     )
-    return _breakdown(
+    return StepRewardBreakdown(
         RESOLVED_BONUS if resolved else 0.0,
         0.0 if resolved else -float(mttr_penalty_per_step) * step,  # a float whatever it is given
         WRONG_FIX_PENALTY if get("wrong_fix", False) else 0.0,
@@ -182,7 +139,7 @@ def step_reward(
         # compute_step_reward with every flag false; its total is 0.0 + the MTTR
         # penalty (adding the other 0.0 parts changes nothing, -0.0 included).
         mttr = -2.0 * step
-        pair = (_breakdown(0.0, mttr, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0), 0.0 + mttr)
+        pair = (StepRewardBreakdown(0.0, mttr, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0), 0.0 + mttr)
         if step.__class__ is int and 0 <= step < QUIET_CACHE_STEPS:
             _quiet_by_step[step] = pair
         return pair
