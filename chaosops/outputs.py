@@ -74,6 +74,9 @@ __all__ = [
 RESULTS_FILE = "results.jsonl"
 TRAJECTORIES_FILE = "trajectories.jsonl"
 SUMMARY_FILE = "summary.json"
+RUN_FILE = "run.json"
+"""The options of the run in an output folder, written before its first episode
+and compared by ``--resume`` (a folder written before it existed has none)."""
 
 _TOKEN_FIELDS = (
     "token_ids",

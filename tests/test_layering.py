@@ -49,3 +49,72 @@ def test_world_has_no_async_defs() -> None:
             isinstance(n, ast.AsyncFunctionDef | ast.Await | ast.AsyncFor | ast.AsyncWith)
             for n in ast.walk(tree)
         ), path
+
+
+def _package_imports(path: Path) -> set[str]:
+    """The modules of this project ``path`` imports, anywhere in it (dotted names)."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    found: set[str] = set()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {  # imports for type checkers only are no import at run time
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+        for inner in ast.walk(node)
+    }
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_no_import_cycle_between_modules() -> None:
+    modules = {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts): p for p in _files("actors", "chaosops")
+    }
+    graph = {
+        name: {m for m in _package_imports(path) if m in modules and m != name}
+        for name, path in modules.items()
+    }
+    for name in graph:  # packages' __init__ re-exports are not cycles of their modules
+        if name.endswith("__init__"):
+            graph[name] = set()
+    seen: dict[str, int] = {}
+
+    def visit(name: str, trail: list[str]) -> None:
+        if seen.get(name) == 2:
+            return
+        assert seen.get(name) != 1, "import cycle: " + " -> ".join([*trail, name])
+        seen[name] = 1
+        for imported in sorted(graph[name]):
+            visit(imported, [*trail, name])
+        seen[name] = 2
+
+    for name in sorted(graph):
+        visit(name, [])
+
+
+def test_the_cli_keeps_no_module_level_mutable_state() -> None:
+    for path in _files("chaosops/cli"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        assert not any(isinstance(n, ast.Global) for n in ast.walk(tree)), path
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__":
+                continue
+            value = getattr(node, "value", None)
+            mutable = isinstance(value, ast.List | ast.Dict | ast.Set) and bool(
+                getattr(value, "elts", None) or getattr(value, "keys", None)
+            )
+            assert not mutable or not isinstance(node, ast.Assign | ast.AnnAssign), (
+                f"{path.name}:{node.lineno}"
+            )

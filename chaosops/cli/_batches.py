@@ -3,13 +3,14 @@ the other, stopped cleanly by SIGINT or SIGTERM."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import signal
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._plan import PlannedEpisode, TurnTimeout, timeout_groups
+from ._config import Deadlines, TurnTimeout
+from ._plan import PlannedEpisode, timeout_groups
+from ._session import Session
 
 if TYPE_CHECKING:
     from actors import JobResults
@@ -40,7 +41,7 @@ class Batch:
 
 
 def plan_batches(
-    args: argparse.Namespace,
+    deadlines: Deadlines,
     planned: Sequence[PlannedEpisode],
     todo: Sequence[int],
     factory: Callable[[Any], Mapping[Any, Any]],
@@ -50,25 +51,12 @@ def plan_batches(
     :func:`timeout_groups`, in its order, indices ascending within each."""
     wanted = set(todo)
     batches = []
-    for indices, timeout in timeout_groups(args, planned):
+    for indices, timeout in timeout_groups(deadlines, planned):
         kept = [i for i in indices if i in wanted]
         if kept:
             scenarios = [planned[i].scenario for i in kept]
             batches.append(Batch(scenarios, kept, factory, timeout, tag))
     return batches
-
-
-_RUNNING: list[tuple[Any, Stop]] = []
-"""The batches running now: their cancel scope and :class:`Stop`."""
-
-
-def stop_running(signum: int) -> None:
-    """Stop the batches running now as the signal ``signum`` would (finished
-    episodes kept); called in the event loop, e.g. when stdout is closed."""
-    for scope, stop in _RUNNING:
-        if stop.signum is None:
-            stop.signum = signum
-        scope.cancel()
 
 
 async def _watch_signals(scope: Any, stop: Stop) -> None:
@@ -97,6 +85,7 @@ HEALTH_EVERY_S = 0.1
 async def run_batches(
     batches: Sequence[Batch],
     *,
+    session: Session | None = None,
     concurrency: int,
     on_result: Callable[[Batch, int, Any], None],
     on_batch: Callable[[JobResults[Any] | None], None] | None = None,
@@ -129,6 +118,7 @@ async def run_batches(
 
     from chaosops.agents.runner import open_batch
 
+    session = session or Session()
     stop = Stop()
     held: list[tuple[Batch, int, Any]] = []
 
@@ -148,7 +138,7 @@ async def run_batches(
 
     try:
         async with anyio.create_task_group() as tg:
-            _RUNNING.append((tg.cancel_scope, stop))
+            session.running.append((tg.cancel_scope, stop))
             tg.start_soon(_watch_signals, tg.cancel_scope, stop)
             if health is not None:
                 tg.start_soon(_watch_health, tg.cancel_scope, stop, health)
@@ -169,7 +159,7 @@ async def run_batches(
             release()  # the failures did not stop the run: they were the policy's turns
         stop.withheld = len(held)
     finally:
-        _RUNNING[:] = [(scope, st) for scope, st in _RUNNING if st is not stop]
+        session.running[:] = [(scope, st) for scope, st in session.running if st is not stop]
         if on_batch is not None:
             on_batch(None)
         with anyio.CancelScope(shield=True):
@@ -178,17 +168,9 @@ async def run_batches(
     return stop
 
 
-_RAN: list[bool] = [False]
-
-
-def batches_ran() -> bool:
-    """Whether this process ran batches (:func:`execute`): a command that failed
-    before has no final metrics to serve."""
-    return _RAN[0]
-
-
 def execute(
     batches: Sequence[Batch],
+    session: Session,
     *,
     concurrency: int,
     on_result: Callable[[Batch, int, Any], None],
@@ -203,13 +185,14 @@ def execute(
 
     import actors
 
-    _RAN[0] = True
+    session.ran = True
     health = _endpoint_health(llm, max_failures)
     with progress:
         return actors.run(
             partial(
                 run_batches,
                 batches,
+                session=session,
                 concurrency=concurrency,
                 on_result=on_result,
                 on_batch=progress.watch,

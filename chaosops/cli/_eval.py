@@ -3,16 +3,17 @@ its JSON and chart."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
 
 from ._batches import Batch, execute, plan_batches, stop_code, withheld_note
+from ._config import RunConfig
 from ._errors import CLIError
 from ._plan import plan_episodes
 from ._policies import policy_factory, prepare_llm
 from ._run import refuse_existing
+from ._session import Session
 from ._telemetry import serve_metrics, start_tracing
 from ._terminal import configure_logs, console_for, note
 
@@ -58,75 +59,26 @@ def _check_outputs(out: Path, outputs: tuple[tuple[Path | None, str | None, str]
             )
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
+def cmd_eval(config: RunConfig, session: Session) -> int:
     """``chaosops eval``; returns the exit code."""
-    import orjson
+    from chaosops.evaluation import evaluate_records, render_table
 
-    from chaosops.evaluation import (
-        evaluate_records,
-        render_table,
-        rows_to_json,
-        write_reward_chart,
-    )
-    from chaosops.outputs import atomic_write_bytes, plan_keys, result_record
-
-    from ._progress import ProgressBar
-
-    if args.chart == "-":
-        raise CLIError("--chart takes a file for the PNG; '-' (standard output) is for --json only")
-    if args.json == "-" and args.log_json == "-":
-        raise CLIError("--json - and --log-json - both write to stdout; send one to a file")
-    policies = list(dict.fromkeys(args.policies))
-    planned = plan_episodes(args)
-    scenarios = [p.scenario for p in planned]
-    json_path = None if args.json == "-" else Path(args.json or args.out / "eval.json")
-    chart = None if args.no_chart else Path(args.chart or args.out / "eval_reward_by_tier.png")
-    if json_path is not None and chart is not None and json_path.resolve() == chart.resolve():
-        raise CLIError(
-            f"--json and --chart both name {str(json_path)!r}: the chart would replace the "
-            "evaluation; give them different files"
-        )
+    json_path, chart = _output_paths(config)
+    planned = plan_episodes(config)
     # where the evaluation goes can take it and holds no earlier one, before any episode runs
-    _check_outputs(args.out, ((json_path, args.json, "--json"), (chart, args.chart, "--chart")))
-    serve_metrics(args)  # a port that cannot be served fails before anything is written
-    start_tracing(args)  # so does a collector that cannot be reached
-    llm = prepare_llm(args, policies)
+    _check_outputs(
+        config.out, ((json_path, config.json, "--json"), (chart, config.chart, "--chart"))
+    )
+    serve_metrics(config.telemetry)  # a port that cannot be served fails before anything is written
+    start_tracing(config.telemetry, session)  # so does a collector that cannot be reached
+    llm = prepare_llm(config.llm, config.policies)
     # a bad log target fails before anything runs
-    table_stream = configure_logs(args, [p for p in (json_path, chart) if p is not None])
-    if args.json == "-":
+    table_stream = configure_logs(
+        config.telemetry.log_json, [p for p in (json_path, chart) if p is not None], session
+    )
+    if config.json == "-":
         table_stream = sys.stderr
-
-    keys = {name: plan_keys(name, scenarios) for name in policies}
-    batches = [
-        batch
-        for name in policies
-        for batch in plan_batches(
-            args, planned, range(len(planned)), policy_factory(name, llm), tag=name
-        )
-    ]
-    by_policy: dict[str, dict[int, dict[str, Any]]] = {name: {} for name in policies}
-    progress = ProgressBar(
-        enabled=not args.no_progress,
-        total=len(planned) * len(policies),
-        label="eval",
-    )
-
-    def on_result(batch: Batch, index: int, result: Any) -> None:
-        record = result_record(
-            result, policy=batch.tag, key=keys[batch.tag][index], turn_timeout=batch.turn_timeout
-        )
-        by_policy[batch.tag][index] = record
-        progress.advance(result)
-
-    stop = execute(
-        batches,
-        concurrency=args.concurrency,
-        on_result=on_result,
-        progress=progress,
-        llm=llm,
-        max_failures=args.llm_max_failures,
-    )
-    records = [done[i] for name in policies for done in [by_policy[name]] for i in sorted(done)]
+    records, stop, progress = _play(config, session, planned, llm)
     # stopped by a signal, or given up (--llm-max-failures): the finished
     # episodes' evaluation is written all the same, "complete": false
     interrupted = stop.signum is not None or stop.reason is not None
@@ -147,16 +99,109 @@ def cmd_eval(args: argparse.Namespace) -> int:
     for line in progress.trouble():
         note(line)
     payload = {
-        "policies": policies,
+        "policies": list(config.policies),
         "episodes_per_policy": len(planned),
         "episodes": len(records),
         "complete": not interrupted,
-        "rows": rows_to_json(rows),
+        "rows": _rows_json(rows),
     }
+    _write(config, json_path, chart, payload, rows, interrupted)
+    total = len(planned) * len(config.policies)
+    if stop.reason is not None:
+        raise CLIError(
+            f"{stop.reason}; evaluation of the {len(records)} of {total} episode(s) that "
+            f"finished{withheld_note(stop)} written (complete: false, no chart)",
+            code=1,
+        )
+    if interrupted:
+        note(
+            f"interrupted: evaluation of the {len(records)} of {total} episode(s) that "
+            "finished (no chart)"
+        )
+        return stop_code(stop)
+    return 0
+
+
+def _output_paths(config: RunConfig) -> tuple[Path | None, Path | None]:
+    """The JSON table's file (None: stdout) and the chart's (None: no chart)."""
+    if config.chart == "-":
+        raise CLIError("--chart takes a file for the PNG; '-' (standard output) is for --json only")
+    if config.json == "-" and config.telemetry.log_json == "-":
+        raise CLIError("--json - and --log-json - both write to stdout; send one to a file")
+    json_path = None if config.json == "-" else Path(config.json or config.out / "eval.json")
+    chart = (
+        Path(config.chart or config.out / "eval_reward_by_tier.png") if config.draw_chart else None
+    )
+    if json_path is not None and chart is not None and json_path.resolve() == chart.resolve():
+        raise CLIError(
+            f"--json and --chart both name {str(json_path)!r}: the chart would replace the "
+            "evaluation; give them different files"
+        )
+    return json_path, chart
+
+
+def _play(
+    config: RunConfig, session: Session, planned: list[Any], llm: Any
+) -> tuple[list[dict[str, Any]], Any, Any]:
+    """Every policy over the plan: the finished episodes' records, the stop, the bar."""
+    from chaosops.outputs import plan_keys, result_record
+
+    from ._progress import ProgressBar
+
+    policies = config.policies
+    scenarios = [p.scenario for p in planned]
+    keys = {name: plan_keys(name, scenarios) for name in policies}
+    every = range(len(planned))
+    batches = [
+        batch
+        for name in policies
+        for batch in plan_batches(
+            config.deadlines, planned, every, policy_factory(name, llm), tag=name
+        )
+    ]
+    by_policy: dict[str, dict[int, dict[str, Any]]] = {name: {} for name in policies}
+    total = len(planned) * len(policies)
+    progress = ProgressBar(enabled=config.progress, total=total, label="eval")
+
+    def on_result(batch: Batch, index: int, result: Any) -> None:
+        record = result_record(
+            result, policy=batch.tag, key=keys[batch.tag][index], turn_timeout=batch.turn_timeout
+        )
+        by_policy[batch.tag][index] = record
+        progress.advance(result)
+
+    stop = execute(
+        batches, session, concurrency=config.concurrency, on_result=on_result,
+        progress=progress, llm=llm, max_failures=config.llm_max_failures,
+    )  # fmt: skip
+    records = [done[i] for name in policies for done in [by_policy[name]] for i in sorted(done)]
+    return records, stop, progress
+
+
+def _rows_json(rows: Any) -> Any:
+    from chaosops.evaluation import rows_to_json
+
+    return rows_to_json(rows)
+
+
+def _write(
+    config: RunConfig,
+    json_path: Path | None,
+    chart: Path | None,
+    payload: dict[str, Any],
+    rows: Any,
+    interrupted: bool,
+) -> None:
+    """The JSON table (a file or stdout) and, for a complete evaluation, the chart."""
+    import orjson
+
+    from chaosops.evaluation import write_reward_chart
+    from chaosops.outputs import atomic_write_bytes
+
     data = orjson.dumps(payload, option=orjson.OPT_INDENT_2) + b"\n"
     where: Path | None = json_path
     try:
-        if args.json == "-":
+        if config.json == "-":
             sys.stdout.write(data.decode())
             sys.stdout.flush()
         elif json_path is not None:
@@ -174,17 +219,3 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CLIError(
             f"cannot write the evaluation to {where or 'stdout'}: {exc.strerror or exc}", code=1
         ) from None
-    if stop.reason is not None:
-        raise CLIError(
-            f"{stop.reason}; evaluation of the {len(records)} of "
-            f"{len(planned) * len(policies)} episode(s) that finished{withheld_note(stop)} "
-            "written (complete: false, no chart)",
-            code=1,
-        )
-    if interrupted:
-        note(
-            f"interrupted: evaluation of the {len(records)} of "
-            f"{len(planned) * len(policies)} episode(s) that finished (no chart)"
-        )
-        return stop_code(stop)
-    return 0

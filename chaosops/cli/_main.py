@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ._args import build_parser
+from ._config import config_from_args
 from ._errors import PROG, CLIError, one_line, os_error_in, os_error_line
 from ._eval import cmd_eval
 from ._mock import cmd_mock_llm
 from ._replay import cmd_replay
 from ._run import cmd_run
 from ._scenarios import cmd_scenarios
+from ._session import Session
 from ._telemetry import finish
 from ._terminal import note
 
-_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "run": cmd_run,
-    "eval": cmd_eval,
-    "replay": cmd_replay,
-    "scenarios": cmd_scenarios,
-}
+_COMMANDS = ("run", "eval", "replay", "scenarios")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -40,15 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.error(f"missing command; choose from {', '.join([*_COMMANDS, 'mock-llm'])}")
-        if args.command not in ("run", "eval"):
-            return _COMMANDS[args.command](args)
-        _check_event_loop()
-        try:
-            return _COMMANDS[args.command](args)
-        except CLIError as exc:
-            return _report(exc)  # said before the metrics' linger, not after it
-        finally:
-            finish(args)  # the metrics' linger, the last spans sent
+        return _dispatch(args)
     except CLIError as exc:
         return _report(exc)
     except KeyboardInterrupt:
@@ -66,6 +55,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         sys.stderr.write(f"{PROG}: error: {os_error_line(error)}\n")
         return 1
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the command: ``run`` and ``eval`` on their frozen configuration."""
+    if args.command == "replay":
+        return cmd_replay(args.results)
+    if args.command == "scenarios":
+        return cmd_scenarios(args.paths)
+    _check_event_loop()
+    config = config_from_args(args)
+    session = Session()
+    command = cmd_run if config.command == "run" else cmd_eval
+    try:
+        return command(config, session)
+    except CLIError as exc:
+        return _report(exc)  # said before the metrics' linger, not after it
+    finally:
+        finish(config.telemetry, session)  # the metrics' linger, the last spans sent
 
 
 def _report(exc: CLIError) -> int:

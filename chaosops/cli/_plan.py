@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._config import Deadlines, RunConfig, TurnTimeout
 from ._errors import CLIError, one_line
 
 
@@ -130,25 +130,25 @@ def expand_episodes_per_type(
     return out
 
 
-def plan_episodes(args: argparse.Namespace) -> list[PlannedEpisode]:
+def plan_episodes(config: RunConfig) -> list[PlannedEpisode]:
     """The episodes of a ``run`` or ``eval`` invocation, in suite order, with
     ``--episodes-per-type`` and ``--seed-offset`` applied."""
     planned = [
         PlannedEpisode(entry.scenario, entry.turn_timeout)
-        for suite in load_suites(args.paths)
+        for suite in load_suites(config.paths)
         for entry in suite.entries
     ]
-    if args.episodes_per_type is not None:
-        return expand_episodes_per_type(planned, args.episodes_per_type, args.seed_offset)
-    if args.seed_offset:
+    if config.episodes_per_type is not None:
+        return expand_episodes_per_type(planned, config.episodes_per_type, config.seed_offset)
+    if config.seed_offset:
         planned = [
             PlannedEpisode(
-                dataclasses.replace(p.scenario, seed=p.scenario.seed + args.seed_offset),
+                dataclasses.replace(p.scenario, seed=p.scenario.seed + config.seed_offset),
                 p.suite_timeout,
             )
             for p in planned
         ]
-        _check_seeds(planned, args.seed_offset)
+        _check_seeds(planned, config.seed_offset)
     return planned
 
 
@@ -166,32 +166,15 @@ def _check_seeds(planned: Sequence[PlannedEpisode], seed_offset: int) -> None:
             )
 
 
-TurnTimeout = float | dict[Any, float] | None
-
-
 def effective_timeout(
-    args: argparse.Namespace, suite_timeout: Mapping[Any, float] | None
+    deadlines: Deadlines, suite_timeout: Mapping[Any, float] | None
 ) -> TurnTimeout:
-    """The deadline of one episode: ``--role-timeout`` over ``--turn-timeout``
-    over the suite entry's per-role timeouts; ``None`` when nothing sets one."""
-    from chaosops.env.models import AgentRole
-
-    if args.turn_timeout is None and not args.role_timeout:
-        return dict(suite_timeout) if suite_timeout else None
-    if not args.role_timeout:
-        return float(args.turn_timeout)
-    per_role: dict[Any, float] = (
-        {role: float(args.turn_timeout) for role in AgentRole}
-        if args.turn_timeout is not None
-        else dict(suite_timeout or {})
-    )
-    for role, seconds in args.role_timeout:
-        per_role[AgentRole(role)] = seconds
-    return per_role
+    """The deadline of one episode (see :meth:`Deadlines.for_suite`)."""
+    return deadlines.for_suite(suite_timeout)
 
 
 def timeout_groups(
-    args: argparse.Namespace, planned: Sequence[PlannedEpisode]
+    deadlines: Deadlines, planned: Sequence[PlannedEpisode]
 ) -> list[tuple[list[int], TurnTimeout]]:
     """Indices of ``planned`` grouped by deadline, in order of first appearance.
 
@@ -200,7 +183,7 @@ def timeout_groups(
     """
     groups: dict[Any, tuple[list[int], TurnTimeout]] = {}
     for index, item in enumerate(planned):
-        timeout = effective_timeout(args, item.suite_timeout)
+        timeout = deadlines.for_suite(item.suite_timeout)
         key = (
             tuple(sorted((getattr(k, "value", k), v) for k, v in timeout.items()))
             if isinstance(timeout, dict)

@@ -3,7 +3,6 @@ every reward checked."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping
@@ -189,14 +188,14 @@ def replay_records(records: Iterable[Mapping[str, Any]]) -> tuple[int, int, list
     return episodes, steps, mismatches
 
 
-def cmd_replay(args: argparse.Namespace) -> int:
-    """``chaosops replay``; returns the exit code (1 when anything differs)."""
+def cmd_replay(results: str) -> int:
+    """``chaosops replay RESULTS``; returns the exit code (1 when anything differs)."""
     from chaosops.outputs import OutputError, read_results, results_file
 
-    path = Path(args.results)
+    path = Path(results)
     if not path.exists():
         raise CLIError(
-            f"no such results file or run folder: {args.results} "
+            f"no such results file or run folder: {results} "
             "(expected results.jsonl or a folder holding one)"
         )
     try:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chaosops.outputs import RUN_FILE
+
 from ._batches import Batch, execute, plan_batches, stop_code, withheld_note
+from ._config import RunConfig
 from ._errors import CLIError, os_error_in, os_error_line
 from ._plan import PlannedEpisode, plan_episodes
 from ._policies import policy_factory, prepare_llm
+from ._session import Session
 from ._telemetry import serve_metrics, start_tracing
-from ._terminal import configure_logs, console_for, note, stdout_gone
+from ._terminal import configure_logs, console_for, note
 
 
 def build_summary(records: Sequence[Mapping[str, Any]], planned: Sequence[str]) -> dict[str, Any]:
@@ -37,11 +41,6 @@ def build_summary(records: Sequence[Mapping[str, Any]], planned: Sequence[str]) 
         "complete": not missing,
         "rows": rows_to_json(evaluate_records(records)),
     }
-
-
-RUN_FILE = "run.json"
-"""The options of the run in an output folder, written before its first episode
-and compared by ``--resume`` (a folder written before it existed has none)."""
 
 
 def refuse_existing(path: Path, advice: str, *, folder: Path | None = None) -> None:
@@ -78,23 +77,22 @@ def _plan_digest(planned: Sequence[PlannedEpisode]) -> str:
     return hashlib.sha256(b"\n".join(entries)).hexdigest()[:16]
 
 
-def run_options(args: argparse.Namespace, planned: Sequence[PlannedEpisode]) -> dict[str, Any]:
+def run_options(config: RunConfig, planned: Sequence[PlannedEpisode]) -> dict[str, Any]:
     """The content of ``run.json``: what decides the episodes and their outcomes
     (not ``--concurrency``, the LLM endpoint, logging or progress)."""
     options: dict[str, Any] = {
-        "policy": args.policy,
-        "paths": [str(p) for p in args.paths],
-        "episodes_per_type": args.episodes_per_type,
-        "seed_offset": args.seed_offset,
+        "policy": config.policy,
+        "paths": [str(p) for p in config.paths],
+        "episodes_per_type": config.episodes_per_type,
+        "seed_offset": config.seed_offset,
         "planned": len(planned),
         "plan": _plan_digest(planned),
-        "turn_timeout": args.turn_timeout,
-        "role_timeout": dict(sorted(dict(args.role_timeout).items())) or None,
+        "turn_timeout": config.deadlines.turn_timeout,
+        "role_timeout": config.deadlines.per_role,
     }
-    if args.policy == "llm":
-        options.update(
-            llm_model=args.llm_model, temperature=args.temperature, max_tokens=args.max_tokens
-        )
+    if config.policy == "llm":
+        llm = config.llm
+        options.update(llm_model=llm.model, temperature=llm.temperature, max_tokens=llm.max_tokens)
     return options
 
 
@@ -198,95 +196,44 @@ def check_resume(
     return recorded
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+@dataclass
+class _Run:
+    """One ``chaosops run`` as it goes: its plan, its outputs, what it wrote."""
+
+    config: RunConfig
+    session: Session
+    planned: list[PlannedEpisode]
+    keys: list[str]
+    options: dict[str, Any]
+    outputs: Any
+    recorded: dict[str, Any] | None = None
+    wrote_run_file: bool = False
+
+
+def cmd_run(config: RunConfig, session: Session) -> int:
     """``chaosops run``; returns the exit code."""
+    from chaosops.outputs import OutputError, RunOutputs, plan_keys
 
-    import orjson
-
-    from chaosops.evaluation import evaluate_records, render_table
-    from chaosops.outputs import OutputError, RunOutputs, atomic_write_bytes, plan_keys
-
-    from ._progress import ProgressBar
-
-    planned = plan_episodes(args)
-    keys = plan_keys(args.policy, [p.scenario for p in planned])
-    options = run_options(args, planned)
-    outputs = RunOutputs(args.out, resume=args.resume, fsync=args.fsync)
-    recorded = None
-    wrote_run_file = False
-    if args.resume:
-        if args.out.is_dir():
-            recorded = check_resume(args.out, options, keys)
-    else:
-        for path in (outputs.results_path, outputs.trajectories_path, args.out / RUN_FILE):
-            refuse_existing(
-                path, "pass --resume to continue that run, or a new --out folder", folder=args.out
-            )
-    serve_metrics(args)  # a port that cannot be served fails before anything is written
-    start_tracing(args)  # so does a collector that cannot be reached
+    planned = plan_episodes(config)
+    keys = plan_keys(config.policy, [p.scenario for p in planned])
+    outputs = RunOutputs(config.out, resume=config.resume, fsync=config.fsync)
+    run = _Run(config, session, planned, keys, run_options(config, planned), outputs)
+    _check_folder(run)
+    serve_metrics(config.telemetry)  # a port that cannot be served fails before anything is written
+    start_tracing(config.telemetry, session)  # so does a collector that cannot be reached
     # the LLM endpoint, then the log target, fail (one line naming it) before
     # the folder is made (and before an empty log file is left behind)
-    llm = prepare_llm(args, [args.policy])
+    llm = prepare_llm(config.llm, config.policies)
+    own_files = (outputs.results_path, outputs.trajectories_path, outputs.summary_path)
     table_stream = configure_logs(
-        args,
-        (
-            outputs.results_path,
-            outputs.trajectories_path,
-            outputs.summary_path,
-            args.out / RUN_FILE,
-        ),
+        config.telemetry.log_json, (*own_files, config.out / RUN_FILE), session
     )
-    factory = policy_factory(args.policy, llm)
-    render = _renderer()
-
     try:
         state = outputs.open()
     except OutputError as exc:
         raise CLIError(str(exc), code=2 if exc.usage else 1) from None
     try:
-        if recorded is None and state.records == 0:
-            # a new run (or one begun before run.json existed with nothing done):
-            # its options, for --resume to compare, before the first episode
-            atomic_write_bytes(
-                args.out / RUN_FILE,
-                orjson.dumps(options, option=orjson.OPT_INDENT_2) + b"\n",
-            )
-            wrote_run_file = True
-        if args.resume:
-            note(
-                f"resuming {args.out}: {len(state.done_keys & set(keys))} of {len(keys)} "
-                "episodes already done"
-                + (", torn last results line dropped" if state.torn_results_line else "")
-            )
-        todo = [i for i, key in enumerate(keys) if key not in state.done_keys]
-        progress = ProgressBar(
-            enabled=not args.no_progress,
-            total=len(todo),
-            label=args.policy,
-        )
-
-        def on_result(batch: Batch, index: int, result: Any) -> None:
-            outputs.write_episode(
-                result,
-                policy=args.policy,
-                key=keys[index],
-                render=render,
-                turn_timeout=batch.turn_timeout,
-            )
-            progress.advance(result)
-
-        batches = plan_batches(args, planned, todo, factory, tag=args.policy)
-        stop = execute(
-            batches,
-            concurrency=args.concurrency,
-            on_result=on_result,
-            progress=progress,
-            llm=llm,
-            max_failures=args.llm_max_failures,
-        )
-        records = outputs.records()
-        summary = build_summary(records, keys)
-        outputs.write_summary(summary)
+        stop, progress, records, summary = _play(run, state, llm)
     except (OSError, BaseExceptionGroup) as exc:
         # A write failed mid-run (a full disk under the folder or the log):
         # one line, and what finished is kept for --resume.
@@ -297,7 +244,73 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CLIError(f"{os_error_line(error)}; {kept}", code=1) from None
     finally:
         outputs.close()
+    return _finish(run, stop, progress, records, summary, table_stream)
 
+
+def _check_folder(run: _Run) -> None:
+    """``--resume``: the folder's run has these options; otherwise: nothing to overwrite."""
+    config, outputs = run.config, run.outputs
+    if config.resume:
+        if config.out.is_dir():
+            run.recorded = check_resume(config.out, run.options, run.keys)
+        return
+    for path in (outputs.results_path, outputs.trajectories_path, config.out / RUN_FILE):
+        refuse_existing(
+            path, "pass --resume to continue that run, or a new --out folder", folder=config.out
+        )
+
+
+def _play(run: _Run, state: Any, llm: Any) -> tuple[Any, Any, list[Any], dict[str, Any]]:
+    """Write run.json, play the episodes not done yet, write the summary."""
+    import orjson
+
+    from chaosops.outputs import atomic_write_bytes
+
+    from ._progress import ProgressBar
+
+    config, outputs, keys = run.config, run.outputs, run.keys
+    if run.recorded is None and state.records == 0:
+        # a new run (or one begun before run.json existed with nothing done):
+        # its options, for --resume to compare, before the first episode
+        options = orjson.dumps(run.options, option=orjson.OPT_INDENT_2) + b"\n"
+        atomic_write_bytes(config.out / RUN_FILE, options)
+        run.wrote_run_file = True
+    if config.resume:
+        note(
+            f"resuming {config.out}: {len(state.done_keys & set(keys))} of {len(keys)} "
+            "episodes already done"
+            + (", torn last results line dropped" if state.torn_results_line else "")
+        )
+    todo = [i for i, key in enumerate(keys) if key not in state.done_keys]
+    progress = ProgressBar(enabled=config.progress, total=len(todo), label=config.policy)
+    render = _renderer()
+
+    def on_result(batch: Batch, index: int, result: Any) -> None:
+        outputs.write_episode(
+            result, policy=config.policy, key=keys[index], render=render,
+            turn_timeout=batch.turn_timeout,
+        )  # fmt: skip
+        progress.advance(result)
+
+    factory = policy_factory(config.policy, llm)
+    batches = plan_batches(config.deadlines, run.planned, todo, factory, tag=config.policy)
+    stop = execute(
+        batches, run.session, concurrency=config.concurrency, on_result=on_result,
+        progress=progress, llm=llm, max_failures=config.llm_max_failures,
+    )  # fmt: skip
+    records = outputs.records()
+    summary = build_summary(records, keys)
+    outputs.write_summary(summary)
+    return stop, progress, records, summary
+
+
+def _finish(
+    run: _Run, stop: Any, progress: Any, records: list[Any], summary: dict[str, Any], table: Any
+) -> int:
+    """The table and the closing notes; the exit code."""
+    from chaosops.evaluation import evaluate_records, render_table
+
+    config, outputs = run.config, run.outputs
     if stop.reason is not None:
         raise CLIError(
             f"{stop.reason}; {progress.done} episode(s) finished this run{withheld_note(stop)}, "
@@ -306,17 +319,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     if stop.signum is not None:
         note(
-            ("stdout closed: stopped; " if stdout_gone() else "interrupted: ")
+            ("stdout closed: stopped; " if run.session.stdout_gone() else "interrupted: ")
             + f"{progress.done} episode(s) finished this run, kept in "
             f"{outputs.results_path}; run again with --resume to finish"
         )
         return stop_code(stop)
-    console = console_for(table_stream)
-    console.print(render_table(evaluate_records(records), title=f"chaosops run: {args.out}"))
+    console = console_for(table)
+    console.print(render_table(evaluate_records(records), title=f"chaosops run: {config.out}"))
     for line in progress.trouble():
         note(line)
     # run.json only when this run wrote it (a resumed run keeps the folder's)
-    kept = f", {args.out / RUN_FILE}" if wrote_run_file else ""
+    kept = f", {config.out / RUN_FILE}" if run.wrote_run_file else ""
     note(f"wrote {outputs.results_path}, {outputs.trajectories_path}, {outputs.summary_path}{kept}")
     if summary["failed"]:
         note(f"{summary['failed']} episode(s) failed (see 'error' in {outputs.results_path})")

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
+from collections.abc import Sequence
 
 from ._errors import PROG, one_line
 from ._plan import suite_files
 from ._terminal import console_for
 
 
-def cmd_scenarios(args: argparse.Namespace) -> int:
+def cmd_scenarios(paths: Sequence[str]) -> int:
     """``chaosops scenarios``; returns the exit code (2 when a file is invalid)."""
     from rich.table import Table
 
@@ -22,7 +22,7 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
         table.add_column(header, justify="right" if header == "scenarios" else "left")
     total = valid = 0
     problems: list[str] = []
-    for path in suite_files(args.paths):
+    for path in suite_files(paths):
         try:
             suite = read_suite(path)
         except ScenarioFileError as exc:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import errno
 import logging
 import os
@@ -18,29 +17,30 @@ from typing import Any
 
 from chaosops._urls import shown_url
 
+from ._config import Telemetry
 from ._errors import PROG, CLIError
+from ._session import Session
 from ._terminal import note
 
 
-def serve_metrics(args: argparse.Namespace) -> None:
+def serve_metrics(telemetry: Telemetry) -> None:
     """``--metrics-port``: count the run in Prometheus metrics and serve them
     (namespace ``chaosops``); one line naming the address when it cannot be."""
-    if args.metrics_port is None:
-        for option, value in (("--metrics-host", args.metrics_host),
-                              ("--metrics-linger", args.metrics_linger)):  # fmt: skip
+    if telemetry.metrics_port is None:
+        for option, value in (("--metrics-host", telemetry.metrics_host),
+                              ("--metrics-linger", telemetry.metrics_linger)):  # fmt: skip
             if value is not None:
                 raise CLIError(f"{option} needs --metrics-port (the port to serve them on)")
         return
-    args.metrics_host = args.metrics_host or "127.0.0.1"
     import prometheus_client
 
     from actors import configure_metrics
 
     prometheus_client.disable_created_metrics()  # no *_created series beside each counter
-    where = f"{args.metrics_host}:{args.metrics_port}"
+    where = f"{telemetry.host}:{telemetry.metrics_port}"
     try:
         meter = configure_metrics(
-            args.metrics_port, host=args.metrics_host, namespace=PROG, labels=("policy",)
+            telemetry.metrics_port, host=telemetry.host, namespace=PROG, labels=("policy",)
         )
     except OSError as exc:
         bad_host = isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL
@@ -62,21 +62,16 @@ class _Tracing:
         self.sent = 0  # spans the collector accepted
 
 
-_TRACING: _Tracing | None = None
-"""What ``--otlp-endpoint`` started, for :func:`finish`."""
-
-
-def start_tracing(args: argparse.Namespace) -> None:
+def start_tracing(telemetry: Telemetry, session: Session) -> None:
     """``--otlp-endpoint``: trace every episode and turn, exported over OTLP/HTTP
     (protobuf) in batches, with the headers and certificates of the standard
     ``OTEL_EXPORTER_OTLP_*`` variables. The endpoint is checked first: one line
     naming it when it cannot be reached or refuses an export (exit 1), or when
     the OpenTelemetry SDK is missing (exit 2). :func:`finish` sends what is
     still queued, for a bounded time, and says how many spans were lost."""
-    global _TRACING
-    if args.otlp_endpoint is None:
+    if telemetry.otlp_endpoint is None:
         return
-    url = traces_url(args.otlp_endpoint)
+    url = traces_url(telemetry.otlp_endpoint)
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
@@ -123,7 +118,7 @@ def start_tracing(args: argparse.Namespace) -> None:
     provider.add_span_processor(Ended())
     # spans leave every second (the SDK's default is 5 s): a trace viewer follows the run
     provider.add_span_processor(BatchSpanProcessor(Counted(), schedule_delay_millis=1000))
-    _TRACING = tracing
+    session.tracing = tracing
     actors.configure_tracing(provider, name=PROG)
     note(f"OpenTelemetry traces to {shown_url(url)}")
 
@@ -133,19 +128,17 @@ _FLUSH_S = 5
 delays the command's exit by about twice this at most."""
 
 
-def finish(args: argparse.Namespace) -> None:
+def finish(telemetry: Telemetry, session: Session) -> None:
     """After the command: keep serving the metrics ``--metrics-linger``
     seconds, then send the spans still queued. Ctrl-C cuts either short; the
     command's exit code stays its own."""
-    global _TRACING
     import actors
-
-    from ._batches import batches_ran
 
     meter = actors.current_meter()
     # --metrics-linger needs --metrics-port; nothing ran (the command failed
     # before its first batch): no final counts to wait for
-    if args.metrics_linger and meter is not None and batches_ran():
+    linger = telemetry.metrics_linger
+    if linger and meter is not None and session.ran:
         # SIGTERM (systemd, Kubernetes) ends the linger as Ctrl-C does: the
         # command's exit code stays its own, not 143. Handled before the line
         # that invites it is written (a SIGTERM sent on reading it came too
@@ -158,10 +151,10 @@ def finish(args: argparse.Namespace) -> None:
         previous = signal.signal(signal.SIGTERM, _end_linger)
         try:
             note(
-                f"serving the final metrics on {meter.url} for {args.metrics_linger:g} s "
+                f"serving the final metrics on {meter.url} for {linger:g} s "
                 "(Ctrl-C or SIGTERM to stop)"
             )
-            select.select([woken], [], [], args.metrics_linger)
+            select.select([woken], [], [], linger)
         except (KeyboardInterrupt, _LingerOver):
             pass
         finally:
@@ -169,8 +162,8 @@ def finish(args: argparse.Namespace) -> None:
             signal.signal(signal.SIGTERM, previous)
             wake.close()
             woken.close()
-    if _TRACING is not None:
-        tracing, _TRACING = _TRACING, None
+    if session.tracing is not None:
+        tracing, session.tracing = session.tracing, None
         _finish_tracing(tracing)
 
 

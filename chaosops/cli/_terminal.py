@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from ._errors import PROG, CLIError
+from ._session import Session
 
 
 def console_for(stream: TextIO) -> Any:
@@ -27,8 +27,9 @@ class ReaderGoneStream:
     finished episodes and the summary kept) instead of a BrokenPipeError
     traceback; what is still written goes to the null device."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, on_gone: Callable[[int], None]) -> None:
         self.stream = stream
+        self.on_gone = on_gone  # told the signal that stops the batches: SIGPIPE
         self.gone = False
 
     def write(self, text: str) -> int:
@@ -57,27 +58,14 @@ class ReaderGoneStream:
             os.close(devnull)
         except (OSError, ValueError):
             pass
-        from ._batches import stop_running
-
-        stop_running(signal.SIGPIPE)
-
-
-STDOUT_LOGS: ReaderGoneStream | None = None
-"""The stdout wrapper of ``--log-json -``, once configured."""
-
-
-def stdout_gone() -> bool:
-    """Whether stdout, where the JSON logs went, was closed by its reader."""
-    return STDOUT_LOGS is not None and STDOUT_LOGS.gone
+        self.on_gone(signal.SIGPIPE)
 
 
 def _check_log_path(log_json: str, outputs: Sequence[Path]) -> None:
     """Refuse (exit 2) a ``--log-json`` file that is one of this command's
     ``outputs``, or an output file of a run folder: log lines appended there
     would make it unreadable to ``replay`` and ``--resume``."""
-    from chaosops.outputs import RESULTS_FILE, SUMMARY_FILE, TRAJECTORIES_FILE
-
-    from ._run import RUN_FILE
+    from chaosops.outputs import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, TRAJECTORIES_FILE
 
     try:
         path = Path(log_json).resolve()
@@ -101,14 +89,13 @@ def _check_log_path(log_json: str, outputs: Sequence[Path]) -> None:
         )
 
 
-def configure_logs(args: argparse.Namespace, outputs: Sequence[Path] = ()) -> TextIO:
-    """Configure JSON logs; return the stream for tables and notes.
+def configure_logs(log_json: str | None, outputs: Sequence[Path], session: Session) -> TextIO:
+    """Configure JSON logs (``--log-json``); return the stream for tables and notes.
 
     ``outputs``: the files the command writes, which the log must not be.
     """
-    global STDOUT_LOGS
-    STDOUT_LOGS = None
-    if not args.log_json:
+    session.stdout_logs = None
+    if not log_json:
         # No JSON log: the runtime's per-turn warnings and errors (a policy's
         # traceback, an LLM answer that did not parse) stay off the terminal,
         # where they would bury the progress bar; the bar counts them, and
@@ -117,25 +104,25 @@ def configure_logs(args: argparse.Namespace, outputs: Sequence[Path] = ()) -> Te
 
         configure_logging(level="critical")
         return sys.stdout
-    if args.log_json != "-":
-        _check_log_path(args.log_json, outputs)
+    if log_json != "-":
+        _check_log_path(log_json, outputs)
     from actors import configure_logging
 
-    if args.log_json == "-":
-        STDOUT_LOGS = ReaderGoneStream(sys.stdout)
-        configure_logging(STDOUT_LOGS, pretty=False)
+    if log_json == "-":
+        session.stdout_logs = ReaderGoneStream(sys.stdout, session.stop_running)
+        configure_logging(session.stdout_logs, pretty=False)
         return sys.stderr
-    path = Path(args.log_json)
+    path = Path(log_json)
     above = next((p for p in path.parents if p.is_file()), None)
     if above is not None:  # mkdir would say "File exists", which points nowhere
-        raise CLIError(f"--log-json {args.log_json}: {above} is a file, not a folder")
+        raise CLIError(f"--log-json {log_json}: {above} is a file, not a folder")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8"):
             pass
     except OSError as exc:
         raise CLIError(
-            f"--log-json: cannot write the log file {args.log_json}: {exc.strerror or exc}",
+            f"--log-json: cannot write the log file {log_json}: {exc.strerror or exc}",
             code=1,
         ) from None
     configure_logging(path, pretty=False)

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from chaosops.agents.llm import LLMPolicy
 from chaosops.agents.policies import oracle_policy
 from chaosops.cli import build_parser
-from chaosops.cli._policies import _build_llm
+from chaosops.cli._config import config_from_args
 from chaosops.env.models import FailureType
 from chaosops.env.world_sim import Scenario
 from chaosops.outputs import trajectory_records
@@ -108,7 +109,7 @@ def test_bad_llm_top_logprobs_gets_one_line(
 def _request(*argv: str) -> dict[str, Any]:
     """The request fields the LLM policy built from ``chaosops run ARGV`` sends."""
     args = build_parser().parse_args(["run", "--policy", "llm", *argv])
-    return _build_llm(args)._request_params([])
+    return LLMPolicy.from_settings(config_from_args(args).llm)._request_params([])
 
 
 def test_options_reach_the_request() -> None:

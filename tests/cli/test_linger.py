@@ -3,7 +3,6 @@ written ends the linger at once (a supervisor reading stderr sends it then)."""
 
 from __future__ import annotations
 
-import argparse
 import signal
 import threading
 import time
@@ -13,14 +12,15 @@ from typing import Any
 import pytest
 
 import actors
-from chaosops.cli import _batches, _telemetry
+from chaosops.cli import _telemetry
+from chaosops.cli._config import Telemetry
+from chaosops.cli._session import Session
 
 
 def test_a_sigterm_sent_on_reading_the_linger_line_ends_the_linger(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(actors, "current_meter", lambda: SimpleNamespace(url="http://m/metrics"))
-    monkeypatch.setattr(_batches, "batches_ran", lambda: True)
     main = threading.main_thread().ident
     assert main is not None and threading.get_ident() == main
     lines: list[str] = []
@@ -38,7 +38,7 @@ def test_a_sigterm_sent_on_reading_the_linger_line_ends_the_linger(
     signal.set_wakeup_fd(wakeup_fd)
     try:
         started = time.monotonic()
-        _telemetry.finish(argparse.Namespace(metrics_linger=60))
+        _telemetry.finish(Telemetry(metrics_port=0, metrics_linger=60), Session(ran=True))
         elapsed = time.monotonic() - started
         # the handler and the wakeup fd are put back
         assert signal.getsignal(signal.SIGTERM) is too_soon

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from chaosops.cli import (
     policy_factory,
     timeout_groups,
 )
+from chaosops.cli._config import Deadlines, config_from_args
 from chaosops.cli._plan import suite_files
 from chaosops.curriculum.generator import scenarios_for_tier
 from chaosops.env.environment import ChaosOpsEnvironment
@@ -28,8 +28,8 @@ from ._cli import chaosops, jsonl
 SRE, DEV = AgentRole.SRE, AgentRole.DEV
 
 
-def args(*argv: str) -> argparse.Namespace:
-    return build_parser().parse_args(["run", *argv])
+def args(*argv: str) -> Deadlines:
+    return config_from_args(build_parser().parse_args(["run", *argv])).deadlines
 
 
 def test_suite_files_name_a_folder_without_suites_and_an_empty_path(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ logged, never annotated into a turn, and scrubbed from error messages.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import os
 import random
@@ -48,6 +49,7 @@ from openai.types.chat import ChatCompletion
 from chaosops._urls import shown_url
 from chaosops.agents.llm.parse import ACTION_TOOL, parse_action, tool_call_parts
 from chaosops.agents.llm.render import build_messages
+from chaosops.agents.llm.settings import LLMSettings
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsObservation
 
 __all__ = [
@@ -319,6 +321,12 @@ class LLMPolicy:
         self.failures_in_a_row = 0
         self.last_failure: str | None = None
         _warm_up()
+
+    @classmethod
+    def from_settings(cls, settings: LLMSettings) -> LLMPolicy:
+        """The policy for ``settings`` (see :class:`LLMSettings`)."""
+        fields = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
+        return cls(**fields)
 
     def __repr__(self) -> str:
         return (

@@ -1,0 +1,66 @@
+"""The LLM policy's settings, in one frozen dataclass."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+"""The endpoint when neither ``base_url`` nor ``$OPENAI_BASE_URL`` names one."""
+
+OWN_REQUEST_FIELDS = frozenset(("model", "messages", "stream", "n"))
+"""Request fields the policy sets itself: ``extra_body`` may not name them."""
+
+
+@dataclass(frozen=True, slots=True)
+class LLMSettings:
+    """How :class:`~chaosops.agents.llm.LLMPolicy` talks to its endpoint.
+
+    ``base_url`` and ``api_key`` default to ``$OPENAI_BASE_URL`` and
+    ``$OPENAI_API_KEY``. ``max_in_flight`` bounds the requests in flight
+    across every episode; ``retries``, ``backoff_base`` and ``backoff_max``
+    shape the retries of rate limits, server errors and dropped connections,
+    none of which outlasts the turn's deadline; ``request_timeout`` bounds one
+    request when the turn has no deadline.
+    """
+
+    model: str
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    temperature: float = 0.0
+    max_tokens: int = 256
+    seed: int | None = None
+    max_in_flight: int = 64
+    retries: int = 4
+    request_timeout: float = 60.0
+    backoff_base: float = 0.2
+    backoff_max: float = 8.0
+    use_tools: bool = False
+    tool_choice: str | Mapping[str, Any] = "auto"
+    logprobs: bool = False
+    top_logprobs: int | None = None
+    extra_body: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {self.max_in_flight}")
+        if self.retries < 0:
+            raise ValueError(f"retries must be >= 0, got {self.retries}")
+        if self.extra_body and (taken := sorted(OWN_REQUEST_FIELDS & set(self.extra_body))):
+            raise ValueError(
+                f"extra_body cannot set {', '.join(map(repr, taken))}: the policy sets "
+                "them itself (the prompt it records is the one it sends, and it reads "
+                "one whole answer)"
+            )
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL in use: ``base_url``, else ``$OPENAI_BASE_URL``, else OpenAI's."""
+        return self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+
+    @property
+    def key(self) -> str | None:
+        """The API key in use: ``api_key``, else ``$OPENAI_API_KEY``, else None."""
+        return self.api_key or os.environ.get("OPENAI_API_KEY") or None

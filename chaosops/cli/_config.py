@@ -1,0 +1,135 @@
+"""The run configuration: everything ``run`` and ``eval`` take, built once from the arguments."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaosops.agents.llm.settings import LLMSettings
+
+TurnTimeout = float | dict[Any, float] | None
+"""What one batch runs under: seconds for every role, per role, or no deadline."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deadlines:
+    """``--turn-timeout`` and ``--role-timeout``, over the suites' own."""
+
+    turn_timeout: float | None = None
+    role_timeout: tuple[tuple[str, float], ...] = ()
+
+    def for_suite(self, suite_timeout: Mapping[Any, float] | None) -> TurnTimeout:
+        """The deadline of one episode: ``--role-timeout`` over ``--turn-timeout``
+        over the suite entry's per-role timeouts; ``None`` when nothing sets one."""
+        from chaosops.env.models import AgentRole
+
+        if self.turn_timeout is None and not self.role_timeout:
+            return dict(suite_timeout) if suite_timeout else None
+        if not self.role_timeout:
+            return float(self.turn_timeout)  # type: ignore[arg-type]
+        per_role: dict[Any, float] = (
+            {role: float(self.turn_timeout) for role in AgentRole}
+            if self.turn_timeout is not None
+            else dict(suite_timeout or {})
+        )
+        for role, seconds in self.role_timeout:
+            per_role[AgentRole(role)] = seconds
+        return per_role
+
+    @property
+    def per_role(self) -> dict[str, float] | None:
+        """``--role-timeout`` as recorded in ``run.json`` (sorted; None when not given)."""
+        return dict(sorted(dict(self.role_timeout).items())) or None
+
+
+@dataclass(frozen=True, slots=True)
+class Telemetry:
+    """Where a run is watched from: JSON logs, Prometheus metrics, OpenTelemetry traces."""
+
+    log_json: str | None = None
+    metrics_port: int | None = None
+    metrics_host: str | None = None
+    metrics_linger: float | None = None
+    otlp_endpoint: str | None = None
+
+    @property
+    def host(self) -> str:
+        """The address metrics are served on."""
+        return self.metrics_host or "127.0.0.1"
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """One ``run`` or ``eval`` of the suites: what to play, where to write, how to watch."""
+
+    command: str
+    policies: tuple[str, ...]
+    out: Path
+    paths: tuple[str, ...] = ()
+    episodes_per_type: int | None = None
+    seed_offset: int = 0
+    concurrency: int = 64
+    deadlines: Deadlines = field(default_factory=Deadlines)
+    llm: LLMSettings = field(default_factory=lambda: LLMSettings(model="chaosops-mock"))
+    llm_max_failures: int = 10
+    telemetry: Telemetry = field(default_factory=Telemetry)
+    progress: bool = True
+    resume: bool = False  # run
+    fsync: bool = False  # run
+    json: str | None = None  # eval: the JSON table's path, '-' for stdout
+    chart: str | None = None  # eval: the chart's path
+    draw_chart: bool = True  # eval
+
+    @property
+    def policy(self) -> str:
+        """The policy of ``chaosops run`` (one)."""
+        return self.policies[0]
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """The frozen configuration of ``chaosops run`` or ``chaosops eval``."""
+    policies = [args.policy] if args.command == "run" else list(dict.fromkeys(args.policies))
+    return RunConfig(
+        command=args.command,
+        policies=tuple(policies),
+        out=args.out,
+        paths=tuple(args.paths),
+        episodes_per_type=args.episodes_per_type,
+        seed_offset=args.seed_offset,
+        concurrency=args.concurrency,
+        deadlines=Deadlines(args.turn_timeout, tuple(args.role_timeout)),
+        llm=_llm_settings(args),
+        llm_max_failures=args.llm_max_failures,
+        telemetry=Telemetry(
+            log_json=args.log_json,
+            metrics_port=args.metrics_port,
+            metrics_host=args.metrics_host,
+            metrics_linger=args.metrics_linger,
+            otlp_endpoint=args.otlp_endpoint,
+        ),
+        progress=not args.no_progress,
+        resume=getattr(args, "resume", False),
+        fsync=getattr(args, "fsync", False),
+        json=getattr(args, "json", None),
+        chart=getattr(args, "chart", None),
+        draw_chart=not getattr(args, "no_chart", False),
+    )
+
+
+def _llm_settings(args: argparse.Namespace) -> LLMSettings:
+    return LLMSettings(
+        model=args.llm_model,
+        base_url=args.llm_base_url,
+        api_key=args.llm_api_key or os.environ.get("OPENAI_API_KEY") or None,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+        max_in_flight=args.llm_max_in_flight,
+        # --llm-top-logprobs implies --llm-logprobs (servers reject it alone)
+        logprobs=args.llm_logprobs or args.llm_top_logprobs is not None,
+        top_logprobs=args.llm_top_logprobs,
+        extra_body=args.llm_extra_body,
+    )
