@@ -146,7 +146,7 @@ async def test_unparseable_answer_is_noop_with_parse_error(
 async def test_long_garbage_is_cut_in_the_log(
     start_mock: StartMock, observation: ChaosOpsObservation, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("chaosops.mock_llm._GARBAGE", ("blah " * 400,))
+    monkeypatch.setattr("chaosops.mock_llm.server.GARBAGE", ("blah " * 400,))
     mock = await start_mock(rate_garbage=1.0)
     with capture_logs() as logs:
         async with LLMPolicy(MODEL, base_url=mock.base_url) as policy:
