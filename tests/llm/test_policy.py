@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import socket
@@ -104,7 +105,7 @@ async def test_500_is_retried_then_gives_up(
         with pytest.raises(LLMRequestError, match=r"2 attempts, last: HTTP 500"):
             await p(observation, "sre")
         # the budget is per call: the next call retries again and gets through
-        p.retries = 2
+        p.settings = dataclasses.replace(p.settings, retries=2)
         assert (await p(observation, "sre")).action_type == ActionType.RESTART
     assert mock.stats["server_errors"] == 4
 
@@ -363,7 +364,7 @@ def test_extra_body_cannot_replace_what_the_policy_sends_and_records() -> None:
     for body in ({"messages": []}, {"model": "other", "stream": True}):
         with pytest.raises(ValueError, match="extra_body cannot set 'm"):
             LLMPolicy(MODEL, extra_body=body)
-    assert LLMPolicy(MODEL, extra_body={"top_k": 5}).extra_body == {"top_k": 5}
+    assert LLMPolicy(MODEL, extra_body={"top_k": 5}).settings.extra_body == {"top_k": 5}
 
 
 def _completion(message: dict[str, Any], **extra: Any) -> bytes:

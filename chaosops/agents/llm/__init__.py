@@ -7,20 +7,21 @@ Prompts are rendered by :mod:`.render` and answers parsed by :mod:`.parse`.
 
 from __future__ import annotations
 
-from chaosops.agents.llm.parse import ACTION_SCHEMA, ACTION_TOOL, parse_action
-from chaosops.agents.llm.policy import (
+from chaosops.agents.llm.http import (
     LLMDeadlineError,
     LLMEndpointError,
-    LLMPolicy,
     LLMRequestError,
     check_endpoint,
 )
+from chaosops.agents.llm.parse import ACTION_SCHEMA, ACTION_TOOL, parse_action
+from chaosops.agents.llm.policy import LLMPolicy
 from chaosops.agents.llm.render import (
     build_messages,
     read_rendered,
     render_observation,
     system_prompt,
 )
+from chaosops.agents.llm.settings import LLMSettings
 
 __all__ = [
     "ACTION_SCHEMA",
@@ -29,6 +30,7 @@ __all__ = [
     "LLMEndpointError",
     "LLMPolicy",
     "LLMRequestError",
+    "LLMSettings",
     "build_messages",
     "check_endpoint",
     "parse_action",
