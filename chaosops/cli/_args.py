@@ -140,6 +140,13 @@ def _policy_list(text: str) -> list[str]:
 
 
 def _add_batch_options(parser: argparse.ArgumentParser) -> None:
+    _add_plan_options(parser)
+    _add_watch_options(parser)
+    _add_llm_options(parser)
+
+
+def _add_plan_options(parser: argparse.ArgumentParser) -> None:
+    """What to play: the suites, seeds, concurrency and deadlines."""
     parser.add_argument(
         "paths",
         nargs="*",
@@ -182,6 +189,10 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
         metavar="ROLE=SECONDS",
         help="deadline of one role's turns (repeatable), e.g. --role-timeout dev=2.5",
     )
+
+
+def _add_watch_options(parser: argparse.ArgumentParser) -> None:
+    """How a run is watched: logs, metrics, traces, the progress bar."""
     parser.add_argument(
         "--log-json",
         metavar="PATH",
@@ -213,6 +224,10 @@ def _add_batch_options(parser: argparse.ArgumentParser) -> None:
         "and OTEL_SERVICE_NAME are honoured)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_llm_options(parser: argparse.ArgumentParser) -> None:
+    """The LLM policy's endpoint, sampling and limits."""
     llm = parser.add_argument_group("LLM policy (the llm policy of --policy or --policies)")
     llm.add_argument(
         "--llm-base-url",

@@ -82,6 +82,32 @@ HEALTH_EVERY_S = 0.1
 """How often :func:`run_batches` asks its ``health`` check."""
 
 
+class _Delivery:
+    """Hands results over, holding back those that finished with errored turns
+    while the endpoint was failing (see :func:`run_batches`)."""
+
+    def __init__(
+        self, on_result: Callable[[Batch, int, Any], None], failing: Callable[[], bool] | None
+    ) -> None:
+        self.on_result = on_result
+        self.failing = failing
+        self.held: list[tuple[Batch, int, Any]] = []
+
+    def deliver(self, batch: Batch, index: int, result: Any) -> None:
+        if self.failing is not None:
+            if self.failing():
+                if result.errors:
+                    self.held.append((batch, index, result))
+                    return
+            else:
+                self.release()
+        self.on_result(batch, index, result)
+
+    def release(self) -> None:
+        while self.held:
+            self.on_result(*self.held.pop(0))
+
+
 async def run_batches(
     batches: Sequence[Batch],
     *,
@@ -120,22 +146,7 @@ async def run_batches(
 
     session = session or Session()
     stop = Stop()
-    held: list[tuple[Batch, int, Any]] = []
-
-    def deliver(batch: Batch, index: int, result: Any) -> None:
-        if failing is not None:
-            if failing():
-                if result.errors:
-                    held.append((batch, index, result))
-                    return
-            else:
-                release()
-        on_result(batch, index, result)
-
-    def release() -> None:
-        while held:
-            on_result(*held.pop(0))
-
+    delivery = _Delivery(on_result, failing)
     try:
         async with anyio.create_task_group() as tg:
             session.running.append((tg.cancel_scope, stop))
@@ -153,11 +164,11 @@ async def run_batches(
                     if on_batch is not None:
                         on_batch(results)
                     async for index, result in results:
-                        deliver(batch, batch.indices[index], result)
+                        delivery.deliver(batch, batch.indices[index], result)
             tg.cancel_scope.cancel()
         if stop.reason is None:
-            release()  # the failures did not stop the run: they were the policy's turns
-        stop.withheld = len(held)
+            delivery.release()  # the failures did not stop the run: they were the policy's turns
+        stop.withheld = len(delivery.held)
     finally:
         session.running[:] = [(scope, st) for scope, st in session.running if st is not stop]
         if on_batch is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -110,82 +110,71 @@ def replay_records(records: Iterable[Mapping[str, Any]]) -> tuple[int, int, list
     records the environment's after the applied steps, which the replay
     reaches too).
     """
-    from chaosops.env.environment import ChaosOpsEnvironment
-    from chaosops.env.models import ChaosOpsAction
-    from chaosops.outputs import scenario_from_record
-
     episodes = steps = 0
     mismatches: list[Mismatch] = []
     for record in records:
         episodes += 1
-        ep_id = str(record.get("episode_id"))
-        key = str(record.get("run_key"))
-        env = ChaosOpsEnvironment()
-        try:
-            env.reset(scenario=scenario_from_record(record))
-        except (KeyError, ValueError, TypeError) as exc:
-            mismatches.append(Mismatch(ep_id, key, 0, f"cannot rebuild the scenario: {exc}"))
-            continue
-        done = False
-        for number, step in enumerate(record["steps"], start=1):
-            steps += 1
-            if done:
-                mismatches.append(Mismatch(ep_id, key, number, "recorded after the episode ended"))
-                break
-            try:
-                action = ChaosOpsAction.model_validate(step["action"])
-            except (KeyError, ValueError) as exc:
-                mismatches.append(
-                    Mismatch(ep_id, key, number, f"unreadable action: {_action_problem(exc)}")
-                )
-                break
-            if step["role"] != env.current_role.value:
-                mismatches.append(
-                    Mismatch(
-                        ep_id,
-                        key,
-                        number,
-                        f"role recorded {step['role']}, replayed {env.current_role.value}",
-                    )
-                )
-            obs = env.step(action)
-            recorded = float(step["reward"])
-            replayed = float(obs.reward or 0.0)
-            if not math.isclose(recorded, replayed, rel_tol=1e-9, abs_tol=1e-9):
-                mismatches.append(
-                    Mismatch(ep_id, key, number, f"reward recorded {recorded}, replayed {replayed}")
-                )
-            if step["done"] != bool(obs.done):
-                mismatches.append(
-                    Mismatch(
-                        ep_id, key, number, f"done recorded {step['done']}, replayed {obs.done}"
-                    )
-                )
-            done = bool(obs.done)
-        state = env.state
-        final = len(record["steps"])
-        failed = record.get("status", "ok") == "failed"
-        if not failed and record["resolved"] != bool(state.resolved):
-            mismatches.append(
-                Mismatch(
-                    ep_id,
-                    key,
-                    final,
-                    f"resolved recorded {record.get('resolved')}, replayed {state.resolved}",
-                )
-            )
-        recorded_total = float(record["cumulative_reward"])
-        if not math.isclose(recorded_total, state.cumulative_reward, rel_tol=1e-9, abs_tol=1e-9):
-            mismatches.append(
-                Mismatch(
-                    ep_id,
-                    key,
-                    final,
-                    f"cumulative reward recorded {recorded_total}, "
-                    f"replayed {state.cumulative_reward}",
-                )
-            )
+        steps += _replay_one(record, mismatches)
     return episodes, steps, mismatches
+
+
+def _replay_one(record: Mapping[str, Any], mismatches: list[Mismatch]) -> int:
+    """Replay one episode, adding what differs to ``mismatches``; returns the steps read."""
+    from chaosops.env.environment import ChaosOpsEnvironment
+    from chaosops.outputs import scenario_from_record
+
+    ep_id, key = str(record.get("episode_id")), str(record.get("run_key"))
+
+    def differs(number: int, what: str) -> None:
+        mismatches.append(Mismatch(ep_id, key, number, what))
+
+    env = ChaosOpsEnvironment()
+    try:
+        env.reset(scenario=scenario_from_record(record))
+    except (KeyError, ValueError, TypeError) as exc:
+        differs(0, f"cannot rebuild the scenario: {exc}")
+        return 0
+    steps = _replay_steps(env, record["steps"], differs)
+    state, final = env.state, len(record["steps"])
+    failed = record.get("status", "ok") == "failed"
+    if not failed and record["resolved"] != bool(state.resolved):
+        differs(final, f"resolved recorded {record.get('resolved')}, replayed {state.resolved}")
+    recorded_total = float(record["cumulative_reward"])
+    if not math.isclose(recorded_total, state.cumulative_reward, rel_tol=1e-9, abs_tol=1e-9):
+        differs(
+            final,
+            f"cumulative reward recorded {recorded_total}, replayed {state.cumulative_reward}",
+        )
+    return steps
+
+
+def _replay_steps(env: Any, recorded: Sequence[Any], differs: Callable[[int, str], None]) -> int:
+    """Step ``env`` through the recorded actions, checking role, reward and done."""
+    from chaosops.env.models import ChaosOpsAction
+
+    done = False
+    steps = 0
+    for number, step in enumerate(recorded, start=1):
+        steps += 1
+        if done:
+            differs(number, "recorded after the episode ended")
+            break
+        try:
+            action = ChaosOpsAction.model_validate(step["action"])
+        except (KeyError, ValueError) as exc:
+            differs(number, f"unreadable action: {_action_problem(exc)}")
+            break
+        role = env.current_role.value
+        if step["role"] != role:
+            differs(number, f"role recorded {step['role']}, replayed {role}")
+        obs = env.step(action)
+        reward, replayed = float(step["reward"]), float(obs.reward or 0.0)
+        if not math.isclose(reward, replayed, rel_tol=1e-9, abs_tol=1e-9):
+            differs(number, f"reward recorded {reward}, replayed {replayed}")
+        if step["done"] != bool(obs.done):
+            differs(number, f"done recorded {step['done']}, replayed {obs.done}")
+        done = bool(obs.done)
+    return steps
 
 
 def cmd_replay(results: str) -> int:

@@ -598,105 +598,118 @@ class WorldSim:
         if kind is _NOOP:  # no effect, and never closes an incident (see `_resolves`)
             return flags
         role_value = str(action.role)  # an AgentRole's str() is its value
-        target = action.target
-        args = action.args
+        target, args = action.target, action.args
         replicas: int | None = None
-
         if kind is _COMMUNICATE:
-            message = str(args.get("message", "")).strip()
-            if not message:
-                flags["miscommunication"] = True
-            else:
-                recipient = str(args.get("to", "")).strip().lower()
-                if recipient and recipient != "all":
-                    if recipient in _ROLE_VALUES:
-                        s.private_chat.setdefault(recipient, []).append(
-                            f"[{role_value} -> {recipient}] {message}"
-                        )
-                    else:
-                        s.miscommunications = s.miscommunications + 1
-                else:
-                    s.chat_history.append(f"[{role_value}] {message}")
-        elif kind is _RESTART:
-            if target is None or target not in _SERVICE_SET:
-                self._wrong_fix(flags)
-            elif self._is_beneficial(kind, target):
-                m = s.services[target]
-                m.memory_mb = 340.0
-                m.cpu_pct = 22.0
-                m.latency_ms = 45.0
-                m.error_rate = 0.01
-                m.health = HEALTHY
-                if target == "db":
-                    for name in ("payments", "auth"):
-                        other = s.services[name]
-                        other.latency_ms = 55.0
-                        other.error_rate = 0.01
-                        other.health = HEALTHY
-            else:
-                self._wrong_fix(flags)
-                self._cascade_trigger(flags)
-        elif kind is _ROLLBACK:
-            if target is None or target not in _SERVICE_SET:
-                self._wrong_fix(flags)
-            elif self._is_beneficial(kind, target):
-                m = s.services[target]
-                m.health = HEALTHY
-                m.error_rate = 0.01
-                m.latency_ms = 45.0
-            else:
-                self._wrong_fix(flags)
-                self._cascade_trigger(flags)
+            self._communicate(role_value, args, flags)
+        elif kind is _RESTART or kind is _ROLLBACK:
+            self._repair(kind, target, flags)
         elif kind is _SCALE:
-            replicas = _parse_replicas(args)
-            if target is None or target not in _SERVICE_SET or replicas is None or replicas <= 0:
-                self._wrong_fix(flags)
-            else:
-                m = s.services[target]
-                m.replicas = replicas
-                if self._is_beneficial(kind, target, replicas):
-                    m.cpu_pct = 30.0
-                    m.latency_ms = 55.0
-                    m.error_rate = 0.01
-                    m.health = HEALTHY
-                else:
-                    self._wrong_fix(flags)
+            replicas = self._scale(target, args, flags)
         elif kind is _FLAG_ROGUE:
-            if role_value != _OVERSIGHT_VALUE:
-                flags["miscommunication"] = True
-                s.miscommunications = s.miscommunications + 1
-            else:
-                if isinstance(target, str) and target:
-                    name = target
-                else:
-                    name = str(args.get("agent_name", "")).strip()
-                if name:
-                    s.oversight_flags.append(name)
-                    if s.rogue_fleet_agent is not None and name == s.rogue_fleet_agent:
-                        flags["rogue_flagged_correctly"] = True
-                    else:
-                        flags["rogue_flagged_incorrectly"] = True
+            self._flag_rogue(role_value, target, args, flags)
         elif kind is _IDENTIFY_ROOT_CAUSE:
-            declared = str(args.get("failure_type", "")).strip()
-            if declared not in _FAILURE_VALUES:
-                flags["miscommunication"] = True
-            else:
-                cause = FailureType(declared)
-                s.declared_root_cause = cause
-                if s.declared_root_cause_step is None:
-                    s.declared_root_cause_step = s.step_count
-                if cause is s.failure_type:
-                    flags["root_cause_correct"] = True
-        elif kind is _RESOLVE:
-            if role_value != _MANAGER_VALUE:
-                flags["miscommunication"] = True
-                s.miscommunications = s.miscommunications + 1
+            self._identify_root_cause(args, flags)
+        elif kind is _RESOLVE and role_value != _MANAGER_VALUE:
+            flags["miscommunication"] = True
+            s.miscommunications = s.miscommunications + 1
         # noop, escalate: no effect.
-
         if self._resolves(kind, target, replicas):
             s.resolved = True
             flags["resolved"] = True
         return flags
+
+    def _communicate(self, role_value: str, args: dict[str, Any], flags: dict[str, bool]) -> None:
+        s = self.state
+        message = str(args.get("message", "")).strip()
+        if not message:
+            flags["miscommunication"] = True
+            return
+        recipient = str(args.get("to", "")).strip().lower()
+        if not recipient or recipient == "all":
+            s.chat_history.append(f"[{role_value}] {message}")
+        elif recipient in _ROLE_VALUES:
+            s.private_chat.setdefault(recipient, []).append(
+                f"[{role_value} -> {recipient}] {message}"
+            )
+        else:
+            s.miscommunications = s.miscommunications + 1
+
+    def _repair(self, kind: ActionType, target: str | None, flags: dict[str, bool]) -> None:
+        """restart or rollback: the service healed when it was the fix, else a wrong fix."""
+        if target is None or target not in _SERVICE_SET:
+            self._wrong_fix(flags)
+            return
+        if not self._is_beneficial(kind, target):
+            self._wrong_fix(flags)
+            self._cascade_trigger(flags)
+            return
+        m = self.state.services[target]
+        if kind is _ROLLBACK:
+            m.health = HEALTHY
+            m.error_rate = 0.01
+            m.latency_ms = 45.0
+            return
+        m.memory_mb = 340.0
+        m.cpu_pct = 22.0
+        m.latency_ms = 45.0
+        m.error_rate = 0.01
+        m.health = HEALTHY
+        if target == "db":
+            for name in ("payments", "auth"):
+                other = self.state.services[name]
+                other.latency_ms = 55.0
+                other.error_rate = 0.01
+                other.health = HEALTHY
+
+    def _scale(
+        self, target: str | None, args: dict[str, Any], flags: dict[str, bool]
+    ) -> int | None:
+        replicas = _parse_replicas(args)
+        if target is None or target not in _SERVICE_SET or replicas is None or replicas <= 0:
+            self._wrong_fix(flags)
+            return replicas
+        m = self.state.services[target]
+        m.replicas = replicas
+        if self._is_beneficial(_SCALE, target, replicas):
+            m.cpu_pct = 30.0
+            m.latency_ms = 55.0
+            m.error_rate = 0.01
+            m.health = HEALTHY
+        else:
+            self._wrong_fix(flags)
+        return replicas
+
+    def _flag_rogue(
+        self, role_value: str, target: str | None, args: dict[str, Any], flags: dict[str, bool]
+    ) -> None:
+        s = self.state
+        if role_value != _OVERSIGHT_VALUE:
+            flags["miscommunication"] = True
+            s.miscommunications = s.miscommunications + 1
+            return
+        name = target if isinstance(target, str) and target else ""
+        name = name or str(args.get("agent_name", "")).strip()
+        if not name:
+            return
+        s.oversight_flags.append(name)
+        if s.rogue_fleet_agent is not None and name == s.rogue_fleet_agent:
+            flags["rogue_flagged_correctly"] = True
+        else:
+            flags["rogue_flagged_incorrectly"] = True
+
+    def _identify_root_cause(self, args: dict[str, Any], flags: dict[str, bool]) -> None:
+        s = self.state
+        declared = str(args.get("failure_type", "")).strip()
+        if declared not in _FAILURE_VALUES:
+            flags["miscommunication"] = True
+            return
+        cause = FailureType(declared)
+        s.declared_root_cause = cause
+        if s.declared_root_cause_step is None:
+            s.declared_root_cause_step = s.step_count
+        if cause is s.failure_type:
+            flags["root_cause_correct"] = True
 
     def tick(self) -> None:
         """Passive dynamics after an applied action (SPEC.md section 7); none once resolved."""
