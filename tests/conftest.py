@@ -1,17 +1,23 @@
-"""Shared fixtures: async tests run on anyio's asyncio backend, on the standard
-event loop and on uvloop (what the synchronous entry points use when installed)."""
+"""Async tests run on pytest-asyncio, on the standard event loop and on uvloop
+(what the synchronous entry points use when installed); the trio check runs on
+anyio's marker."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
 
-_LOOPS = [pytest.param(("asyncio", {}), id="asyncio")]
-if importlib.util.find_spec("uvloop") is not None:
-    _LOOPS.append(pytest.param(("asyncio", {"use_uvloop": True}), id="uvloop"))
 
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
+    factories: dict[str, Callable[[], Any]] = {"asyncio": asyncio.new_event_loop}
+    if importlib.util.find_spec("uvloop") is not None:
+        import uvloop
 
-@pytest.fixture(scope="session", params=_LOOPS)
-def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, object]]:
-    return request.param
+        factories["uvloop"] = uvloop.new_event_loop
+    return factories

@@ -20,14 +20,12 @@ def _unfrozen() -> bool:
     return gc.get_freeze_count() <= _INTERPRETER_FROZEN
 
 
-pytestmark = pytest.mark.anyio
-
-
 def _other_tasks(baseline: set[asyncio.Task[Any]]) -> set[asyncio.Task[Any]]:
     """Tasks alive now that were not alive at ``baseline`` (the test runner's)."""
     return asyncio.all_tasks() - baseline - {asyncio.current_task()}  # type: ignore[operator]
 
 
+@pytest.mark.asyncio
 async def test_results_in_input_order_with_bounded_concurrency() -> None:
     in_flight = peak = 0
 
@@ -44,6 +42,7 @@ async def test_results_in_input_order_with_bounded_concurrency() -> None:
     assert await run_jobs([], job, concurrency=8) == []
 
 
+@pytest.mark.asyncio
 async def test_invalid_concurrency() -> None:
     async def job(n: int) -> int:
         return n
@@ -53,6 +52,7 @@ async def test_invalid_concurrency() -> None:
             await run_jobs([1], job, concurrency=bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.asyncio
 async def test_streaming_yields_every_result_as_it_finishes() -> None:
     async def job(n: int) -> int:
         await anyio.sleep(0.01 * (5 - n))
@@ -63,6 +63,7 @@ async def test_streaming_yields_every_result_as_it_finishes() -> None:
     assert got == [(n, n) for n in reversed(range(5))]
 
 
+@pytest.mark.asyncio
 async def test_leaving_the_stream_early_cancels_the_rest() -> None:
     started: list[int] = []
     baseline = asyncio.all_tasks()
@@ -82,6 +83,7 @@ async def test_leaving_the_stream_early_cancels_the_rest() -> None:
     assert not _other_tasks(baseline)
 
 
+@pytest.mark.asyncio
 async def test_failing_environment_in_a_batch() -> None:
     envs = [ToyEnv(steps=8), ToyEnv(steps=8, fail_step=3), ToyEnv(fail_reset=True), ToyEnv()]
 
@@ -102,6 +104,7 @@ async def test_failing_environment_in_a_batch() -> None:
     assert sorted(e["status"] for e in finished) == ["failed", "failed", "ok", "ok"]
 
 
+@pytest.mark.asyncio
 async def test_cancelling_a_batch_leaves_no_task_behind() -> None:
     import time
 
@@ -135,6 +138,7 @@ async def test_cancelling_a_batch_leaves_no_task_behind() -> None:
     assert not _other_tasks(baseline)
 
 
+@pytest.mark.asyncio
 async def test_batch_equals_sequential_for_a_deterministic_policy() -> None:
     import random
 
@@ -151,6 +155,7 @@ async def test_batch_equals_sequential_for_a_deterministic_policy() -> None:
     assert await run_jobs(range(40), job, concurrency=16) == sequential
 
 
+@pytest.mark.asyncio
 async def test_stream_counts_jobs_started_finished_and_in_flight() -> None:
     gates = [anyio.Event() for _ in range(6)]
     three_running = anyio.Event()
@@ -181,6 +186,7 @@ async def test_stream_counts_jobs_started_finished_and_in_flight() -> None:
     assert "in_flight=0" in repr(results)
 
 
+@pytest.mark.asyncio
 async def test_batches_freeze_gc_survivors_and_unfreeze_when_the_last_one_ends() -> None:
     assert _unfrozen()
     threshold = gc.get_threshold()
@@ -226,6 +232,7 @@ class _Cycle:
         self.me = self
 
 
+@pytest.mark.asyncio
 async def test_eager_mode_freezes_young_survivors_and_ignores_the_garbage_held_before() -> None:
     _Cycle()  # cyclic garbage the process held before the batch: frozen, not judged
     snapshots: list[tuple[bool, int]] = []
@@ -245,6 +252,7 @@ async def test_eager_mode_freezes_young_survivors_and_ignores_the_garbage_held_b
     assert not gc_eager() and _unfrozen()
 
 
+@pytest.mark.asyncio
 async def test_cyclic_garbage_switches_the_batch_to_freezing_only_old_survivors() -> None:
     threshold = gc.get_threshold()
     seen: list[tuple[bool, int, int, int]] = []
@@ -282,6 +290,7 @@ async def test_cyclic_garbage_switches_the_batch_to_freezing_only_old_survivors(
     assert modes == [True, True]
 
 
+@pytest.mark.asyncio
 async def test_gc_is_unfrozen_after_a_failed_or_cancelled_batch() -> None:
     async def boom(n: int) -> int:
         gc.collect(1)
@@ -305,6 +314,7 @@ async def test_gc_is_unfrozen_after_a_failed_or_cancelled_batch() -> None:
     assert _unfrozen()
 
 
+@pytest.mark.asyncio
 async def test_an_application_that_froze_objects_itself_is_left_alone() -> None:
     gc.freeze()
     try:
@@ -323,6 +333,7 @@ async def test_an_application_that_froze_objects_itself_is_left_alone() -> None:
         gc.unfreeze()
 
 
+@pytest.mark.asyncio
 async def test_a_cancelled_run_jobs_still_logs_run_finished() -> None:
     async def job(i: int) -> int:
         if i == 6:  # its worker was free: jobs 0, 1 and 2 are done (3 to 5 hang)
@@ -338,6 +349,7 @@ async def test_a_cancelled_run_jobs_still_logs_run_finished() -> None:
     assert finished["episodes"] == 3 and finished["failed"] == 1  # what did finish
 
 
+@pytest.mark.asyncio
 async def test_leaving_open_jobs_early_leaves_nothing_in_flight() -> None:
     async def job(i: int) -> int:
         await anyio.sleep(0.01 * i)
@@ -351,6 +363,7 @@ async def test_leaving_open_jobs_early_leaves_nothing_in_flight() -> None:
     assert (results.finished, results.in_flight) == (1, 0) and results.started >= 3
 
 
+@pytest.mark.asyncio
 async def test_the_consumers_own_error_comes_out_as_itself() -> None:
     async def job(i: int) -> int:
         return i

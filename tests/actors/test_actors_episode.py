@@ -34,9 +34,8 @@ from actors import (
     run_episode,
 )
 
-pytestmark = pytest.mark.anyio
 
-
+@pytest.mark.asyncio
 async def test_plays_every_role_in_turn_until_done() -> None:
     async def async_policy(obs: Any, role: str) -> Any:
         await anyio.lowlevel.checkpoint()
@@ -55,6 +54,7 @@ async def test_plays_every_role_in_turn_until_done() -> None:
     assert trace.turns[0].observation.step == 0 and trace.turns[0].next_observation.step == 1
 
 
+@pytest.mark.asyncio
 async def test_record_turns_off_leaves_the_records_to_after_step() -> None:
     seen: list[int] = []
     trace = await run_episode(
@@ -88,6 +88,7 @@ def test_episode_ids_are_unique_hex_and_fresh_in_a_forked_child() -> None:
     assert child[:16] != parent[:16] and child not in ids
 
 
+@pytest.mark.asyncio
 async def test_missing_roles_play_the_fallback_and_max_turns_stops() -> None:
     env = ToyEnv(steps=50)
     trace = await run_episode(env, policies={"a": lambda o, r: act(r)}, **run_kwargs(max_turns=6))
@@ -95,6 +96,7 @@ async def test_missing_roles_play_the_fallback_and_max_turns_stops() -> None:
     assert env.applied == [act("a"), noop("b"), noop("c"), noop("d"), act("a"), noop("b")]
 
 
+@pytest.mark.asyncio
 async def test_hung_async_policy_times_out_and_sees_its_cancellation() -> None:
     seen: list[str] = []
 
@@ -117,6 +119,7 @@ async def test_hung_async_policy_times_out_and_sees_its_cancellation() -> None:
     assert env.applied[1:] == [act(r) for r in ROLES[1:]]
 
 
+@pytest.mark.asyncio
 async def test_shielded_late_reply_is_dropped_and_never_applied() -> None:
     calls: list[int] = []
 
@@ -145,6 +148,7 @@ async def test_shielded_late_reply_is_dropped_and_never_applied() -> None:
     assert trace.turns[-4].action == act("a", "fresh")
 
 
+@pytest.mark.asyncio
 async def test_episode_ending_during_a_shielded_call_with_a_request_queued() -> None:
     # Role a's first call shields itself past the end of the episode; its next
     # turn's request waits in its inbox and times out too. When the call comes
@@ -168,6 +172,7 @@ async def test_episode_ending_during_a_shielded_call_with_a_request_queued() -> 
     assert late == [(0, "a")]
 
 
+@pytest.mark.asyncio
 async def test_an_answer_after_the_deadline_is_late_even_before_the_turn_closes() -> None:
     # A call that blocks the event loop past its deadline (here a plain policy
     # that sleeps; on a busy loop, any call) answers before the deadline's
@@ -207,6 +212,7 @@ async def test_an_answer_after_the_deadline_is_late_even_before_the_turn_closes(
     assert not [e for e in events if e["event"] == "policy_error"]
 
 
+@pytest.mark.asyncio
 async def test_blocking_policy_in_thread_times_out() -> None:
     import time
 
@@ -224,6 +230,7 @@ async def test_blocking_policy_in_thread_times_out() -> None:
     assert trace.turns[0].latency_s < 0.25
 
 
+@pytest.mark.asyncio
 async def test_thread_policy_sees_current_turn() -> None:
     def blocking(obs: Any, role: str) -> Any:
         ctx = current_turn()
@@ -239,6 +246,7 @@ async def test_thread_policy_sees_current_turn() -> None:
     ]
 
 
+@pytest.mark.asyncio
 async def test_no_turn_closes_before_its_deadline() -> None:
     """uvloop's loop.time() has a millisecond's resolution and is read once per
     loop iteration: deadlines set and judged on it closed turns up to about a
@@ -261,6 +269,7 @@ async def test_no_turn_closes_before_its_deadline() -> None:
     assert all(latency >= deadline - 5e-5 for latency in late), min(late)
 
 
+@pytest.mark.asyncio
 async def test_per_role_deadlines() -> None:
     async def hung(obs: Any, role: str) -> Any:
         await anyio.sleep_forever()
@@ -281,6 +290,7 @@ async def test_per_role_deadlines() -> None:
     assert not c.timed_out and c.action == act("c")
 
 
+@pytest.mark.asyncio
 async def test_a_later_turn_with_an_earlier_deadline_closes_on_time() -> None:
     # "a" answers at once under a long deadline, "b" never answers under a short
     # one: b's deadline comes first although a's timer was armed before it.
@@ -307,6 +317,7 @@ async def test_a_later_turn_with_an_earlier_deadline_closes_on_time() -> None:
     assert not any(t.timed_out for t in trace.turns if t.role != "b")
 
 
+@pytest.mark.asyncio
 async def test_invalid_turn_timeout_is_rejected() -> None:
     with pytest.raises(ValueError, match="turn_timeout"):
         await run_episode(ToyEnv(), policies=instant_policies(), **run_kwargs(turn_timeout=-1))
@@ -325,6 +336,7 @@ async def test_invalid_turn_timeout_is_rejected() -> None:
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("with_policies", [True, False])
+@pytest.mark.asyncio
 async def test_bad_turn_timeout_says_what_is_accepted_before_the_episode_starts(
     turn_timeout: Any, message: str, with_policies: bool
 ) -> None:
@@ -336,12 +348,14 @@ async def test_bad_turn_timeout_says_what_is_accepted_before_the_episode_starts(
 
 
 @pytest.mark.parametrize("max_turns", [0, -1, 2.5, True])
+@pytest.mark.asyncio
 async def test_max_turns_must_be_a_positive_integer(max_turns: Any) -> None:
     env = ToyEnv(fail_reset=True)  # a reset would end the episode "failed", not raise
     with pytest.raises(ValueError, match=rf"max_turns must be an integer >= 1, got {max_turns!r}"):
         await run_episode(env, policies=instant_policies(), **run_kwargs(max_turns=max_turns))
 
 
+@pytest.mark.asyncio
 async def test_policy_errors_and_garbage_cost_their_turn_only() -> None:
     def broken(obs: Any, role: str) -> Any:
         raise ValueError("boom")
@@ -372,6 +386,7 @@ async def test_policy_errors_and_garbage_cost_their_turn_only() -> None:
 
 
 @pytest.mark.parametrize("turn_timeout", [None, 5.0])
+@pytest.mark.asyncio
 async def test_a_policy_raising_cancelled_error_itself_costs_its_turn_only(
     turn_timeout: float | None,
 ) -> None:
@@ -406,6 +421,7 @@ async def test_a_policy_raising_cancelled_error_itself_costs_its_turn_only(
     assert [e["turn"] for e in events if e["event"] == "policy_error"] == [0]
 
 
+@pytest.mark.asyncio
 async def test_timeouts_errors_and_late_replies_leave_no_cycles_for_the_collector(
     tmp_path: Path,
 ) -> None:
@@ -453,6 +469,7 @@ async def test_timeouts_errors_and_late_replies_leave_no_cycles_for_the_collecto
 
 
 @pytest.mark.parametrize("env", [ToyEnv(fail_reset=True), ToyEnv(steps=8, fail_step=5)])
+@pytest.mark.asyncio
 async def test_environment_failure_ends_the_episode(env: ToyEnv) -> None:
     trace = await run_episode(env, policies=instant_policies(), **run_kwargs())
     assert trace.status == "failed"
@@ -461,6 +478,7 @@ async def test_environment_failure_ends_the_episode(env: ToyEnv) -> None:
 
 
 @pytest.mark.parametrize("policy", ["hangs", "raises"])
+@pytest.mark.asyncio
 async def test_a_turn_whose_step_failed_is_not_counted(policy: str) -> None:
     # Timed out (or raised), then env.step failed on the fallback: no step was
     # applied, so neither the trace nor episode_finished counts the turn.
@@ -526,6 +544,7 @@ class _BadObservations(ToyEnv):
          "ValueError: ambiguous (in the observation env.step returned)"),
     ],
 )  # fmt: skip
+@pytest.mark.asyncio
 async def test_what_is_not_an_observation_fails_the_episode(
     env: ToyEnv, turns: int, message: str
 ) -> None:
@@ -539,6 +558,7 @@ async def test_what_is_not_an_observation_fails_the_episode(
     assert finished["status"] == "failed" and finished["error"] == trace.error
 
 
+@pytest.mark.asyncio
 async def test_an_abandoned_in_thread_call_keeps_its_own_turn() -> None:
     # Role a's call for turn 0 overruns its deadline and runs on in its thread
     # while a plays turn 4; what it then reads and annotates is turn 0's, and
@@ -571,6 +591,7 @@ async def test_an_abandoned_in_thread_call_keeps_its_own_turn() -> None:
     assert not trace.turns[4].timed_out and trace.turns[4].info == {"answered": True}
 
 
+@pytest.mark.asyncio
 async def test_current_turn_and_annotations() -> None:
     seen: list[Any] = []
 
@@ -596,6 +617,7 @@ async def test_current_turn_and_annotations() -> None:
     assert turn2["usage"] == {"tokens": 2} and "completion" not in turn2
 
 
+@pytest.mark.asyncio
 async def test_turn_event_logs_only_small_known_annotations() -> None:
     async def policy(obs: Any, role: str) -> Any:
         current_turn().annotate(
@@ -624,6 +646,7 @@ async def test_turn_event_logs_only_small_known_annotations() -> None:
     assert not {"prompt", "completion", "token_ids", "custom"} & turn.keys()
 
 
+@pytest.mark.asyncio
 async def test_timed_out_turn_keeps_the_annotations_made_before_its_deadline() -> None:
     async def slow(obs: Any, role: str) -> Any:
         current_turn().annotate(prompt="the prompt")
@@ -657,11 +680,13 @@ async def test_timed_out_turn_keeps_the_annotations_made_before_its_deadline() -
     assert b.info == {"prompt": "threaded"}
 
 
+@pytest.mark.asyncio
 async def test_current_turn_outside_a_policy_raises() -> None:
     with pytest.raises(RuntimeError, match="inside a policy"):
         current_turn()
 
 
+@pytest.mark.asyncio
 async def test_episode_events_and_fields() -> None:
     with captured_events() as events:
         trace = await run_episode(
@@ -696,6 +721,7 @@ async def test_episode_events_and_fields() -> None:
 
 
 @pytest.mark.parametrize("turn_timeout", [None, 5.0])
+@pytest.mark.asyncio
 async def test_cancelling_an_episode_cancels_its_calls_and_honours_their_shields(
     turn_timeout: float | None,
 ) -> None:
@@ -734,6 +760,7 @@ async def _blocking(obs: Any, role: str) -> Any:
          r"roles: 'a', 'b', 'c', 'd'$"),
     ],
 )  # fmt: skip
+@pytest.mark.asyncio
 async def test_arguments_that_would_fail_mid_episode_are_refused_first(
     overrides: dict[str, Any], error: type[Exception], message: str
 ) -> None:
@@ -752,6 +779,7 @@ def test_in_thread_takes_a_blocking_callable() -> None:
 
 
 @pytest.mark.parametrize("callback", ["after_step", "is_action", "fallback", "describe_turn"])
+@pytest.mark.asyncio
 async def test_a_callback_error_is_raised_as_itself_and_the_episode_logged_as_ended(
     callback: str,
 ) -> None:
@@ -769,6 +797,7 @@ async def test_a_callback_error_is_raised_as_itself_and_the_episode_logged_as_en
     assert finished["error"] == "ZeroDivisionError: callback broke"
 
 
+@pytest.mark.asyncio
 async def test_a_cancelled_episode_is_logged_as_ended() -> None:
     async def hang(obs: Any, role: str) -> Any:
         await anyio.sleep_forever()
@@ -780,6 +809,7 @@ async def test_a_cancelled_episode_is_logged_as_ended() -> None:
     assert finished["status"] == "cancelled" and finished["error"] is None
 
 
+@pytest.mark.asyncio
 async def test_each_actor_starts_at_its_roles_first_turn(monkeypatch: pytest.MonkeyPatch) -> None:
     # An episode's first request goes out with one actor task started, not one
     # per role; each other role's starts at its first turn; a role that never

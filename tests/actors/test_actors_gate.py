@@ -15,8 +15,6 @@ from actors_toy import ROLES, ToyEnv, act, instant_policies, run_kwargs
 from actors import EpisodeTrace, open_jobs, run_episode, run_jobs
 from actors._gate import CURRENT_GATE, HOT_EPISODES, TurnGate
 
-pytestmark = pytest.mark.anyio
-
 
 def _most_open(calls: list[int]) -> int:
     """The most episodes at once between their first and their last policy call."""
@@ -36,6 +34,7 @@ def _recording(episode: int, calls: list[int]) -> dict[str, Any]:
     return dict.fromkeys(ROLES, policy)
 
 
+@pytest.mark.asyncio
 async def test_instant_episodes_play_back_to_back_a_few_at_a_time() -> None:
     calls: list[int] = []
 
@@ -54,6 +53,7 @@ async def test_instant_episodes_play_back_to_back_a_few_at_a_time() -> None:
     assert _most_open(calls) <= HOT_EPISODES
 
 
+@pytest.mark.asyncio
 async def test_outside_a_batch_episodes_interleave_every_turn() -> None:
     # No batch, no gate: concurrent episodes take turns round-robin, as before.
     calls: list[int] = []
@@ -67,6 +67,7 @@ async def test_outside_a_batch_episodes_interleave_every_turn() -> None:
     assert _most_open(calls) == 8
 
 
+@pytest.mark.asyncio
 async def test_an_episode_back_from_a_wait_is_served_within_a_slice() -> None:
     # One episode's role "a" waits 5 ms for each reply, its other roles are
     # instant; the other episodes are instant and long enough to hold every
@@ -103,6 +104,7 @@ async def test_an_episode_back_from_a_wait_is_served_within_a_slice() -> None:
     assert max(gaps) < 0.1, (gaps, time.perf_counter() - started)
 
 
+@pytest.mark.asyncio
 async def test_turns_of_slow_policies_take_no_permit(monkeypatch: pytest.MonkeyPatch) -> None:
     # Each actor's first turn is taken for instant (a permit, one pass of the
     # loop); once its reply showed it slow, its turns are played without a
@@ -138,6 +140,7 @@ async def test_turns_of_slow_policies_take_no_permit(monkeypatch: pytest.MonkeyP
         assert taken.count(f"e{n}") >= 1, (n, taken)
 
 
+@pytest.mark.asyncio
 async def test_holders_never_wait_on_each_other() -> None:
     # Every episode's first turn waits until all of them have asked: with the
     # permits held through the wait, the episodes past the first few could
@@ -165,6 +168,7 @@ async def test_holders_never_wait_on_each_other() -> None:
     assert all(len(t.turns) == 8 for t in traces)
 
 
+@pytest.mark.asyncio
 async def test_a_batch_inside_a_policy_of_a_batch() -> None:
     async def inner(obs: Any, role: str) -> Any:
         traces = await run_jobs(
@@ -188,6 +192,7 @@ async def test_a_batch_inside_a_policy_of_a_batch() -> None:
     assert applied == [[("24", r) for r in ROLES]] * 8
 
 
+@pytest.mark.asyncio
 async def test_cancelling_episodes_in_line_for_a_permit_leaves_nothing_behind() -> None:
     # Long episodes, half of them with a slow role: some hold permits, some
     # wait in either line, some give theirs away at the end of a slice, when
@@ -224,6 +229,7 @@ async def test_cancelling_episodes_in_line_for_a_permit_leaves_nothing_behind() 
         assert not gate.returning
 
 
+@pytest.mark.asyncio
 async def test_the_gate_serves_returning_episodes_first_and_loses_no_permit() -> None:
     gate = TurnGate(1)
     order: list[str] = []

@@ -31,8 +31,6 @@ from actors import (
 )
 from actors._logging import log_enabled
 
-pytestmark = pytest.mark.anyio
-
 
 @pytest.fixture(autouse=True)
 def _clean_logging() -> Any:
@@ -41,6 +39,7 @@ def _clean_logging() -> Any:
     disable_logging()
 
 
+@pytest.mark.asyncio
 async def test_unconfigured_prints_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     assert not log_enabled()
     await run_episode(ToyEnv(steps=8), policies=instant_policies(), **run_kwargs())
@@ -49,6 +48,7 @@ async def test_unconfigured_prints_nothing(capsys: pytest.CaptureFixture[str]) -
     assert captured.out == "" and captured.err == ""
 
 
+@pytest.mark.asyncio
 async def test_log_file_has_one_turn_line_per_step_readable_mid_run(tmp_path: Path) -> None:
     path = tmp_path / "logs" / "run.jsonl"
     run_id = configure_logging(path, run_id="run-42")
@@ -87,6 +87,7 @@ async def test_log_file_has_one_turn_line_per_step_readable_mid_run(tmp_path: Pa
     assert events.count("episode_started") == events.count("episode_finished") == 3
 
 
+@pytest.mark.asyncio
 async def test_stream_target_and_levels() -> None:
     stream = io.StringIO()
     configure_logging(stream, level="warning")
@@ -119,6 +120,7 @@ def test_configure_logging_refuses_what_it_cannot_write_to(tmp_path: Path) -> No
     ]
 
 
+@pytest.mark.asyncio
 async def test_pretty_console() -> None:
     stream = io.StringIO()
     configure_logging(stream, pretty=True)
@@ -127,6 +129,7 @@ async def test_pretty_console() -> None:
     assert "\x1b[" not in stream.getvalue()  # not a terminal: no colour codes
 
 
+@pytest.mark.asyncio
 async def test_pretty_to_a_file_writes_the_file_and_leaves_stdout_alone(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -156,6 +159,7 @@ def _records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line, object_pairs_hook=_unique_keys) for line in lines]
 
 
+@pytest.mark.asyncio
 async def test_what_json_cannot_hold_is_replaced_and_the_turn_line_still_written(
     tmp_path: Path,
 ) -> None:
@@ -311,6 +315,7 @@ _REFUSED_BY_ORJSON = {
 
 @pytest.mark.parametrize("way", ["logger", "turn"])
 @pytest.mark.parametrize("values", [_ODD_VALUES, {**_ODD_VALUES, **_REFUSED_BY_ORJSON}])
+@pytest.mark.asyncio
 async def test_values_json_cannot_hold_are_still_rendered(
     tmp_path: Path, way: str, values: dict[str, Any]
 ) -> None:
@@ -345,6 +350,7 @@ def test_exception_traceback_is_rendered(tmp_path: Path) -> None:
         assert "ZeroDivisionError: division by zero" in record["exception"]
 
 
+@pytest.mark.asyncio
 async def test_policy_error_line_carries_the_traceback(tmp_path: Path) -> None:
     path = tmp_path / "run.jsonl"
     configure_logging(path)
@@ -361,6 +367,7 @@ async def test_policy_error_line_carries_the_traceback(tmp_path: Path) -> None:
     assert "Traceback" in error["exception"] and "RuntimeError: policy bug" in error["exception"]
 
 
+@pytest.mark.asyncio
 async def test_what_a_policy_logs_carries_its_episode_role_and_turn(tmp_path: Path) -> None:
     # A sync, an async and an in_thread policy log with structlog during their
     # turns: each line has the episode, role and turn of the turn line it
@@ -454,6 +461,7 @@ def test_an_unconfigured_warning_reaches_a_strict_stderr_with_what_it_cannot_enc
     assert b"parse_error" in raw.getvalue() and b"\\ud800" in raw.getvalue()
 
 
+@pytest.mark.asyncio
 async def test_unconfigured_policy_error_prints_a_plain_traceback_without_locals_to_stderr(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -502,6 +510,7 @@ def test_reconfiguring_closes_the_previous_file(tmp_path: Path) -> None:
     assert [r["event"] for r in _records(second)] == ["b"]
 
 
+@pytest.mark.asyncio
 async def test_disable_logging_closes_the_file_and_silences_the_runtime(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -538,6 +547,7 @@ def test_events_with_the_chains_own_keys_or_exc_info(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.asyncio
 async def test_a_log_write_that_fails_names_the_log_file() -> None:
     """A full disk under the log: the error says which file, on every way a
     line is written (the runtime's events, the turn line, the logger)."""
@@ -551,6 +561,7 @@ async def test_a_log_write_that_fails_names_the_log_file() -> None:
     assert info.value.filename == "/dev/full"
 
 
+@pytest.mark.asyncio
 async def test_turn_fields_from_any_mapping_and_the_common_ones_win(tmp_path: Path) -> None:
     # describe_turn's dict becomes the event's; another mapping is copied,
     # and the coordinator's own fields win over its keys.
@@ -600,6 +611,7 @@ def test_events_from_many_threads_keep_whole_lines(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ turn lines
 
 
+@pytest.mark.asyncio
 async def test_turn_lines_keep_the_runtime_s_fields_over_described_ones(tmp_path: Path) -> None:
     # describe_turn's keys named like the runtime's or the chain's own: the
     # runtime's turn fields, the event and the level win; a run_id given wins.
@@ -617,6 +629,7 @@ async def test_turn_lines_keep_the_runtime_s_fields_over_described_ones(tmp_path
     assert turn["job"] == "j" and ISO_UTC.match(turn["timestamp"])
 
 
+@pytest.mark.asyncio
 async def test_turn_lines_are_captured_as_event_dicts(tmp_path: Path) -> None:
     configure_logging(tmp_path / "run.jsonl")
     with structlog.testing.capture_logs() as captured:

@@ -41,7 +41,7 @@ def test_metrics_are_off_until_configured() -> None:
     assert current_meter() is None
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_a_batch_counts_episodes_turns_outcomes_latency_and_tokens(meter: Meter) -> None:
     async def hangs(obs: Any, role: str) -> Any:
         if obs.step == 1:  # turn 1 (role b) of every episode times out
@@ -103,7 +103,7 @@ async def test_a_batch_counts_episodes_turns_outcomes_latency_and_tokens(meter: 
     assert value(meter, "parse_errors_total", role="d") == 6
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_late_replies_failed_and_cancelled_episodes_are_counted(meter: Meter) -> None:
     async def shielded(obs: Any, role: str) -> Any:
         if obs.step == 0:
@@ -141,7 +141,7 @@ def _scrape(url: str) -> dict[str, float]:
     }
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_served_on_loopback_in_the_prometheus_text_format() -> None:
     registry = CollectorRegistry()
     with configure_metrics(0, registry=registry, namespace="served") as meter:
@@ -216,7 +216,7 @@ def test_application_metrics_join_the_namespace(meter: Meter) -> None:
         meter.counter("late", "Too late.")
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_labelled_series_and_zeros_before_the_first_event() -> None:
     registry = CollectorRegistry()
     with configure_metrics(registry=registry, namespace="z", labels=("policy",)):

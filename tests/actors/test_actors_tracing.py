@@ -48,7 +48,7 @@ def test_tracing_is_off_until_configured() -> None:
     assert not tracing_enabled()
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_an_episode_span_with_a_turn_span_per_step_and_the_policys_spans_inside(
     provider: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:
@@ -107,7 +107,7 @@ async def test_an_episode_span_with_a_turn_span_per_step_and_the_policys_spans_i
         assert all(s.parent is not None and starts[s.parent.span_id] <= s.start_time for s in inner)
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_timeouts_errors_usage_and_late_replies(
     provider: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:
@@ -149,7 +149,7 @@ async def test_timeouts_errors_usage_and_late_replies(
     assert dict(late.attributes or {}) == {"turn.index": 0, "turn.role": "a"}
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_a_failed_or_cancelled_episode_ends_its_spans(
     provider: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:
@@ -179,7 +179,7 @@ async def test_a_failed_or_cancelled_episode_ends_its_spans(
     assert turn.attributes["turn.abandoned"] is True
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_concurrent_episodes_keep_their_turns_apart_under_the_callers_span(
     provider: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:
@@ -209,7 +209,7 @@ async def test_concurrent_episodes_keep_their_turns_apart_under_the_callers_span
     assert all(sorted(indices) == list(range(8)) for indices in children.values())
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_disabled_tracing_makes_no_spans(
     provider: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:

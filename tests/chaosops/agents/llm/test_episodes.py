@@ -19,10 +19,8 @@ from chaosops.curriculum.generator import scenarios_for_tier
 from chaosops.env.models import ActionType, AgentRole, DifficultyTier, FailureType
 from chaosops.env.world_sim import Scenario
 
-from .conftest import StartMock
+from ...conftest import StartMock
 from .helpers import wait_for
-
-pytestmark = pytest.mark.anyio
 
 MODEL = "chaosops-mock"
 SECRET = "sk-test-SECRET123"
@@ -33,6 +31,7 @@ def _roles(policy: LLMPolicy) -> dict[AgentRole, LLMPolicy]:
 
 
 @pytest.mark.parametrize("use_tools", [False, True])
+@pytest.mark.asyncio
 async def test_easy_incidents_resolve(start_mock: StartMock, use_tools: bool) -> None:
     mock = await start_mock(latency="uniform:1-5ms", answer_style="mixed")
     scenarios = scenarios_for_tier(DifficultyTier.EASY, episodes_per_type=2)
@@ -52,6 +51,7 @@ async def test_easy_incidents_resolve(start_mock: StartMock, use_tools: bool) ->
     assert mock.stats["peak_in_flight"] <= 4
 
 
+@pytest.mark.asyncio
 async def test_deadline_gives_timed_out_steps_and_drops_requests(start_mock: StartMock) -> None:
     mock = await start_mock(latency="60s")
     scenarios = [Scenario.from_type(FailureType.DB_DEADLOCK, seed=s, max_steps=2) for s in range(4)]
@@ -72,6 +72,7 @@ async def test_deadline_gives_timed_out_steps_and_drops_requests(start_mock: Sta
     assert mock.stats["completed"] == 0 and mock.stats["requests"] == len(steps)
 
 
+@pytest.mark.asyncio
 async def test_requests_cancelled_at_the_deadline_end_the_eager_collector_mode(
     start_mock: StartMock,
 ) -> None:
@@ -97,6 +98,7 @@ async def test_requests_cancelled_at_the_deadline_end_the_eager_collector_mode(
     assert modes[0] is True and modes[-1] is False, modes
 
 
+@pytest.mark.asyncio
 async def test_unparseable_answers_become_noop(start_mock: StartMock) -> None:
     mock = await start_mock(rate_garbage=1.0)
     scenario = Scenario.from_type(FailureType.MEMORY_LEAK, seed=0, max_steps=3)
@@ -110,6 +112,7 @@ async def test_unparseable_answers_become_noop(start_mock: StartMock) -> None:
     assert len(parse_errors) == len(result.steps) == 3  # max_steps counts every role's step
 
 
+@pytest.mark.asyncio
 async def test_request_failures_are_step_errors(start_mock: StartMock) -> None:
     mock = await start_mock(rate_500=1.0)
     scenario = Scenario.from_type(FailureType.MEMORY_LEAK, seed=0, max_steps=1)
@@ -119,6 +122,7 @@ async def test_request_failures_are_step_errors(start_mock: StartMock) -> None:
     assert all(s.error and s.error.startswith("LLMRequestError:") for s in result.steps)
 
 
+@pytest.mark.asyncio
 async def test_api_key_leaves_no_trace(
     start_mock: StartMock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

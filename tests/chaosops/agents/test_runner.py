@@ -72,7 +72,7 @@ def bare_loop(scenario: Scenario, policy: Any) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 @pytest.mark.parametrize("name", sorted(FACTORIES))
 async def test_batch_equals_sequential_and_the_bare_loop(name: str) -> None:
     factory = FACTORIES[name]
@@ -156,7 +156,7 @@ def test_another_role_s_action_is_recorded_as_applied() -> None:
     assert escalate.role == AgentRole.DEV  # the policy's object is left as it was
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_sync_api_inside_a_running_loop_says_to_await_the_async_one() -> None:
     scenario = Scenario.from_type(FailureType.DB_DEADLOCK, seed=0)
     with pytest.raises(RuntimeError, match=r"await arun_episode\(\.\.\.\)"):
@@ -182,7 +182,7 @@ def test_sync_api_inside_trio_says_to_await_the_async_one() -> None:
     assert len(run_batch([scenario], {})) == 1  # outside trio: runs
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_timeouts_errors_and_annotations_in_steps() -> None:
     async def hung(obs: Any, role: AgentRole) -> ChaosOpsAction:
         await anyio.sleep_forever()
@@ -218,7 +218,7 @@ class FlakyEnv(ChaosOpsEnvironment):
         return super().step(action)
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_failing_environment_in_a_batch_fails_that_episode_only() -> None:
     scenarios = [Scenario.from_type(FailureType.DB_DEADLOCK, seed=s) for s in (1, 666, 2)]
     results = await arun_batch(scenarios, {}, env_factory=FlakyEnv, gc_freeze=False)
@@ -235,7 +235,7 @@ class NoObservationEnv(ChaosOpsEnvironment):
         return observation
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_an_environment_that_returns_no_observation_or_is_never_built_fails_alone(
     tmp_path: Path,
 ) -> None:
@@ -329,7 +329,7 @@ def test_a_failed_reset_on_a_reused_environment_reports_nothing_of_the_last_epis
     )
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_open_batch_streams_every_result() -> None:
     scenarios = scenarios_for_tier("easy", episodes_per_type=2)
     seen: dict[int, EpisodeResult] = {}
@@ -386,7 +386,7 @@ def test_bad_batch_arguments_raise_one_plain_error(
         call()
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_open_batch_checks_its_arguments_before_it_starts() -> None:
     with pytest.raises(ValueError, match="unknown role 'boss' in turn_timeout"):
         async with open_batch(EASY, FACTORIES["heuristic"], turn_timeout={"boss": 1}):

@@ -11,8 +11,6 @@ from chaosops.cli._batches import Batch, run_batches
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, FailureType
 from chaosops.env.world_sim import Scenario
 
-pytestmark = pytest.mark.anyio
-
 
 class Endpoint:
     """A stand-in for the LLM policy's endpoint: the scenarios whose seed is in
@@ -40,6 +38,7 @@ def scenarios(count: int) -> list[Scenario]:
     return [Scenario.from_type(FailureType.DB_DEADLOCK, seed=i, max_steps=2) for i in range(count)]
 
 
+@pytest.mark.asyncio
 async def test_an_episode_played_during_a_passing_outage_is_handed_over_after_it() -> None:
     # Episode 1's calls all fail; episode 2's first call succeeds: episode 1
     # is held until then, and every episode is handed over (none withheld).
@@ -60,6 +59,7 @@ async def test_an_episode_played_during_a_passing_outage_is_handed_over_after_it
     assert [failures for _, _, failures in handed] == [0, 0, 0]
 
 
+@pytest.mark.asyncio
 async def test_the_outage_that_stops_the_run_keeps_none_of_its_episodes() -> None:
     # From episode 1 on every call fails; the health check stops the run once
     # 12 calls in a row failed (episode 1 has 8 turns: it finishes first).
@@ -84,6 +84,7 @@ async def test_the_outage_that_stops_the_run_keeps_none_of_its_episodes() -> Non
     assert 1 <= stop.withheld < 39
 
 
+@pytest.mark.asyncio
 async def test_without_a_failing_check_every_episode_is_handed_over_at_once() -> None:
     endpoint = Endpoint(down={1})
     batch = Batch(scenarios(3), [0, 1, 2], endpoint.factory, None)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-CONFORMANCE = Path(__file__).resolve().parents[2].parent / "shared" / "conformance"
+ROOT = Path(__file__).resolve().parents[3]  # the repository
+CONFORMANCE = ROOT.parent / "shared" / "conformance"
 
 
 def test_world_conformance() -> None:
@@ -22,7 +23,7 @@ def test_world_conformance() -> None:
         capture_output=True,
         text=True,
         timeout=100,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=ROOT,
     )
     last = result.stdout.strip().splitlines()[-1]
     match = re.match(r"fidelity: (\d+)/(\d+)", last)

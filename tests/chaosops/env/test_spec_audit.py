@@ -24,7 +24,8 @@ from chaosops.env.models import (
     FailureType,
 )
 from chaosops.env.world_sim import Scenario
-from tests.world.helpers import act, make_world
+
+from .helpers import act, make_world
 
 # --------------------------------------------------------------- references
 

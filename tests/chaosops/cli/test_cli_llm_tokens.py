@@ -18,13 +18,13 @@ from chaosops.env.models import FailureType
 from chaosops.env.world_sim import Scenario
 from chaosops.outputs import trajectory_records
 
+from ..test_outputs import play
 from ._cli import (
     assert_one_error_line,
     chaosops,
     jsonl,
     llm_run,
 )
-from .test_outputs import play
 
 TOKEN_FIELDS = ("logprobs", "tokens", "token_ids", "prompt_token_ids")
 

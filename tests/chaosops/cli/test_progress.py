@@ -94,7 +94,7 @@ class Gate:
         return {AgentRole.SRE: self.policy}
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_run_batches_hands_each_batch_counters_to_the_bar() -> None:
     """Two batches (as two deadline groups give): while the first one's single
     episode runs, the bar says 1 in flight, not min(concurrency, remaining) = 2;

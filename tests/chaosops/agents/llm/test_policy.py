@@ -22,10 +22,8 @@ from chaosops.agents.llm import (
 )
 from chaosops.env.models import ActionType, ChaosOpsObservation
 
-from .conftest import StartMock
+from ...conftest import StartMock
 from .helpers import FakeTurn, wait_for
-
-pytestmark = pytest.mark.anyio
 
 MODEL = "chaosops-mock"
 
@@ -36,6 +34,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.asyncio
 async def test_answer_is_parsed_and_annotated(
     start_mock: StartMock, fake_turn: FakeTurn, observation: ChaosOpsObservation
 ) -> None:
@@ -54,6 +53,7 @@ async def test_answer_is_parsed_and_annotated(
 @pytest.mark.parametrize(
     "extra_body", [{"return_tokens_as_token_ids": True}, {"return_token_ids": True}]
 )
+@pytest.mark.asyncio
 async def test_token_ids_and_logprobs_when_returned(
     start_mock: StartMock,
     fake_turn: FakeTurn,
@@ -71,6 +71,7 @@ async def test_token_ids_and_logprobs_when_returned(
     assert all(lp <= 0 for lp in info["logprobs"])
 
 
+@pytest.mark.asyncio
 async def test_tool_call_answer(
     start_mock: StartMock, fake_turn: FakeTurn, observation: ChaosOpsObservation
 ) -> None:
@@ -82,6 +83,7 @@ async def test_tool_call_answer(
     assert mock.stats["tool_calls"] == 1
 
 
+@pytest.mark.asyncio
 async def test_429_is_retried_honouring_retry_after(
     start_mock: StartMock, fake_turn: FakeTurn, observation: ChaosOpsObservation
 ) -> None:
@@ -97,6 +99,7 @@ async def test_429_is_retried_honouring_retry_after(
     assert mock.stats["rate_limited"] == 2 and mock.stats["by_status"]["200"] == 1
 
 
+@pytest.mark.asyncio
 async def test_500_is_retried_then_gives_up(
     start_mock: StartMock, observation: ChaosOpsObservation
 ) -> None:
@@ -110,6 +113,7 @@ async def test_500_is_retried_then_gives_up(
     assert mock.stats["server_errors"] == 4
 
 
+@pytest.mark.asyncio
 async def test_client_errors_are_not_retried(
     start_mock: StartMock, observation: ChaosOpsObservation
 ) -> None:
@@ -120,6 +124,7 @@ async def test_client_errors_are_not_retried(
     assert mock.stats["requests"] == 1
 
 
+@pytest.mark.asyncio
 async def test_dropped_connections_are_retried(observation: ChaosOpsObservation) -> None:
     url = f"http://127.0.0.1:{_free_port()}/v1"
     policy = LLMPolicy(MODEL, base_url=url, retries=2, backoff_base=0.001)
@@ -127,6 +132,7 @@ async def test_dropped_connections_are_retried(observation: ChaosOpsObservation)
         await policy(observation, "sre")
 
 
+@pytest.mark.asyncio
 async def test_unparseable_answer_is_noop_with_parse_error(
     start_mock: StartMock, fake_turn: FakeTurn, observation: ChaosOpsObservation
 ) -> None:
@@ -144,6 +150,7 @@ async def test_unparseable_answer_is_noop_with_parse_error(
     assert fake_turn.info["completion"] == errors[-1]["raw"]
 
 
+@pytest.mark.asyncio
 async def test_long_garbage_is_cut_in_the_log(
     start_mock: StartMock, observation: ChaosOpsObservation, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -156,6 +163,7 @@ async def test_long_garbage_is_cut_in_the_log(
     assert len(event["raw"]) == 500
 
 
+@pytest.mark.asyncio
 async def test_deadline_bounds_the_request(
     start_mock: StartMock, fake_turn: FakeTurn, observation: ChaosOpsObservation
 ) -> None:
@@ -173,6 +181,7 @@ async def test_deadline_bounds_the_request(
     assert mock.stats["requests"] == 1  # no retry that could not finish in time
 
 
+@pytest.mark.asyncio
 async def test_retry_after_beyond_the_deadline_gives_up_at_once(
     start_mock: StartMock, fake_turn: FakeTurn, observation: ChaosOpsObservation
 ) -> None:
@@ -185,6 +194,7 @@ async def test_retry_after_beyond_the_deadline_gives_up_at_once(
         assert anyio.current_time() - started < 10  # waited for neither
 
 
+@pytest.mark.asyncio
 async def test_cancellation_drops_the_http_request(
     start_mock: StartMock, observation: ChaosOpsObservation
 ) -> None:
@@ -204,6 +214,7 @@ async def test_cancellation_drops_the_http_request(
 
 
 @pytest.mark.parametrize("limit", [1, 3])
+@pytest.mark.asyncio
 async def test_max_in_flight_bounds_the_server_load(
     start_mock: StartMock, observation: ChaosOpsObservation, limit: int
 ) -> None:
@@ -216,6 +227,7 @@ async def test_max_in_flight_bounds_the_server_load(
     assert mock.stats["peak_in_flight"] == limit
 
 
+@pytest.mark.asyncio
 async def test_concurrency_reaches_the_server_when_allowed(
     start_mock: StartMock, observation: ChaosOpsObservation
 ) -> None:
@@ -229,6 +241,7 @@ async def test_concurrency_reaches_the_server_when_allowed(
     assert mock.stats["peak_in_flight"] == 40
 
 
+@pytest.mark.asyncio
 async def test_check_endpoint_ok_and_unknown_model(start_mock: StartMock) -> None:
     mock = await start_mock(model="served-a")
     await check_endpoint(mock.base_url, "served-a")
@@ -239,6 +252,7 @@ async def test_check_endpoint_ok_and_unknown_model(start_mock: StartMock) -> Non
     assert "\n" not in message
 
 
+@pytest.mark.asyncio
 async def test_check_endpoint_unreachable() -> None:
     url = f"http://127.0.0.1:{_free_port()}/v1"
     with pytest.raises(LLMEndpointError) as info:
@@ -248,6 +262,7 @@ async def test_check_endpoint_unreachable() -> None:
     assert info.value.__cause__ is None
 
 
+@pytest.mark.asyncio
 async def test_check_endpoint_wrong_base_url(start_mock: StartMock) -> None:
     mock = await start_mock()
     root = mock.base_url.removesuffix("/v1")
@@ -255,6 +270,7 @@ async def test_check_endpoint_wrong_base_url(start_mock: StartMock) -> None:
         await check_endpoint(root, MODEL)
 
 
+@pytest.mark.asyncio
 async def test_check_endpoint_hides_credentials_in_url(start_mock: StartMock) -> None:
     mock = await start_mock(api_key="right-key")
     url = mock.base_url.replace("http://", "http://user:hunter2@")
@@ -266,6 +282,7 @@ async def test_check_endpoint_hides_credentials_in_url(start_mock: StartMock) ->
 
 
 @pytest.mark.parametrize("url", ["localhost:8000/v1", "ftp://host/v1", "", "http://256.1.1.1/v1"])
+@pytest.mark.asyncio
 async def test_check_endpoint_invalid_url(url: str) -> None:
     with pytest.raises(LLMEndpointError, match="invalid LLM endpoint URL"):
         await check_endpoint(url, MODEL)
@@ -298,6 +315,7 @@ async def _serve_body(
     ],
     ids=["html", "broken-json", "empty"],
 )
+@pytest.mark.asyncio
 async def test_a_200_that_is_not_a_completion_is_named(
     observation: ChaosOpsObservation, body: bytes, content_type: str, needle: str
 ) -> None:
@@ -310,6 +328,7 @@ async def test_a_200_that_is_not_a_completion_is_named(
         tg.cancel_scope.cancel()
 
 
+@pytest.mark.asyncio
 async def test_no_text_is_recorded_as_a_null_completion_and_the_answer_s_facts_kept(
     fake_turn: FakeTurn, observation: ChaosOpsObservation
 ) -> None:
@@ -331,12 +350,14 @@ async def test_no_text_is_recorded_as_a_null_completion_and_the_answer_s_facts_k
     assert info["usage"] == {"prompt_tokens": 5, "completion_tokens": 0, "total_tokens": 5}
 
 
+@pytest.mark.asyncio
 async def test_check_endpoint_port_out_of_range() -> None:
     for url in ("http://127.0.0.1:99999/v1", "http://127.0.0.1:65536/v1"):
         with pytest.raises(LLMEndpointError, match="invalid LLM endpoint URL"):
             await check_endpoint(url, MODEL)
 
 
+@pytest.mark.asyncio
 async def test_failures_in_a_row_count_calls_that_failed_for_good(
     start_mock: StartMock, fake_turn: FakeTurn, observation: ChaosOpsObservation
 ) -> None:
@@ -401,6 +422,7 @@ _RESTART = '{"action_type": "restart", "target": "payments-db", "args": {}}'
     ids=["content-parts", "content-int", "choices-dict", "tool-function-str", "usage-types",
          "usage-list"],
 )  # fmt: skip
+@pytest.mark.asyncio
 async def test_an_answer_of_an_odd_shape_costs_its_turn_not_the_policy(
     fake_turn: FakeTurn,
     observation: ChaosOpsObservation,
@@ -433,6 +455,7 @@ async def test_an_answer_of_an_odd_shape_costs_its_turn_not_the_policy(
          {"logprobs": [-0.5], "tokens": ["a"]}),
     ],
 )  # fmt: skip
+@pytest.mark.asyncio
 async def test_token_ids_and_logprobs_are_kept_only_with_their_types(
     fake_turn: FakeTurn,
     observation: ChaosOpsObservation,
@@ -468,6 +491,7 @@ async def test_token_ids_and_logprobs_are_kept_only_with_their_types(
     ],
     ids=["html", "null", "strings", "int-ids"],
 )
+@pytest.mark.asyncio
 async def test_check_endpoint_names_a_models_list_it_cannot_read(body: bytes, needle: str) -> None:
     async with anyio.create_task_group() as tg:
         url = await _serve_body(tg, body, "application/json", path="/v1/models")

@@ -19,9 +19,7 @@ from chaosops.mock_llm import (
     run_mock_llm_in_thread,
 )
 
-from .conftest import StartMock
-
-pytestmark = pytest.mark.anyio
+from ..conftest import StartMock
 
 
 @pytest.mark.parametrize(
@@ -56,6 +54,7 @@ def test_bad_cli_option_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(err.splitlines()) == 1 and "latency" in err
 
 
+@pytest.mark.asyncio
 async def test_models_and_errors(start_mock: StartMock) -> None:
     mock = await start_mock(model="m1", api_key="sk-mock-key")
     headers = {"Authorization": "Bearer sk-mock-key"}
@@ -73,6 +72,7 @@ async def test_models_and_errors(start_mock: StartMock) -> None:
 
 
 @pytest.mark.parametrize("use_tools", [False, True])
+@pytest.mark.asyncio
 async def test_mock_resolves_every_failure(start_mock: StartMock, use_tools: bool) -> None:
     """Driving the environment directly through the real client and the mock."""
     mock = await start_mock(answer_style="mixed")
@@ -92,6 +92,7 @@ async def test_mock_resolves_every_failure(start_mock: StartMock, use_tools: boo
     assert mock.stats["tool_calls"] == (steps if use_tools else 0)
 
 
+@pytest.mark.asyncio
 async def test_stats_over_http(start_mock: StartMock) -> None:
     mock = await start_mock()
     stats = await mock.http_stats()
@@ -106,6 +107,7 @@ def test_run_in_thread_for_sync_code() -> None:
         assert handle.base_url.startswith("http://127.0.0.1:")
 
 
+@pytest.mark.asyncio
 async def test_a_client_gone_before_its_body_is_read_is_counted_not_raised() -> None:
     """A request cancelled at its turn's deadline may be gone before the mock reads
     its body (a busy machine, short deadlines): counted as disconnected (499), not
