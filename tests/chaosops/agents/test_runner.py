@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+import structlog
 
 from actors import configure_logging, current_turn, disable_logging
 from chaosops.agents.policies import heuristic_policy, oracle_policy, random_policy
@@ -251,8 +252,9 @@ async def test_an_environment_that_returns_no_observation_or_is_never_built_fail
 
     configure_logging(tmp_path / "run.jsonl")
     try:
-        results = await arun_batch(scenarios, {}, env_factory=factory, concurrency=1,
-                                   gc_freeze=False)  # fmt: skip
+        with structlog.testing.capture_logs() as events:
+            results = await arun_batch(scenarios, {}, env_factory=factory, concurrency=1,
+                                       gc_freeze=False)  # fmt: skip
     finally:
         disable_logging()
     assert [r.status for r in results] == ["ok", "failed", "failed", "ok"]
@@ -263,7 +265,6 @@ async def test_an_environment_that_returns_no_observation_or_is_never_built_fail
     assert len(results[1].steps) == 1 and results[1].final_step == 2
     assert results[2].error == "ConnectionError: simulator did not start"
     assert results[2].steps == [] and results[2].final_step == 0 and not results[2].resolved
-    events = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
     finished = [e for e in events if e["event"] == "episode_finished"]
     assert [(e["status"], e["error"]) for e in finished] == [(r.status, r.error) for r in results]
     assert events[-1]["event"] == "run_finished" and events[-1]["failed"] == 2
@@ -284,11 +285,11 @@ def test_an_observation_of_another_type_is_logged_without_its_step(tmp_path: Pat
     unlogged = run_batch(scenarios, {}, env_factory=Plain, gc_freeze=False)
     configure_logging(tmp_path / "run.jsonl")
     try:
-        logged = run_batch(scenarios, {}, env_factory=Plain, gc_freeze=False)
+        with structlog.testing.capture_logs() as events:
+            logged = run_batch(scenarios, {}, env_factory=Plain, gc_freeze=False)
     finally:
         disable_logging()
     assert [r.status for r in logged] == [r.status for r in unlogged] == ["ok", "ok"]
-    events = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
     turns = [e for e in events if e["event"] == "turn"]
     assert len(turns) == sum(len(r.steps) for r in logged)
     assert {e["step"] for e in turns} == {None}
@@ -312,14 +313,14 @@ def test_a_failed_reset_on_a_reused_environment_reports_nothing_of_the_last_epis
     scenario = Scenario.from_type(FailureType.DB_DEADLOCK, seed=3)
     configure_logging(tmp_path / "run.jsonl")
     try:
-        first = run_episode(env, scenario, role_map(oracle_policy(scenario.failure_type)))
-        second = run_episode(env, scenario, role_map(oracle_policy(scenario.failure_type)))
+        with structlog.testing.capture_logs() as events:
+            first = run_episode(env, scenario, role_map(oracle_policy(scenario.failure_type)))
+            second = run_episode(env, scenario, role_map(oracle_policy(scenario.failure_type)))
     finally:
         disable_logging()
     assert first.resolved and first.final_step > 0
     assert second.status == "failed" and second.error == "RuntimeError: reset broke"
     assert (second.resolved, second.final_step, second.cumulative_reward) == (False, 0, 0.0)
-    events = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
     last = [e for e in events if e["event"] == "episode_finished"][-1]
     assert (last["status"], last["resolved"], last["final_step"], last["cumulative_reward"]) == (
         "failed",
