@@ -137,7 +137,7 @@ class ChaosOpsEnvironment:
         self.last_breakdown = None
         role = self.turn_order[0]
         alerts = state.all_alerts
-        # str() of these StrEnum members is their value (cheaper than `.value`).
+        # str() of these StrEnum members is their value.
         paged = ", ".join(sorted({str(a.service) for a in alerts})) or "none"
         role_name = str(role)
         message = (
@@ -197,7 +197,7 @@ class ChaosOpsEnvironment:
             if unresolved:
                 words.append(_OUT_OF_STEPS)
             outcome = ", ".join(words) or _NO_EFFECT
-        role_name = str(role)  # the role's value (a StrEnum), cheaper than `.value`
+        role_name = str(role)  # the role's value (a StrEnum)
         if action.target is None and not action.args:
             described = str(action.action_type)  # what _describe gives
         else:

@@ -119,8 +119,7 @@ _M = TypeVar("_M", bound=BaseModel)
 
 _HEALTH_RANK = {DOWN: 0, CRITICAL: 1, DEGRADED: 2, HEALTHY: 3}
 
-# Members bound to module names for the rules and views: an attribute lookup on
-# an Enum class (FailureType.CASCADE) costs ~0.1 us, a module global a tenth of it.
+# Members bound to short module names for the rules and views.
 _MANAGER = AgentRole.MANAGER
 _DEV = AgentRole.DEV
 _OVERSIGHT = AgentRole.OVERSIGHT
@@ -315,7 +314,7 @@ class WorldSim:
         self._clear_view_cache()
         _INJECTORS[self.state.failure_type](self)
         if scenario.inject_misleading_logs:
-            # The episode's generator, seeded only when drawn from (seeding costs ~6 us).
+            # The episode's generator, seeded only when it is drawn from.
             rng = random.Random(scenario.seed)
             for _ in range(3):
                 service, level, message = rng.choice(_RED_HERRINGS)
@@ -770,7 +769,7 @@ class WorldSim:
             or len(self._public_fleet) != len(s.fleet_actions)
         ):
             self._sync_public()
-        key = str(role)  # the role's value (a StrEnum), cheaper than `.value`
+        key = str(role)  # the role's value (a StrEnum)
         inbox = s.private_chat.get(key)
         # `self._tail(key, source, n)`, its cache hit inlined for the lists of every view.
         tail = self._tail
