@@ -1,28 +1,28 @@
 """The runtime's asyncio-native parts, in one place.
 
 Why native: with instant policies the runtime's own work is most of a turn,
-and anyio's general machinery doubled it. ``MemoryObjectReceiveStream
-.receive()`` costs a checkpoint (a whole extra pass of the event loop) and an
-``anyio.Event`` on every blocking call, twice a turn; an anyio task costs five
-times an asyncio one to start and run; ``anyio.lowlevel.checkpoint`` is a
-coroutine call where a bare yield does. Here a reader waits on a bare future
-that the writer resolves, a deadline is a loop timer, an episode's actors are
-asyncio tasks. Items still travel through the anyio stream, and policy calls
-still run in anyio cancel scopes. Everything else runs on anyio.
+and anyio's general machinery doubled it. A memory object stream costs its
+state and waiter tables per mailbox (five per episode) and, on every blocking
+``receive()``, a checkpoint (a whole extra pass of the event loop) and an
+``anyio.Event``, twice a turn; an anyio task costs five times an asyncio one
+to start and run; ``anyio.lowlevel.checkpoint`` is a coroutine call where a
+bare yield does. Here a mailbox is a deque whose one reader waits on a bare
+future the writer resolves, a deadline is a loop timer, an episode's actors
+are asyncio tasks. Policy calls still run in anyio cancel scopes, and the
+mailboxes raise anyio's exceptions. Everything else runs on anyio.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable, Coroutine
 from types import TracebackType, coroutine
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
-from anyio import WouldBlock
-
-from ._mailbox import Mailbox
+from anyio import ClosedResourceError, EndOfStream, WouldBlock
 
 T = TypeVar("T")
 
@@ -59,42 +59,50 @@ def cancelled_by_the_policy() -> bool:
     return task is not None and task.cancelling() == 0
 
 
-class AsyncioMailbox(Mailbox[T]):
-    """:class:`~actors._mailbox.Mailbox` whose one reader waits on a bare future."""
+class AsyncioMailbox(Generic[T]):
+    """:class:`~actors._mailbox.Mailbox`'s interface for one episode on asyncio:
+    a bounded deque, and a bare future its one reader waits on."""
 
     def __init__(self, size: int, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(size)
+        self._items: deque[T] = deque()
+        self._size = size
+        self._closed = False
         self._loop = loop
         self._waiter: asyncio.Future[None] | None = None
         self.clock = turn_clock(loop)
 
     def put_nowait(self, item: T) -> None:
-        self._send.send_nowait(item)
+        if self._closed:
+            raise ClosedResourceError
+        if len(self._items) >= self._size:
+            raise WouldBlock
+        self._items.append(item)
         self._wake()
 
     async def put(self, item: T) -> None:
-        try:
-            self.put_nowait(item)
-        except WouldBlock:
-            await self._send.send(item)
-            self._wake()
+        # Never full in the runtime: an actor replies only while its turn is open.
+        self.put_nowait(item)
+
+    def put_latest(self, item: T) -> None:
+        while len(self._items) >= self._size:
+            self._items.popleft()  # stale: for a turn already closed
+        self.put_nowait(item)
+
+    def take(self) -> T | None:
+        return self._items.popleft() if self._items else None
 
     async def get(self) -> T:
-        while True:
-            try:
-                return self._recv.receive_nowait()
-            except WouldBlock:
-                await self._wait()
+        while not self._items:
+            if self._closed:
+                raise EndOfStream
+            await self._wait()
+        return self._items.popleft()
 
     async def get_before(self, deadline: float) -> T | None:
         least = 0.0
-        while True:
-            try:
-                return self._recv.receive_nowait()
-            except WouldBlock:
-                pass
+        while not self._items:
             left = deadline - self.clock()
-            if left <= 0:
+            if left <= 0 or self._closed:
                 return None
             timer = self._loop.call_later(max(left, least), self._wake)
             try:
@@ -102,9 +110,12 @@ class AsyncioMailbox(Mailbox[T]):
             finally:
                 timer.cancel()
             least = _EARLY_WAIT_S  # woken before the deadline: an item, or an early timer
+        return self._items.popleft()
 
     def close(self) -> None:
-        super().close()
+        """Closed: what is queued is dropped (it was for an episode that is over)."""
+        self._closed = True
+        self._items.clear()
         self._wake()
 
     def _wait(self) -> asyncio.Future[None]:

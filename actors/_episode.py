@@ -81,10 +81,10 @@ class Episode:
         # One kind of mailbox, and so one way of waiting, for the whole episode.
         loop = running_loop()
         self.on_asyncio = loop is not None
-        self._mailbox: Callable[[int], Mailbox[Any]] = (
+        self._mailbox: Callable[[int], Any] = (
             Mailbox if loop is None else lambda size: AsyncioMailbox(size, loop)
         )
-        self.replies: Mailbox[Reply] = self._mailbox(len(policies) + 1)
+        self.replies: Mailbox[Reply] | AsyncioMailbox[Reply] = self._mailbox(len(policies) + 1)
         self.actors = {
             role: Actor(role, policy, self, self._mailbox(1)) for role, policy in policies.items()
         }

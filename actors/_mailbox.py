@@ -3,8 +3,8 @@
 A :class:`Mailbox` is an anyio memory object stream (bounded, closable) with
 one reader. The reader waits with :meth:`Mailbox.get`, or with
 :meth:`Mailbox.get_before` until a deadline. On asyncio the episode uses
-:class:`actors._asyncio.AsyncioMailbox`, which waits the same way on a bare
-future (see there why); the episode picks the kind once.
+:class:`actors._asyncio.AsyncioMailbox`, the same interface over a deque and
+a bare future (see there why); the episode picks the kind once.
 """
 
 from __future__ import annotations
