@@ -54,9 +54,10 @@ def turn_fields(
     described: Mapping[str, Any] | None, info: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """The ``turn`` event's fields beside the runtime's own: what
-    ``describe_turn`` returned, then the small annotations of ``info`` (see
+    ``describe_turn`` returned (a dict is taken over: it is a new one each
+    call), then the small annotations of ``info`` (see
     :data:`LOGGED_ANNOTATIONS`) under names ``described`` does not use."""
-    fields = dict(described) if described else {}
+    fields = described if type(described) is dict else dict(described or {})
     for key, value in (info or {}).items():
         if key == "latency_ms":
             key = "policy_latency_ms"

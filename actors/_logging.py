@@ -134,21 +134,22 @@ class _RunStamp:
 
 
 class _LineFile:
-    """structlog's logger for a file we opened unbuffered: each rendered line
-    goes to the OS whole, as it is made (``tail -f`` sees it at once), and a
-    failed write names the file."""
+    """structlog's logger for a file we opened: each rendered line goes to the
+    OS whole, in one ``write`` as it is made (``tail -f`` sees it at once),
+    and a failed write names the file."""
 
     def __init__(self, file: IO[bytes], path: str) -> None:
-        self._file = file
+        self._fd = file.fileno()
         self._path = path
         self._lock = threading.Lock()  # lines from several threads stay whole
 
     def msg(self, line: bytes) -> None:
-        rest = memoryview(line + b"\n")
+        line += b"\n"
         try:
             with self._lock:
-                while rest:  # a write may take part of a line (a signal, a full disk)
-                    rest = rest[self._file.write(rest) or 0 :]
+                written = os.write(self._fd, line)
+                while written < len(line):  # a write may take part of a line (a signal)
+                    written += os.write(self._fd, line[written:])
         except OSError as exc:
             if exc.filename is None and exc.errno is not None:
                 raise type(exc)(exc.errno, exc.strerror, self._path) from exc
