@@ -296,34 +296,6 @@ def _count(value: Any) -> int | None:
     return None
 
 
-def _text_of(content: Any) -> tuple[str | None, str | None]:
-    """A message's text, and why there is none when its content is not text.
-    A list of content parts (``[{"type": "text", "text": ...}]``, which some
-    servers send) is joined."""
-    if content is None or isinstance(content, str):
-        return content, None
-    if isinstance(content, list):
-        parts = [
-            part.get("text") if isinstance(part, Mapping) else getattr(part, "text", None)
-            for part in content
-        ]
-        texts = [t for t in parts if isinstance(t, str)]
-        if texts:
-            return "".join(texts), None
-    return None, f"the message content is {type(content).__name__}, not text"
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _count(value: Any) -> int | None:
-    """A token count as the records promise it: an int in 64 bits, else null."""
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
-        return value
-    return None
-
-
 def _token_info(completion: Any, choice: Any) -> dict[str, Any]:
     """Token ids and logprobs, in whichever form the server returned them."""
     out: dict[str, Any] = {}
