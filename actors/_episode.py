@@ -247,7 +247,8 @@ class Episode:
 
     async def _ask(self, actor: Actor, observation: Any) -> Outcome:
         """Send ``observation`` to ``actor``; its reply, or the fallback at the deadline."""
-        await self._admit(actor)
+        if self.gate is not None:  # the batch's gate decides (see actors._gate)
+            await self.gate.admit(self.permit, actor.instant, mid_episode=self.turn > 0)
         if not actor.started:
             actor.started = True
             assert self._tasks is not None
@@ -417,12 +418,7 @@ class Episode:
         if played:  # the actor makes it current for the policy call
             self.trace_context = _tracing.STATE.in_context(self.turn_span)
 
-    # ---------------------------------------------------------- the gate, the end
-
-    async def _admit(self, actor: Actor) -> None:
-        """Before a policy's turn: the batch's gate decides (see actors._gate)."""
-        if self.gate is not None:
-            await self.gate.admit(self.permit, actor.instant, mid_episode=self.turn > 0)
+    # ---------------------------------------------------------------- the end
 
     def _wind_down(self, raised: Exception | None) -> None:
         """Leave the gate, end an unfinished turn's span, close the mailboxes and
