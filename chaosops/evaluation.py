@@ -243,20 +243,24 @@ def _num(value: float | None, digits: int = 1) -> str:
 
 def render_table(rows: Sequence[EvalRow], *, title: str | None = None) -> Table:
     """A rich table of the rows (SPEC.md section 13 columns)."""
-    table = Table(title=title, title_justify="left")
-    table.add_column("policy")
-    table.add_column("tier")
+    from rich import box
+
+    # Two-line headers and one space between columns: the table fits an
+    # 80-column terminal; names and the failed count wrap, numbers are never cut.
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=0)
+    table.add_column("policy", overflow="fold")
+    table.add_column("tier", no_wrap=True)
+    table.add_column("episodes", justify="right", overflow="fold")
     for header in (
-        "episodes",
         "success",
         "MTTR",
-        "rogue det.",
-        "false pos.",
-        "mean reward",
-        "median reward",
-        "wrong fixes",
+        "rogue\ndet.",
+        "false\npos.",
+        "mean\nreward",
+        "median\nreward",
+        "wrong\nfixes",
     ):
-        table.add_column(header, justify="right")
+        table.add_column(header, justify="right", no_wrap=True)
     for row in rows:
         episodes = str(row.episodes) + (f" ({row.failed} failed)" if row.failed else "")
         table.add_row(

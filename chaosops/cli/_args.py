@@ -300,6 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Run, evaluate and replay ChaosOps incident-response episodes.",
     )
+    from chaosops import __version__
+
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser(

@@ -28,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv[:1] == ["mock-llm"]:
             return cmd_mock_llm(argv[1:])
         parser = build_parser()
-        if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+        if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
             # `chaosops --policy oracle`: the options of a command come after it
             parser.error(
                 f"{argv[0]} comes after a command: chaosops COMMAND {argv[0]} ...; "

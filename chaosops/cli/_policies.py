@@ -53,11 +53,30 @@ def policy_factory(name: str, llm: Any = None) -> Callable[[Any], Mapping[Any, A
     return factory
 
 
+def _check_url(url: str | None) -> None:
+    """Refuse (exit 2) a base URL that is no http(s) URL with a host, before any request."""
+    from urllib.parse import urlsplit
+
+    from chaosops._urls import shown_url
+
+    try:
+        parts = urlsplit(url or "")
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        valid = False
+    if url is not None and not valid:
+        raise CLIError(
+            f"--llm-base-url {shown_url(url)!r} is not an http(s) URL with a host; "
+            "expected e.g. http://127.0.0.1:8000/v1"
+        )
+
+
 def prepare_llm(settings: LLMSettings, policies: Iterable[str]) -> Any:
     """The shared LLM policy if ``policies`` name ``llm`` (endpoint and model
     checked first, :class:`CLIError` exit 1 on failure); otherwise ``None``."""
     if "llm" not in policies:
         return None
+    _check_url(settings.base_url)
     import anyio
 
     from chaosops.agents.llm import LLMPolicy

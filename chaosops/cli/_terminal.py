@@ -14,10 +14,11 @@ from ._session import Session
 
 
 def console_for(stream: TextIO) -> Any:
-    """A rich console writing to ``stream`` (160 columns when it is not a terminal)."""
+    """A rich console writing to ``stream``: as wide as the terminal or ``$COLUMNS``,
+    else 160 columns."""
     from rich.console import Console
 
-    width = None if stream.isatty() else 160
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else 160
     return Console(file=stream, width=width, highlight=False)
 
 

@@ -1,0 +1,77 @@
+"""The command as a workbench: its version, the table in an 80-column terminal,
+a base URL without a scheme refused as bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import orjson
+import pytest
+
+from ._cli import TIMEOUT, assert_one_error_line, chaosops, cli_env, command
+
+
+def test_version() -> None:
+    proc = subprocess.run(
+        [command(), "--version"], capture_output=True, text=True, timeout=TIMEOUT, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"chaosops {version('chaosops')}"
+    imported = subprocess.run(
+        [sys.executable, "-c", "import chaosops; print(chaosops.__version__)"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=True,
+    )
+    assert imported.stdout.strip() == version("chaosops")
+
+
+def test_the_eval_table_fits_80_columns_and_cuts_no_number(work: Path) -> None:
+    env = {**cli_env(), "COLUMNS": "80"}
+    out = work / "eval-80"
+    proc = subprocess.run(
+        [
+            command(),
+            "eval",
+            "tiny.toml",
+            "--episodes-per-type",
+            "2",
+            "--no-progress",
+            "--no-chart",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=env,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines and max(len(line) for line in lines) <= 80, proc.stdout
+    assert "…" not in proc.stdout
+    rows = orjson.loads((out / "eval.json").read_bytes())["rows"]
+    policies = {"random", "heuristic", "oracle"}
+    table = [line.split() for line in lines if line.split()[:1] and line.split()[0] in policies]
+    assert len(table) == len(rows) == 3  # one tier (easy) for each policy
+    for cells in table:
+        row = next(r for r in rows if r["policy"] == cells[0])
+        assert cells[1] == row["tier"] and int(cells[2]) == row["episodes"]
+        assert float(cells[7]) == pytest.approx(row["mean_reward"], abs=0.05)
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8000/v1", "localhost/v1", "http:///v1"])
+def test_a_base_url_without_a_scheme_or_host_is_bad_input(work: Path, url: str) -> None:
+    proc = chaosops(
+        "run", "tiny.toml", "--policy", "llm", "--llm-base-url", url, "--out", work / "bad-url",
+        cwd=work,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert_one_error_line(proc, "--llm-base-url", repr(url), "http://127.0.0.1:8000/v1")
+    assert not (work / "bad-url").exists()
