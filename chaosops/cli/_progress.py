@@ -109,10 +109,15 @@ class ProgressBar:
         self._progress.update(self._task, advance=1)
 
     def trouble(self) -> list[str]:
-        """Notes on the turns that played the fallback for a policy's fault:
+        """Notes on the turns that played the fallback for a policy's fault or lateness:
         the per-turn events are not shown on the terminal (``--log-json``
         has them, with tracebacks), these sum them up."""
         notes = []
+        if self.timeouts:
+            notes.append(
+                f"{self.timeouts} turn(s) timed out and played the fallback; see 'timed_out' "
+                "in trajectories.jsonl, and --turn-timeout / --role-timeout"
+            )
         if self.errors:
             notes.append(
                 f"{self.errors} turn(s) played the fallback after a policy error (first: "

@@ -75,3 +75,20 @@ def test_a_base_url_without_a_scheme_or_host_is_bad_input(work: Path, url: str) 
     assert proc.returncode == 2
     assert_one_error_line(proc, "--llm-base-url", repr(url), "http://127.0.0.1:8000/v1")
     assert not (work / "bad-url").exists()
+
+
+def test_a_run_whose_turns_timed_out_says_how_many(work: Path, mock_llm: str) -> None:
+    out = work / "all-late"
+    proc = chaosops(
+        "run", "tiny.toml", "--episodes-per-type", "1", "--no-progress", "--policy", "llm",
+        "--llm-base-url", mock_llm, "--turn-timeout", "0.02", "--out", out, cwd=work,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    steps = [orjson.loads(line) for line in (out / "trajectories.jsonl").read_bytes().splitlines()]
+    late = sum(1 for step in steps if step["timed_out"])
+    assert late == len(steps) > 0  # the mock answers in 80 ms
+    notes = [line for line in proc.stderr.splitlines() if "timed out" in line]
+    assert notes == [
+        f"chaosops: {late} turn(s) timed out and played the fallback; see "
+        "'timed_out' in trajectories.jsonl, and --turn-timeout / --role-timeout"
+    ]
