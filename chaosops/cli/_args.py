@@ -121,6 +121,21 @@ def _role_timeout(text: str) -> tuple[str, float]:
     return role, value
 
 
+TIERS: tuple[str, ...] = ("easy", "medium", "hard")
+
+
+def _failure_type(text: str) -> str:
+    from chaosops.env.models import FailureType
+
+    accepted = [f.value for f in FailureType]
+    value = text.strip().lower()
+    if value not in accepted:
+        raise argparse.ArgumentTypeError(
+            f"unknown failure type {text!r}; choose from {', '.join(accepted)}"
+        )
+    return value
+
+
 def _folder(text: str) -> Path:
     """An output folder: a non-empty path (an empty one would mean the current folder)."""
     if not text.strip():
@@ -167,6 +182,27 @@ def _add_plan_options(parser: argparse.ArgumentParser) -> None:
         default=0,
         metavar="N",
         help="added to every seed (default 0); the seeds it gives must stay within 0 to 2^63-1",
+    )
+    parser.add_argument(
+        "--tier",
+        choices=TIERS,
+        action="append",
+        default=[],
+        help="only the scenarios of this tier (repeatable)",
+    )
+    parser.add_argument(
+        "--failure-type",
+        type=_failure_type,
+        action="append",
+        default=[],
+        metavar="TYPE",
+        help="only the scenarios of this failure type (repeatable), e.g. db_deadlock",
+    )
+    parser.add_argument(
+        "--limit",
+        type=_positive_int,
+        metavar="N",
+        help="only the first N scenarios of the plan, after --tier and --failure-type",
     )
     parser.add_argument(
         "--concurrency",

@@ -72,6 +72,9 @@ class RunConfig:
     paths: tuple[str, ...] = ()
     episodes_per_type: int | None = None
     seed_offset: int = 0
+    tiers: tuple[str, ...] = ()  # --tier: only these (all when empty)
+    failure_types: tuple[str, ...] = ()  # --failure-type: only these (all when empty)
+    limit: int | None = None  # --limit: the first N of the plan
     concurrency: int = 64
     deadlines: Deadlines = field(default_factory=Deadlines)
     llm: LLMSettings = field(default_factory=lambda: LLMSettings(model="chaosops-mock"))
@@ -100,6 +103,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         paths=tuple(args.paths),
         episodes_per_type=args.episodes_per_type,
         seed_offset=args.seed_offset,
+        tiers=tuple(dict.fromkeys(args.tier)),
+        failure_types=tuple(dict.fromkeys(args.failure_type)),
+        limit=args.limit,
         concurrency=args.concurrency,
         deadlines=Deadlines(args.turn_timeout, tuple(args.role_timeout)),
         llm=_llm_settings(args),

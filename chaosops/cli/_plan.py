@@ -132,7 +132,31 @@ def expand_episodes_per_type(
 
 def plan_episodes(config: RunConfig) -> list[PlannedEpisode]:
     """The episodes of a ``run`` or ``eval`` invocation, in suite order, with
-    ``--episodes-per-type`` and ``--seed-offset`` applied."""
+    ``--episodes-per-type`` and ``--seed-offset`` applied, then ``--tier``,
+    ``--failure-type`` and ``--limit``."""
+    return _subset(_seeded(config), config)
+
+
+def _subset(planned: list[PlannedEpisode], config: RunConfig) -> list[PlannedEpisode]:
+    """The planned episodes ``--tier``, ``--failure-type`` and ``--limit`` keep;
+    refuses (exit 2) a selection that keeps none."""
+    kept = [
+        p
+        for p in planned
+        if (not config.tiers or str(p.scenario.difficulty) in config.tiers)
+        and (not config.failure_types or str(p.scenario.failure_type) in config.failure_types)
+    ]
+    if planned and not kept:
+        chosen = [f"--tier {t}" for t in config.tiers]
+        chosen += [f"--failure-type {f}" for f in config.failure_types]
+        raise CLIError(
+            f"no scenario of the suites matches {' '.join(chosen)}; "
+            "`chaosops scenarios` lists what they hold"
+        )
+    return kept[: config.limit] if config.limit is not None else kept
+
+
+def _seeded(config: RunConfig) -> list[PlannedEpisode]:
     planned = [
         PlannedEpisode(entry.scenario, entry.turn_timeout)
         for suite in load_suites(config.paths)

@@ -92,3 +92,46 @@ def test_a_run_whose_turns_timed_out_says_how_many(work: Path, mock_llm: str) ->
         f"chaosops: {late} turn(s) timed out and played the fallback; see "
         "'timed_out' in trajectories.jsonl, and --turn-timeout / --role-timeout"
     ]
+
+
+def _played(out: Path) -> list[tuple[str, str]]:
+    records = [orjson.loads(line) for line in (out / "results.jsonl").read_bytes().splitlines()]
+    return [(r["difficulty"], r["failure_type"]) for r in records]
+
+
+def test_quick_subsets_of_the_canonical_suites(work: Path) -> None:
+    out = work / "subset"
+    proc = chaosops(
+        "run", "--tier", "medium", "--tier", "hard", "--failure-type", "cascade",
+        "--no-progress", "--out", out, cwd=work,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    played = _played(out)
+    assert played and set(played) == {("medium", "cascade"), ("hard", "cascade")}
+    limited = work / "limited"
+    proc = chaosops("run", "--limit", "3", "--no-progress", "--out", limited, cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    assert _played(limited) == [("easy", "db_deadlock")] * 3  # the plan's first three
+    # --resume keeps the subset: another one is refused, naming the option
+    again = chaosops("run", "--resume", "--limit", "4", "--out", limited, cwd=work)
+    assert again.returncode == 2
+    assert_one_error_line(again, "--limit differs", "recorded 3, given 4")
+
+
+@pytest.mark.parametrize(
+    ("argv", "needles"),
+    [
+        (("--failure-type", "db_dedlock"), ("--failure-type", "'db_dedlock'", "db_deadlock")),
+        (("--tier", "extreme"), ("--tier", "'extreme'", "easy")),
+        (("--limit", "0"), ("--limit", ">= 1")),
+        (("--tier", "easy", "--failure-type", "rogue_deploy_bot"),
+         ("no scenario", "--tier easy --failure-type rogue_deploy_bot")),
+    ],
+)  # fmt: skip
+def test_a_subset_that_is_bad_or_empty_is_refused(
+    work: Path, argv: tuple[str, ...], needles: tuple[str, ...]
+) -> None:
+    proc = chaosops("run", *argv, "--out", work / "no-subset", cwd=work)
+    assert proc.returncode == 2
+    assert_one_error_line(proc, *needles)
+    assert not (work / "no-subset").exists()
