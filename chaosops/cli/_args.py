@@ -343,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run",
+        allow_abbrev=False,  # --resume tells options given from those recorded by name
         help="run scenario suites with one policy",
         description="Run scenario suites with one policy; write results.jsonl, "
         "trajectories.jsonl, summary.json and run.json to the output folder; print the table.",
@@ -372,6 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser(
         "eval",
+        allow_abbrev=False,
         help="evaluation table across policies and tiers",
         description="Run several policies over the suites and print the evaluation table "
         "(SPEC section 13); write it as JSON and a PNG chart when matplotlib is installed.",

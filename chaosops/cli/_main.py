@@ -12,6 +12,7 @@ from ._errors import PROG, CLIError, one_line, os_error_in, os_error_line
 from ._eval import cmd_eval
 from ._mock import cmd_mock_llm
 from ._replay import cmd_replay
+from ._resume import fill_from_run_file
 from ._run import cmd_run
 from ._scenarios import cmd_scenarios
 from ._session import Session
@@ -37,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.error(f"missing command; choose from {', '.join([*_COMMANDS, 'mock-llm'])}")
-        return _dispatch(args)
+        return _dispatch(fill_from_run_file(args, argv))
     except CLIError as exc:
         return _report(exc)
     except KeyboardInterrupt:

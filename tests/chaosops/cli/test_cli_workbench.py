@@ -3,6 +3,7 @@ a base URL without a scheme refused as bad input."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from importlib.metadata import version
@@ -11,7 +12,17 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ._cli import TIMEOUT, assert_one_error_line, chaosops, cli_env, command
+from ._cli import (
+    TIMEOUT,
+    assert_one_error_line,
+    chaosops,
+    cli_env,
+    command,
+    jsonl,
+    llm_run,
+    spawn,
+    wait_for_results,
+)
 
 
 def test_version() -> None:
@@ -135,3 +146,41 @@ def test_a_subset_that_is_bad_or_empty_is_refused(
     assert proc.returncode == 2
     assert_one_error_line(proc, *needles)
     assert not (work / "no-subset").exists()
+
+
+def test_resume_alone_after_sigkill_takes_the_run_s_options(work: Path, mock_llm: str) -> None:
+    # Started with a subset, a seed offset, deadlines and sampling settings;
+    # resumed with the folder (and the endpoint, which run.json never holds).
+    out = work / "resume-alone"
+    options = [
+        *("--tier", "easy", "--limit", "10", "--seed-offset", "7"),
+        *("--turn-timeout", "5", "--role-timeout", "dev=4"),
+        *("--temperature", "0.5", "--max-tokens", "200"),
+    ]
+    proc = spawn(*llm_run(work, mock_llm, out, *options), cwd=work)
+    try:
+        wait_for_results(proc, out / "results.jsonl", 2)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=TIMEOUT)
+    finally:
+        proc.communicate()
+    assert 2 <= len(jsonl(out / "results.jsonl")) < 10
+    resumed = chaosops(
+        "run", "--resume", "--out", out, "--llm-base-url", mock_llm, "--no-progress", cwd=work
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming" in resumed.stderr
+    results = jsonl(out / "results.jsonl")
+    assert len(results) == 10 and {r["policy"] for r in results} == {"llm"}
+    clean = work / "resume-alone-clean"
+    ran = chaosops(*llm_run(work, mock_llm, clean, *options), cwd=work)
+    assert ran.returncode == 0, ran.stderr
+    assert sorted(r["run_key"] for r in results) == sorted(
+        r["run_key"] for r in jsonl(clean / "results.jsonl")
+    )  # the same plan: the subset, and the seeds moved by the offset
+    assert {r["turn_timeout"]["dev"] for r in results} == {4.0}
+    assert {r["turn_timeout"]["sre"] for r in results} == {5.0}
+    # a conflicting option is refused, naming it
+    other = chaosops("run", "--resume", "--out", out, "--temperature", "0.9", cwd=work)
+    assert other.returncode == 2
+    assert_one_error_line(other, "--temperature", "recorded 0.5", "given 0.9")

@@ -1,0 +1,70 @@
+"""``chaosops run --resume --out DIR`` alone: the options not given come from DIR's run.json."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+# (run.json field, namespace attribute, its option strings, how the value is restored)
+_RESTORED: tuple[tuple[str, str, tuple[str, ...], Callable[[Any], Any]], ...] = (
+    ("policy", "policy", ("--policy",), str),
+    ("paths", "paths", (), list),
+    ("episodes_per_type", "episodes_per_type", ("--episodes-per-type",), lambda v: v),
+    ("seed_offset", "seed_offset", ("--seed-offset",), int),
+    ("tiers", "tier", ("--tier",), lambda v: list(v or [])),
+    ("failure_types", "failure_type", ("--failure-type",), lambda v: list(v or [])),
+    ("limit", "limit", ("--limit",), lambda v: v),
+    ("turn_timeout", "turn_timeout", ("--turn-timeout",), lambda v: v),
+    ("role_timeout", "role_timeout", ("--role-timeout",), lambda v: list((v or {}).items())),
+    ("llm_model", "llm_model", ("--llm-model", "--model"), str),
+    ("temperature", "temperature", ("--temperature",), float),
+    ("max_tokens", "max_tokens", ("--max-tokens",), int),
+)
+
+
+def fill_from_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argparse.Namespace:
+    """``args`` with what ``chaosops run --resume`` was not given taken from the
+    folder's run.json, so that a run resumes with the options it started with.
+
+    Options given on the command line are kept: ``--resume`` then compares
+    them with the recorded ones and refuses a difference, naming the option. A
+    folder without a readable run.json is left to that check too.
+    """
+    if args.command != "run" or not args.resume:
+        return args
+    recorded = _recorded(args.out)
+    if recorded is None:
+        return args
+    given = _given_options(argv)
+    for field, attribute, options, restore in _RESTORED:
+        if field not in recorded:
+            continue
+        if options and given.intersection(options):
+            continue
+        if not options and getattr(args, attribute):  # positional paths given
+            continue
+        try:
+            setattr(args, attribute, restore(recorded[field]))
+        except (TypeError, ValueError, AttributeError):
+            continue  # not a value of ours: the resume check names the difference
+    return args
+
+
+def _recorded(out: Path) -> dict[str, Any] | None:
+    import orjson
+
+    from chaosops.outputs import RUN_FILE
+
+    try:
+        recorded = orjson.loads((out / RUN_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return recorded if isinstance(recorded, dict) else None
+
+
+def _given_options(argv: Sequence[str]) -> set[str]:
+    """The long options named on the command line (``--name`` or ``--name=value``);
+    the parser takes no abbreviations, so a name is always written in full."""
+    return {arg.split("=", 1)[0] for arg in argv if arg.startswith("--")}
