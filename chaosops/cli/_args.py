@@ -14,7 +14,6 @@ from typing import Any, NoReturn
 from ._errors import PROG, one_line
 
 POLICIES: tuple[str, ...] = ("random", "heuristic", "oracle", "llm")
-DEFAULT_RUN_OUT = Path("runs") / "latest"
 DEFAULT_EVAL_OUT = Path("runs") / "eval"
 DEFAULT_EVAL_POLICIES: tuple[str, ...] = ("random", "heuristic", "oracle")
 ROLES: tuple[str, ...] = ("sre", "oversight", "dev", "manager")
@@ -358,14 +357,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--out",
         type=_folder,
-        default=DEFAULT_RUN_OUT,
+        default=None,
         metavar="DIR",
-        help=f"output folder (default {DEFAULT_RUN_OUT})",
+        help="output folder (default: a new runs/<UTC time>-<policy>, and runs/latest "
+        "points to it)",
     )
     run.add_argument(
         "--resume",
         action="store_true",
-        help="continue the run in --out: skip episodes already in results.jsonl",
+        help="continue the run in --out (default runs/latest) from its run.json: skip "
+        "episodes already in results.jsonl",
     )
     run.add_argument(
         "--fsync", action="store_true", help="fsync after every episode (power-loss safety)"

@@ -86,6 +86,7 @@ class RunConfig:
     json: str | None = None  # eval: the JSON table's path, '-' for stdout
     chart: str | None = None  # eval: the chart's path
     draw_chart: bool = True  # eval
+    point_latest: bool = False  # run: a folder of its own under runs/, runs/latest to it
 
     @property
     def policy(self) -> str:
@@ -100,6 +101,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         command=args.command,
         policies=tuple(policies),
         out=args.out,
+        point_latest=getattr(args, "point_latest", False),
         paths=tuple(args.paths),
         episodes_per_type=args.episodes_per_type,
         seed_offset=args.seed_offset,

@@ -38,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.error(f"missing command; choose from {', '.join([*_COMMANDS, 'mock-llm'])}")
-        return _dispatch(fill_from_run_file(args, argv))
+        return _dispatch(_new_folder(fill_from_run_file(args, argv)))
     except CLIError as exc:
         return _report(exc)
     except KeyboardInterrupt:
@@ -56,6 +56,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         sys.stderr.write(f"{PROG}: error: {os_error_line(error)}\n")
         return 1
+
+
+def _new_folder(args: argparse.Namespace) -> argparse.Namespace:
+    """A run without ``--out`` gets a folder of its own under runs/ (see _folders)."""
+    if args.command == "run" and args.out is None:
+        from ._folders import new_run_folder
+
+        args.out, args.point_latest = new_run_folder(args.policy), True
+    return args
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -34,6 +34,8 @@ def fill_from_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argpars
     """
     if args.command != "run" or not args.resume:
         return args
+    if args.out is None:
+        args.out = _latest_to_resume()
     recorded = _recorded(args.out)
     if recorded is None:
         return args
@@ -50,6 +52,16 @@ def fill_from_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argpars
         except (TypeError, ValueError, AttributeError):
             continue  # not a value of ours: the resume check names the difference
     return args
+
+
+def _latest_to_resume() -> Path:
+    from ._errors import CLIError
+    from ._folders import LATEST, latest_run
+
+    folder = latest_run()
+    if folder is None:
+        raise CLIError(f"--resume: no run to continue in {LATEST}; pass --out DIR", code=2)
+    return folder
 
 
 def _recorded(out: Path) -> dict[str, Any] | None:

@@ -238,6 +238,8 @@ def cmd_run(config: RunConfig, session: Session) -> int:
         state = outputs.open()
     except OutputError as exc:
         raise CLIError(str(exc), code=2 if exc.usage else 1) from None
+    if config.point_latest:
+        _point_latest(config.out)
     try:
         stop, progress, records, summary = _play(run, state, llm)
     except (OSError, BaseExceptionGroup) as exc:
@@ -251,6 +253,13 @@ def cmd_run(config: RunConfig, session: Session) -> int:
     finally:
         outputs.close()
     return _finish(run, stop, progress, records, summary, table_stream)
+
+
+def _point_latest(folder: Path) -> None:
+    from ._folders import LATEST, point_latest
+
+    if not point_latest(folder):
+        note(f"{LATEST} is not a link made by chaosops (a folder?): left as it is")
 
 
 def _check_folder(run: _Run) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from ._cli import (
     TIMEOUT,
+    TINY_SUITE,
     assert_one_error_line,
     chaosops,
     cli_env,
@@ -184,3 +185,28 @@ def test_resume_alone_after_sigkill_takes_the_run_s_options(work: Path, mock_llm
     other = chaosops("run", "--resume", "--out", out, "--temperature", "0.9", cwd=work)
     assert other.returncode == 2
     assert_one_error_line(other, "--temperature", "recorded 0.5", "given 0.9")
+
+
+def test_runs_without_out_get_their_own_folders_and_latest_follows(tmp_path: Path) -> None:
+    (tmp_path / "tiny.toml").write_text(TINY_SUITE)
+    made = []
+    for _ in range(2):
+        proc = chaosops("run", "tiny.toml", "--limit", "1", "--no-progress", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        made.append(sorted(p.name for p in (tmp_path / "runs").iterdir() if p.name != "latest"))
+    assert len(made[0]) == 1 and len(made[1]) == 2  # the second run did not collide
+    newest = next(name for name in made[1] if name not in made[0])
+    assert "-heuristic" in newest  # runs/<UTC time>-heuristic, "-2" within one second
+    latest = tmp_path / "runs" / "latest"
+    assert latest.is_symlink() and latest.resolve() == (tmp_path / "runs" / newest).resolve()
+    assert len(jsonl(latest / "results.jsonl")) == 1
+    resumed = chaosops("run", "--resume", "--no-progress", cwd=tmp_path)  # runs/latest
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming runs/{newest}: 1 of 1 episodes already done" in resumed.stderr
+
+
+def test_resume_without_a_run_to_continue_is_refused(tmp_path: Path) -> None:
+    proc = chaosops("run", "--resume", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert_one_error_line(proc, "--resume", "runs/latest", "--out")
+    assert not (tmp_path / "runs").exists()
