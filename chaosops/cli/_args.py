@@ -135,6 +135,17 @@ def _failure_type(text: str) -> str:
     return value
 
 
+def _role_policy(text: str) -> tuple[str, str]:
+    role, sep, policy = text.partition("=")
+    role, policy = role.strip().lower(), policy.strip()
+    if not sep or role not in ROLES or not policy:
+        raise argparse.ArgumentTypeError(
+            f"expected ROLE=POLICY with ROLE one of {', '.join(ROLES)} and POLICY one of "
+            f"{', '.join(POLICIES)} or module:attribute, got {text!r}"
+        )
+    return role, policy
+
+
 def _folder(text: str) -> Path:
     """An output folder: a non-empty path (an empty one would mean the current folder)."""
     if not text.strip():
@@ -353,6 +364,15 @@ def build_parser() -> argparse.ArgumentParser:
         choices=POLICIES,
         default="heuristic",
         help="policy playing the four roles (default heuristic)",
+    )
+    run.add_argument(
+        "--role-policy",
+        type=_role_policy,
+        action="append",
+        default=[],
+        metavar="ROLE=POLICY",
+        help="the policy of one role over --policy (repeatable): a scripted name, llm, or "
+        "module:attribute, a policy (observation, role) or a factory (scenario -> role map)",
     )
     run.add_argument(
         "--out",

@@ -87,11 +87,28 @@ class RunConfig:
     chart: str | None = None  # eval: the chart's path
     draw_chart: bool = True  # eval
     point_latest: bool = False  # run: a folder of its own under runs/, runs/latest to it
+    role_policies: tuple[tuple[str, str], ...] = ()  # run: --role-policy, over --policy
 
     @property
     def policy(self) -> str:
-        """The policy of ``chaosops run`` (one)."""
+        """The policy of ``chaosops run`` for the roles --role-policy does not name."""
         return self.policies[0]
+
+    @property
+    def policy_by_role(self) -> dict[str, str]:
+        """Each role's policy, in turn order: ``--role-policy`` over ``--policy``."""
+        from chaosops.env.environment import DEFAULT_TURN_ORDER
+
+        chosen = dict(self.role_policies)
+        return {role.value: chosen.get(role.value, self.policy) for role in DEFAULT_TURN_ORDER}
+
+    @property
+    def label(self) -> str:
+        """What played, as the outputs' ``policy``: ``heuristic``, or with roles of
+        their own ``heuristic+dev=oracle``."""
+        chosen = dict(self.role_policies)
+        own = [f"{role}={name}" for role, name in self.policy_by_role.items() if role in chosen]
+        return "+".join([self.policy, *own])
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -102,6 +119,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         policies=tuple(policies),
         out=args.out,
         point_latest=getattr(args, "point_latest", False),
+        role_policies=tuple(dict(getattr(args, "role_policy", ())).items()),
         paths=tuple(args.paths),
         episodes_per_type=args.episodes_per_type,
         seed_offset=args.seed_offset,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from chaosops.agents.llm.settings import LLMSettings
@@ -51,6 +51,81 @@ def policy_factory(name: str, llm: Any = None) -> Callable[[Any], Mapping[Any, A
         return {role: policy for role in roles}
 
     return factory
+
+
+def role_map_factory(
+    policy_by_role: Mapping[str, str], llm: Any, planned: Sequence[Any]
+) -> Callable[[Any], Mapping[Any, Any]]:
+    """Role maps per scenario with each role's own policy (``--role-policy`` over
+    ``--policy``). A ``module:attribute`` policy is imported and checked here, on
+    the first planned scenario, before anything runs (:class:`CLIError`, exit 2)."""
+    from chaosops.env.models import AgentRole
+
+    from ._args import POLICIES
+
+    factories: dict[str, Callable[[Any], Mapping[Any, Any]]] = {}
+    for role, name in policy_by_role.items():
+        if ":" not in name and name not in POLICIES:
+            raise CLIError(
+                f"--role-policy {role}={name}: unknown policy {name!r}; choose from "
+                f"{', '.join(POLICIES)}, or module:attribute"
+            )
+        if name not in factories:
+            factories[name] = (
+                _user_factory(name, role, planned) if ":" in name else policy_factory(name, llm)
+            )
+    if len(factories) == 1:
+        return next(iter(factories.values()))
+
+    def factory(scenario: Any) -> Mapping[Any, Any]:
+        maps = {name: make(scenario) for name, make in factories.items()}
+        chosen = {}
+        for role, name in policy_by_role.items():  # a role map may be keyed by name
+            policy = maps[name].get(AgentRole(role), maps[name].get(role))
+            if policy is not None:  # a role its factory leaves out plays noop
+                chosen[AgentRole(role)] = policy
+        return chosen
+
+    return factory
+
+
+def _user_factory(spec: str, role: str, planned: Sequence[Any]) -> Callable[[Any], Any]:
+    """``module:attribute`` as a factory: a policy ``(observation, role)`` plays
+    every role it is given; a factory ``scenario -> role map`` is called as it is."""
+    import importlib
+    import inspect
+    import os
+    import sys
+
+    from chaosops.env.models import AgentRole
+
+    where = f"--role-policy {role}={spec}"
+    module_name, _, attribute = spec.partition(":")
+    if os.getcwd() not in sys.path:  # the user's own modules, as `python -m` finds them
+        sys.path.insert(0, os.getcwd())
+    try:
+        target = getattr(importlib.import_module(module_name), attribute)
+    except Exception as exc:  # ImportError, AttributeError, an error in the module itself
+        raise CLIError(f"{where}: cannot import it ({type(exc).__name__}: {exc})") from None
+    try:
+        required = [
+            p
+            for p in inspect.signature(target).parameters.values()
+            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):  # not callable, or no signature to read
+        required = None
+    if required is None or len(required) not in (1, 2):
+        raise CLIError(
+            f"{where}: {spec} is not a policy (observation, role) -> action nor a factory "
+            "scenario -> role map"
+        )
+    if len(required) == 2:
+        shared = dict.fromkeys(AgentRole, target)
+        return lambda scenario: shared
+    if planned and not isinstance(target(planned[0].scenario), Mapping):
+        raise CLIError(f"{where}: the factory {spec} returned no mapping role -> policy")
+    return target
 
 
 def _check_url(url: str | None) -> None:

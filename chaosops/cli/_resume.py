@@ -10,6 +10,7 @@ from typing import Any
 # (run.json field, namespace attribute, its option strings, how the value is restored)
 _RESTORED: tuple[tuple[str, str, tuple[str, ...], Callable[[Any], Any]], ...] = (
     ("policy", "policy", ("--policy",), str),
+    ("role_policies", "role_policy", ("--role-policy",), lambda v: list((v or {}).items())),
     ("paths", "paths", (), list),
     ("episodes_per_type", "episodes_per_type", ("--episodes-per-type",), lambda v: v),
     ("seed_offset", "seed_offset", ("--seed-offset",), int),

@@ -14,7 +14,7 @@ from ._batches import Batch, execute, plan_batches, stop_code, withheld_note
 from ._config import RunConfig
 from ._errors import CLIError, os_error_in, os_error_line
 from ._plan import PlannedEpisode, plan_episodes
-from ._policies import policy_factory, prepare_llm
+from ._policies import prepare_llm, role_map_factory
 from ._session import Session
 from ._telemetry import serve_metrics, start_tracing
 from ._terminal import configure_logs, console_for, note
@@ -82,6 +82,7 @@ def run_options(config: RunConfig, planned: Sequence[PlannedEpisode]) -> dict[st
     (not ``--concurrency``, the LLM endpoint, logging or progress)."""
     options: dict[str, Any] = {
         "policy": config.policy,
+        "role_policies": dict(config.role_policies) or None,
         "paths": [str(p) for p in config.paths],
         "episodes_per_type": config.episodes_per_type,
         "seed_offset": config.seed_offset,
@@ -93,7 +94,7 @@ def run_options(config: RunConfig, planned: Sequence[PlannedEpisode]) -> dict[st
         "turn_timeout": config.deadlines.turn_timeout,
         "role_timeout": config.deadlines.per_role,
     }
-    if config.policy == "llm":
+    if "llm" in config.policy_by_role.values():
         llm = config.llm
         options.update(llm_model=llm.model, temperature=llm.temperature, max_tokens=llm.max_tokens)
     return options
@@ -116,6 +117,7 @@ def _suites_shown(options: Mapping[str, Any]) -> str:
 # (run.json field, option named in the message); compared in this order
 _MUST_MATCH = (
     ("policy", "--policy"),
+    ("role_policies", "--role-policy"),
     ("episodes_per_type", "--episodes-per-type"),
     ("seed_offset", "--seed-offset"),
     ("tiers", "--tier"),
@@ -131,7 +133,7 @@ _MUST_MATCH = (
 
 
 def check_resume(
-    out: Path, options: Mapping[str, Any], keys: Sequence[str]
+    out: Path, options: Mapping[str, Any], keys: Sequence[str], label: str | None = None
 ) -> dict[str, Any] | None:
     """Refuse (:class:`CLIError`, exit 2) to resume the run in ``out`` with other
     options than it was started with; nothing is written. Returns the recorded
@@ -189,8 +191,9 @@ def check_resume(
     except OutputError as exc:
         raise CLIError(str(exc), code=2 if exc.usage else 1) from None
     policies = sorted({str(r.get("policy")) for r in records})
-    if policies and policies != [options["policy"]]:
-        raise refuse("--policy", ", ".join(policies), options["policy"])
+    label = label or options["policy"]  # what the records call the policy that played
+    if policies and policies != [label]:
+        raise refuse("--policy", ", ".join(policies), label)
     planned = set(keys)
     stray = [r["run_key"] for r in records if r["run_key"] not in planned]
     if stray:
@@ -214,6 +217,7 @@ class _Run:
     outputs: Any
     recorded: dict[str, Any] | None = None
     wrote_run_file: bool = False
+    factory: Any = None  # scenario -> role map, each role's policy
 
 
 def cmd_run(config: RunConfig, session: Session) -> int:
@@ -221,7 +225,7 @@ def cmd_run(config: RunConfig, session: Session) -> int:
     from chaosops.outputs import OutputError, RunOutputs, plan_keys
 
     planned = plan_episodes(config)
-    keys = plan_keys(config.policy, [p.scenario for p in planned])
+    keys = plan_keys(config.label, [p.scenario for p in planned])
     outputs = RunOutputs(config.out, resume=config.resume, fsync=config.fsync)
     run = _Run(config, session, planned, keys, run_options(config, planned), outputs)
     _check_folder(run)
@@ -229,7 +233,8 @@ def cmd_run(config: RunConfig, session: Session) -> int:
     start_tracing(config.telemetry, session)  # so does a collector that cannot be reached
     # the LLM endpoint, then the log target, fail (one line naming it) before
     # the folder is made (and before an empty log file is left behind)
-    llm = prepare_llm(config.llm, config.policies)
+    llm = prepare_llm(config.llm, config.policy_by_role.values())
+    run.factory = role_map_factory(config.policy_by_role, llm, planned)
     own_files = (outputs.results_path, outputs.trajectories_path, outputs.summary_path)
     table_stream = configure_logs(
         config.telemetry.log_json, (*own_files, config.out / RUN_FILE), session
@@ -267,7 +272,7 @@ def _check_folder(run: _Run) -> None:
     config, outputs = run.config, run.outputs
     if config.resume:
         if config.out.is_dir():
-            run.recorded = check_resume(config.out, run.options, run.keys)
+            run.recorded = check_resume(config.out, run.options, run.keys, config.label)
         return
     for path in (outputs.results_path, outputs.trajectories_path, config.out / RUN_FILE):
         refuse_existing(
@@ -297,18 +302,17 @@ def _play(run: _Run, state: Any, llm: Any) -> tuple[Any, Any, list[Any], dict[st
             + (", torn last results line dropped" if state.torn_results_line else "")
         )
     todo = [i for i, key in enumerate(keys) if key not in state.done_keys]
-    progress = ProgressBar(enabled=config.progress, total=len(todo), label=config.policy)
+    progress = ProgressBar(enabled=config.progress, total=len(todo), label=config.label)
     render = _renderer()
 
     def on_result(batch: Batch, index: int, result: Any) -> None:
         outputs.write_episode(
-            result, policy=config.policy, key=keys[index], render=render,
+            result, policy=config.label, key=keys[index], render=render,
             turn_timeout=batch.turn_timeout,
         )  # fmt: skip
         progress.advance(result)
 
-    factory = policy_factory(config.policy, llm)
-    batches = plan_batches(config.deadlines, run.planned, todo, factory, tag=config.policy)
+    batches = plan_batches(config.deadlines, run.planned, todo, run.factory, tag=config.label)
     stop = execute(
         batches, run.session, concurrency=config.concurrency, on_result=on_result,
         progress=progress, llm=llm, max_failures=config.llm_max_failures,

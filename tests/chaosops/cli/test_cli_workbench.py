@@ -210,3 +210,105 @@ def test_resume_without_a_run_to_continue_is_refused(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert_one_error_line(proc, "--resume", "runs/latest", "--out")
     assert not (tmp_path / "runs").exists()
+
+
+USER_POLICIES = """\
+from chaosops.env.models import ActionType, ChaosOpsAction
+
+
+def escalate(observation, role):
+    return ChaosOpsAction(role=role, action_type=ActionType.ESCALATE)
+
+
+async def escalate_later(observation, role):
+    return ChaosOpsAction(role=role, action_type=ActionType.ESCALATE)
+
+
+def only_dev(scenario):
+    return {"dev": escalate}
+
+
+def no_map(scenario):
+    return "nothing"
+
+
+not_callable = 3
+"""
+
+
+@pytest.fixture(scope="module")
+def user_policies(work: Path) -> Path:
+    (work / "user_policies.py").write_text(USER_POLICIES)
+    return work
+
+
+def _actions(out: Path) -> dict[str, set[str]]:
+    by_role: dict[str, set[str]] = {}
+    for step in jsonl(out / "trajectories.jsonl"):
+        by_role.setdefault(step["role"], set()).add(step["action"]["action_type"])
+    return by_role
+
+
+def test_a_policy_per_role(user_policies: Path) -> None:
+    work = user_policies
+    out = work / "per-role"
+    proc = chaosops(
+        "run", "tiny.toml", "--episodes-per-type", "1", "--no-progress", "--out", out,
+        "--role-policy", "sre=user_policies:escalate_later",
+        "--role-policy", "oversight=oracle",
+        "--role-policy", "dev=user_policies:escalate",
+        "--role-policy", "manager=user_policies:escalate", cwd=work,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    label = (
+        "heuristic+sre=user_policies:escalate_later+oversight=oracle"
+        "+dev=user_policies:escalate+manager=user_policies:escalate"
+    )
+    assert {r["policy"] for r in jsonl(out / "results.jsonl")} == {label}
+    actions = _actions(out)
+    # sync and async policies of the user's own module, and the oracle for oversight
+    assert actions["sre"] == actions["dev"] == actions["manager"] == {"escalate"}
+    assert "escalate" not in actions["oversight"]
+    options = orjson.loads((out / "run.json").read_bytes())
+    assert options["policy"] == "heuristic"
+    assert options["role_policies"] == {
+        "sre": "user_policies:escalate_later",
+        "oversight": "oracle",
+        "dev": "user_policies:escalate",
+        "manager": "user_policies:escalate",
+    }
+    resumed = chaosops("run", "--resume", "--out", out, "--no-progress", cwd=work)
+    assert resumed.returncode == 0, resumed.stderr  # the roles' policies from run.json
+
+
+def test_a_factory_per_role_and_the_roles_it_leaves_out(user_policies: Path) -> None:
+    work = user_policies
+    out = work / "per-role-factory"
+    proc = chaosops(
+        "run", "tiny.toml", "--episodes-per-type", "1", "--no-progress", "--out", out,
+        "--policy", "oracle", "--role-policy", "dev=user_policies:only_dev", cwd=work,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert _actions(out)["dev"] == {"escalate"}
+
+
+@pytest.mark.parametrize(
+    ("value", "needles"),
+    [
+        ("dev=no_such_module:x", ("dev=no_such_module:x", "cannot import", "ModuleNotFoundError")),
+        ("dev=user_policies:missing", ("cannot import", "no attribute 'missing'")),
+        ("dev=user_policies:not_callable", ("not a policy (observation, role)",)),
+        ("dev=user_policies:no_map", ("returned no mapping",)),
+        ("dev=heurisitc", ("unknown policy 'heurisitc'", "heuristic", "module:attribute")),
+        ("boss=oracle", ("--role-policy", "'boss=oracle'", "sre")),
+        ("dev=", ("--role-policy", "'dev='")),
+    ],
+)
+def test_a_bad_role_policy_is_one_line_and_writes_nothing(
+    user_policies: Path, value: str, needles: tuple[str, ...]
+) -> None:
+    out = user_policies / "bad-role-policy"
+    proc = chaosops("run", "tiny.toml", "--role-policy", value, "--out", out, cwd=user_policies)
+    assert proc.returncode == 2
+    assert_one_error_line(proc, *needles)
+    assert not out.exists()
