@@ -7,16 +7,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-# (run.json field, namespace attribute, its option strings, how the value is restored)
-_RESTORED: tuple[tuple[str, str, tuple[str, ...], Callable[[Any], Any]], ...] = (
+# The options run.json records, in the order --resume compares them: (run.json
+# field, namespace attribute, its option strings, how the value is restored).
+RECORDED: tuple[tuple[str, str, tuple[str, ...], Callable[[Any], Any]], ...] = (
     ("policy", "policy", ("--policy",), str),
     ("role_policies", "role_policy", ("--role-policy",), lambda v: list((v or {}).items())),
-    ("paths", "paths", (), list),
     ("episodes_per_type", "episodes_per_type", ("--episodes-per-type",), lambda v: v),
     ("seed_offset", "seed_offset", ("--seed-offset",), int),
     ("tiers", "tier", ("--tier",), lambda v: list(v or [])),
     ("failure_types", "failure_type", ("--failure-type",), lambda v: list(v or [])),
     ("limit", "limit", ("--limit",), lambda v: v),
+    ("paths", "paths", (), list),  # compared by what they plan: run.json's "plan"
     ("turn_timeout", "turn_timeout", ("--turn-timeout",), lambda v: v),
     ("role_timeout", "role_timeout", ("--role-timeout",), lambda v: list((v or {}).items())),
     ("llm_model", "llm_model", ("--llm-model", "--model"), str),
@@ -41,7 +42,7 @@ def fill_from_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argpars
     if recorded is None:
         return args
     given = _given_options(argv)
-    for field, attribute, options, restore in _RESTORED:
+    for field, attribute, options, restore in RECORDED:
         if field not in recorded:
             continue
         if options and given.intersection(options):

@@ -15,6 +15,7 @@ from ._config import RunConfig
 from ._errors import CLIError, os_error_in, os_error_line
 from ._plan import PlannedEpisode, plan_episodes
 from ._policies import prepare_llm, role_map_factory
+from ._resume import RECORDED
 from ._session import Session
 from ._telemetry import serve_metrics, start_tracing
 from ._terminal import configure_logs, console_for, note
@@ -115,20 +116,9 @@ def _suites_shown(options: Mapping[str, Any]) -> str:
 
 
 # (run.json field, option named in the message); compared in this order
-_MUST_MATCH = (
-    ("policy", "--policy"),
-    ("role_policies", "--role-policy"),
-    ("episodes_per_type", "--episodes-per-type"),
-    ("seed_offset", "--seed-offset"),
-    ("tiers", "--tier"),
-    ("failure_types", "--failure-type"),
-    ("limit", "--limit"),
-    ("plan", "PATH (the suites)"),
-    ("turn_timeout", "--turn-timeout"),
-    ("role_timeout", "--role-timeout"),
-    ("llm_model", "--llm-model"),
-    ("temperature", "--temperature"),
-    ("max_tokens", "--max-tokens"),
+_MUST_MATCH = tuple(
+    ("plan", "PATH (the suites)") if field == "paths" else (field, options[0])
+    for field, _, options, _ in RECORDED
 )
 
 
