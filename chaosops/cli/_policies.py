@@ -130,16 +130,10 @@ def _user_factory(spec: str, role: str, planned: Sequence[Any]) -> Callable[[Any
 
 def _check_url(url: str | None) -> None:
     """Refuse (exit 2) a base URL that is no http(s) URL with a host, before any request."""
-    from urllib.parse import urlsplit
-
     from chaosops._urls import shown_url
+    from chaosops.agents.llm.http import http_url_with_host
 
-    try:
-        parts = urlsplit(url or "")
-        valid = parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:
-        valid = False
-    if url is not None and not valid:
+    if url is not None and not http_url_with_host(url):
         raise CLIError(
             f"--llm-base-url {shown_url(url)!r} is not an http(s) URL with a host; "
             "expected e.g. http://127.0.0.1:8000/v1"

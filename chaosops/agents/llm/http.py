@@ -62,17 +62,23 @@ class NotSent(Exception):
     """The turn's deadline passed while the request waited for its turn to go out."""
 
 
-def _valid_url(url: str) -> bool:
+def http_url_with_host(url: str) -> bool:
+    """Whether ``url`` has an http(s) scheme and a host (what any base URL needs)."""
     try:
         parts = urlsplit(url)
-        httpx2.URL(url)
-    except (ValueError, httpx2.InvalidURL):
-        return False
-    try:
-        parts.port  # noqa: B018 - raises for a port out of 0-65535
     except ValueError:
         return False
     return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _valid_url(url: str) -> bool:
+    # An http(s) URL with a host, that httpx takes, on a port within 0-65535.
+    try:
+        httpx2.URL(url)
+        urlsplit(url).port  # noqa: B018 - raises for a port out of 0-65535
+    except (ValueError, httpx2.InvalidURL):
+        return False
+    return http_url_with_host(url)
 
 
 def redact(text: str, secret: str | None) -> str:
