@@ -81,12 +81,12 @@ class Episode:
         # One kind of mailbox, and so one way of waiting, for the whole episode.
         loop = running_loop()
         self.on_asyncio = loop is not None
-        self._mailbox: Callable[[int], Any] = (
+        mailbox: Callable[[int], Any] = (
             Mailbox if loop is None else lambda size: AsyncioMailbox(size, loop)
         )
-        self.replies: Mailbox[Reply] | AsyncioMailbox[Reply] = self._mailbox(len(policies) + 1)
+        self.replies: Mailbox[Reply] | AsyncioMailbox[Reply] = mailbox(len(policies) + 1)
         self.actors = {
-            role: Actor(role, policy, self, self._mailbox(1)) for role, policy in policies.items()
+            role: Actor(role, policy, self, mailbox(1)) for role, policy in policies.items()
         }
         self.turn = 0
         self.open_turn = -1

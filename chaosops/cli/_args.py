@@ -351,6 +351,31 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    _add_run_parser(sub)
+    _add_eval_parser(sub)
+
+    rp = sub.add_parser(
+        "replay",
+        help="replay recorded actions and check every reward",
+        description="Replay every episode of a results.jsonl through a fresh environment "
+        "and report each step whose reward or done flag differs (exit 1 if any).",
+    )
+    rp.add_argument("results", metavar="RESULTS", help="results.jsonl or a run folder")
+
+    sc = sub.add_parser(
+        "scenarios",
+        help="list and validate scenario suites",
+        description="List scenario suites and validate them (default: the canonical suites).",
+    )
+    sc.add_argument("paths", nargs="*", metavar="PATH", help="suite files or folders")
+
+    # listed for --help; its options are parsed by _mock.cmd_mock_llm
+    sub.add_parser("mock-llm", help="local OpenAI-compatible server for demos and tests")
+    return parser
+
+
+def _add_run_parser(sub: Any) -> None:
+    """``chaosops run``: one policy (or one per role) over the suites."""
     run = sub.add_parser(
         "run",
         allow_abbrev=False,  # --resume tells options given from those recorded by name
@@ -392,6 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--fsync", action="store_true", help="fsync after every episode (power-loss safety)"
     )
 
+
+def _add_eval_parser(sub: Any) -> None:
+    """``chaosops eval``: several policies over the suites, one table."""
     ev = sub.add_parser(
         "eval",
         allow_abbrev=False,
@@ -417,22 +445,3 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", metavar="PATH", help="write the JSON table here ('-' for stdout)")
     ev.add_argument("--chart", metavar="PATH", help="write the PNG chart here")
     ev.add_argument("--no-chart", action="store_true", help="do not draw the chart")
-
-    rp = sub.add_parser(
-        "replay",
-        help="replay recorded actions and check every reward",
-        description="Replay every episode of a results.jsonl through a fresh environment "
-        "and report each step whose reward or done flag differs (exit 1 if any).",
-    )
-    rp.add_argument("results", metavar="RESULTS", help="results.jsonl or a run folder")
-
-    sc = sub.add_parser(
-        "scenarios",
-        help="list and validate scenario suites",
-        description="List scenario suites and validate them (default: the canonical suites).",
-    )
-    sc.add_argument("paths", nargs="*", metavar="PATH", help="suite files or folders")
-
-    # listed for --help; its options are parsed by _mock.cmd_mock_llm
-    sub.add_parser("mock-llm", help="local OpenAI-compatible server for demos and tests")
-    return parser
