@@ -8,6 +8,7 @@ standard error. Hot paths check :func:`log_enabled` before building an event.
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import os
@@ -99,6 +100,7 @@ class _StderrLogger:
     debug = info = warning = warn = error = err = critical = exception = log = msg
 
 
+@functools.cache  # stateless: one per colour setting, not one per unconfigured warning
 def _console_renderer(colors: bool) -> Any:
     """structlog's console renderer, with tracebacks that leave out each frame's
     local variables (in the runtime's frames they hold whole observations)."""
