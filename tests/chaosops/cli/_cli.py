@@ -147,6 +147,17 @@ def wait_for_results(proc: subprocess.Popen[str], path: Path, count: int) -> Non
     raise AssertionError(f"no {count} results in {path} within {TIMEOUT}s")
 
 
+def killed_run(*args: str | Path, cwd: Path, out: Path, after: int) -> None:
+    """``chaosops ARGS`` SIGKILLed once ``out`` holds ``after`` finished episodes."""
+    proc = spawn(*args, cwd=cwd)
+    try:
+        wait_for_results(proc, out / "results.jsonl", after)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=TIMEOUT)
+    finally:
+        proc.communicate()
+
+
 def stop(proc: subprocess.Popen[Any]) -> None:
     """Terminate a server started by a test; killed if it lingers."""
     proc.terminate()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -11,12 +10,12 @@ import orjson
 import pytest
 
 from ._cli import (
-    TIMEOUT,
     assert_one_error_line,
     chaosops,
     free_port,
     interrupt,
     jsonl,
+    killed_run,
     llm_run,
     spawn,
     stop,
@@ -261,13 +260,7 @@ def test_sigkill_then_resume_gives_the_clean_summary(
     work: Path, mock_llm: str, clean_llm_run: tuple[list[dict[str, Any]], dict[str, Any]]
 ) -> None:
     out = work / "llm-killed"
-    proc = spawn(*llm_run(work, mock_llm, out), cwd=work)
-    try:
-        wait_for_results(proc, out / "results.jsonl", 2)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=TIMEOUT)
-    finally:
-        proc.communicate()
+    killed_run(*llm_run(work, mock_llm, out), cwd=work, out=out, after=2)
     partial = jsonl(out / "results.jsonl")  # whole lines only
     jsonl(out / "trajectories.jsonl")
     assert 2 <= len(partial) < 12

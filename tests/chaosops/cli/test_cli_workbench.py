@@ -3,7 +3,6 @@ a base URL without a scheme refused as bad input."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 from importlib.metadata import version
@@ -20,9 +19,8 @@ from ._cli import (
     cli_env,
     command,
     jsonl,
+    killed_run,
     llm_run,
-    spawn,
-    wait_for_results,
 )
 
 
@@ -158,13 +156,7 @@ def test_resume_alone_after_sigkill_takes_the_run_s_options(work: Path, mock_llm
         *("--turn-timeout", "5", "--role-timeout", "dev=4"),
         *("--temperature", "0.5", "--max-tokens", "200"),
     ]
-    proc = spawn(*llm_run(work, mock_llm, out, *options), cwd=work)
-    try:
-        wait_for_results(proc, out / "results.jsonl", 2)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=TIMEOUT)
-    finally:
-        proc.communicate()
+    killed_run(*llm_run(work, mock_llm, out, *options), cwd=work, out=out, after=2)
     assert 2 <= len(jsonl(out / "results.jsonl")) < 10
     resumed = chaosops(
         "run", "--resume", "--out", out, "--llm-base-url", mock_llm, "--no-progress", cwd=work
