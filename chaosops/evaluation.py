@@ -14,7 +14,9 @@ Definitions (SPEC.md section 13):
   scenario);
 - false-positive rate: over all episodes, the share where some flag was raised
   and either there is no rogue or some flagged name is not the rogue;
-- mean and median cumulative reward, mean wrong fixes.
+- mean and median cumulative reward, mean wrong fixes;
+- 95% intervals (:mod:`chaosops.stats`): Wilson's for the success rate,
+  Student's t for the mean reward (``None`` below two episodes that ran to end).
 
 Episodes that ended with status ``failed`` (an environment error) count as
 episodes that did not resolve (whatever the world's state said when the
@@ -38,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+
+from chaosops.stats import mean_interval, wilson_interval
 
 __all__ = [
     "TIER_ORDER",
@@ -78,6 +82,8 @@ class EvalRow:
     mean_reward: float | None
     median_reward: float | None
     mean_wrong_fixes: float | None
+    success_rate_ci: tuple[float, float] | None = None  # 95%, Wilson
+    mean_reward_ci: tuple[float, float] | None = None  # 95%, Student's t
 
     def to_json(self) -> dict[str, Any]:
         """The row as a JSON-ready dict (``None`` for undefined rates)."""
@@ -176,6 +182,8 @@ def evaluate_records(records: Iterable[Mapping[str, Any]]) -> list[EvalRow]:
                 mean_wrong_fixes=(
                     _mean([float(r.get("wrong_fixes", 0)) for r in ended]) if ended else None
                 ),
+                success_rate_ci=wilson_interval(len(solved), n),
+                mean_reward_ci=mean_interval(rewards),
             )
         )
     return rows
@@ -267,15 +275,33 @@ def render_table(rows: Sequence[EvalRow], *, title: str | None = None) -> Table:
             row.policy,
             row.tier,
             episodes,
-            _pct(row.success_rate),
+            _pct(row.success_rate) + _ci_pct(row.success_rate_ci),
             _num(row.mttr),
             _pct(row.rogue_detection_rate),
             _pct(row.false_positive_rate),
-            _num(row.mean_reward),
+            _num(row.mean_reward) + _ci_half(row.mean_reward_ci),
             _num(row.median_reward),
             _num(row.mean_wrong_fixes, 2),
         )
+    table.caption = "under success and mean reward: the 95% interval"
+    table.caption_justify = "left"
     return table
+
+
+def _ci_pct(interval: tuple[float, float] | None) -> str:
+    """A rate's interval on a second line, in whole percents unless they would meet."""
+    if interval is None:
+        return ""
+    low, high = (100.0 * x for x in interval)
+    digits = 0 if round(high) - round(low) >= 2 else 1
+    return f"\n{low:.{digits}f}-{high:.{digits}f}"
+
+
+def _ci_half(interval: tuple[float, float] | None) -> str:
+    """A mean's interval on a second line, as its half width (it is symmetric)."""
+    if interval is None:
+        return ""
+    return f"\n±{(interval[1] - interval[0]) / 2:.1f}"
 
 
 def write_reward_chart(rows: Sequence[EvalRow], path: str | Path) -> bool:

@@ -233,12 +233,20 @@ def deadline_fields(turn_timeout: Any) -> dict[str, float | None] | None:
 
 
 def result_record(
-    result: Any, *, policy: str, key: str, turn_timeout: Any = None
+    result: Any,
+    *,
+    policy: str,
+    key: str,
+    turn_timeout: Any = None,
+    roles: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``results.jsonl`` record of one finished episode; ``turn_timeout``
-    is the deadline it ran under (see :func:`deadline_fields`)."""
+    is the deadline it ran under (see :func:`deadline_fields`), ``roles`` what
+    played each role (``{"sre": {"policy": ..., "model": ...}, ...}``)."""
     steps = []
     for step in result.steps:
+        info: Mapping[str, Any] = getattr(step, "info", None) or {}
+        usage = info.get("usage")
         steps.append(
             {
                 "turn": step.turn,
@@ -248,12 +256,15 @@ def result_record(
                 "done": bool(step.done),
                 "timed_out": bool(step.timed_out),
                 "error": step.error,
+                "latency_ms": round(float(getattr(step, "latency_s", 0.0)) * 1000.0, 3),
+                "tokens": usage.get("total_tokens") if isinstance(usage, Mapping) else None,
             }
         )
     declared = result.declared_root_cause
     return {
         "run_key": key,
         "policy": policy,
+        "roles": dict(roles) if roles else None,
         **scenario_fields(result.scenario),
         "episode_id": result.episode_id,
         "status": result.status,
@@ -613,9 +624,11 @@ class RunOutputs:
         key: str,
         render: Renderer | None = None,
         turn_timeout: Any = None,
+        roles: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Append one finished episode: trajectory lines first, then its results line
-        (``turn_timeout``: the deadline it ran under, see :func:`deadline_fields`).
+        (``turn_timeout``: the deadline it ran under, see :func:`deadline_fields`;
+        ``roles``: what played each role, see :func:`result_record`).
 
         Returns the results record.
         """
@@ -626,7 +639,9 @@ class RunOutputs:
         )
         if lines:
             self._write(self._trajectories, lines)
-        record = result_record(result, policy=policy, key=key, turn_timeout=turn_timeout)
+        record = result_record(
+            result, policy=policy, key=key, turn_timeout=turn_timeout, roles=roles
+        )
         self._write(self._results, dumps_line(record))
         self.state.done_keys.add(key)
         return record

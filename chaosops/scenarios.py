@@ -62,7 +62,6 @@ import dataclasses
 import json
 import math
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -84,6 +83,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from chaosops._toml import FileProblem, read_toml
 from chaosops.curriculum.generator import TIER_MAX_STEPS
 from chaosops.env.models import AgentRole, DifficultyTier, FailureType
 from chaosops.env.world_sim import Scenario
@@ -114,14 +114,8 @@ _VALID_TIERS = ", ".join(t.value for t in DifficultyTier)
 _VALID_ROLES = ", ".join(r.value for r in AgentRole)
 
 
-class ScenarioFileError(Exception):
+class ScenarioFileError(FileProblem):
     """A suite file could not be read; the message is one line naming file, entry and field."""
-
-    def __init__(self, path: str | Path, where: str, problem: str) -> None:
-        self.path = str(path)
-        self.where = where
-        self.problem = problem
-        super().__init__(f"{self.path}: {where + ': ' if where else ''}{problem}")
 
 
 def _finite_positive(value: float) -> float:
@@ -247,7 +241,6 @@ class Suite:
         return [e.scenario for e in self.entries]
 
 
-_LINE_RE = re.compile(r"\(at line (\d+), column (\d+)\)")
 _FIELD_HINTS = {
     "name": 'a non-empty string, e.g. name = "my-suite"',
     "description": "a string",
@@ -329,43 +322,10 @@ def _describe_error(err: dict[str, Any]) -> tuple[str, str]:
     return where, f"{message}{got_text}" + (f"; expected {hint}" if hint else "")
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        dangling = " (a link to a missing file)" if path.is_symlink() else ""
-        raise ScenarioFileError(path, "", f"no such file{dangling}") from None
-    except IsADirectoryError:
-        raise ScenarioFileError(path, "", "is a folder, expected a .toml suite file") from None
-    except OSError as exc:
-        raise ScenarioFileError(path, "", f"cannot read: {exc.strerror or exc}") from None
-    try:
-        text = data.decode("utf-8-sig")  # a byte-order mark, as some editors write, is fine
-    except UnicodeDecodeError as exc:
-        raise ScenarioFileError(
-            path,
-            "",
-            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-            "a suite file is UTF-8 TOML",
-        ) from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        message = str(exc)
-        match = _LINE_RE.search(message)
-        detail = _LINE_RE.sub("", message).strip()
-        if match:
-            line, column = match.groups()
-            raise ScenarioFileError(
-                path, "", f"invalid TOML at line {line}, column {column}: {detail}"
-            ) from None
-        raise ScenarioFileError(path, "", f"invalid TOML: {detail}") from None
-
-
 def read_suite(path: str | Path) -> Suite:
     """Parse and validate one suite file."""
     path = Path(path)
-    data = _read_toml(path)
+    data = read_toml(path, "suite file", ScenarioFileError)
     try:
         model = _SuiteModel.model_validate(data)
     except ValidationError as exc:

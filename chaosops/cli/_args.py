@@ -102,6 +102,22 @@ def _non_negative(text: str) -> float:
     return value
 
 
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
+    return value
+
+
+def _run_file(text: str) -> Path:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a run file path (.toml), got an empty one")
+    return Path(text)
+
+
 def _role_timeout(text: str) -> tuple[str, float]:
     role, sep, seconds = text.partition("=")
     role = role.strip().lower()
@@ -166,6 +182,13 @@ def _policy_list(text: str) -> list[str]:
 
 def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     _add_plan_options(parser)
+    parser.add_argument(
+        "--config",
+        type=_run_file,
+        metavar="RUN.toml",
+        help="a run file: suites, each role's policy, named LLM endpoints, deadlines... "
+        "(see examples/run.toml); options given here override it",
+    )
     _add_watch_options(parser)
     _add_llm_options(parser)
 
@@ -313,6 +336,32 @@ def _add_llm_options(parser: argparse.ArgumentParser) -> None:
         "0: never stop, every such turn plays the fallback)",
     )
     llm.add_argument("--temperature", type=_non_negative, default=0.0, help="sampling temperature")
+    llm.add_argument("--top-p", type=_share, default=None, metavar="P", help="nucleus sampling")
+    llm.add_argument(
+        "--llm-seed", type=_int, default=None, metavar="N", help="sampling seed sent to the server"
+    )
+    llm.add_argument(
+        "--llm-answer",
+        choices=("text", "json", "tools"),
+        default="text",
+        help="how the model answers: text parsed tolerantly (default), json (structured "
+        "output with the action's JSON schema), tools (the take_action tool, named)",
+    )
+    llm.add_argument(
+        "--llm-retries",
+        type=_int_from(0, 100),
+        default=4,
+        metavar="N",
+        help="retries of a failed call within the turn's deadline (default 4)",
+    )
+    llm.add_argument(
+        "--llm-history",
+        type=_int_from(0, 1000),
+        default=0,
+        metavar="N",
+        help="send each LLM role its own last N turns of the episode (what it saw and "
+        "answered) as earlier messages (default 0: none)",
+    )
     llm.add_argument(
         "--max-tokens", type=_positive_int, default=256, metavar="N", help="completion limit"
     )
@@ -386,9 +435,9 @@ def _add_run_parser(sub: Any) -> None:
     _add_batch_options(run)
     run.add_argument(
         "--policy",
-        choices=POLICIES,
         default="heuristic",
-        help="policy playing the four roles (default heuristic)",
+        help="policy playing the four roles (default heuristic): random, heuristic, oracle, "
+        "llm, an LLM named in the run file, or module:attribute",
     )
     run.add_argument(
         "--role-policy",
@@ -396,8 +445,9 @@ def _add_run_parser(sub: Any) -> None:
         action="append",
         default=[],
         metavar="ROLE=POLICY",
-        help="the policy of one role over --policy (repeatable): a scripted name, llm, or "
-        "module:attribute, a policy (observation, role) or a factory (scenario -> role map)",
+        help="the policy of one role over --policy (repeatable): a scripted name, llm, an "
+        "LLM named in the run file, or module:attribute, a policy (observation, role) or a "
+        "factory (scenario -> role map)",
     )
     run.add_argument(
         "--out",

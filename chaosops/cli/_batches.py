@@ -186,18 +186,18 @@ def execute(
     concurrency: int,
     on_result: Callable[[Batch, int, Any], None],
     progress: Any,
-    llm: Any = None,
+    llms: Sequence[Any] = (),
     max_failures: int = 0,
 ) -> Stop:
     """:func:`run_batches` in a fresh event loop, shown on ``progress`` (a
-    ``ProgressBar``), closing the LLM policy (if any) at the end, and stopping
-    once ``max_failures`` (> 0) of its calls in a row failed for good."""
+    ``ProgressBar``), closing the LLM policies at the end, and stopping once
+    ``max_failures`` (> 0) calls in a row of one of them failed for good."""
     from functools import partial
 
     import actors
 
     session.ran = True
-    health = _endpoint_health(llm, max_failures)
+    health = _endpoint_health(llms, max_failures)
     with progress:
         return actors.run(
             partial(
@@ -207,26 +207,29 @@ def execute(
                 concurrency=concurrency,
                 on_result=on_result,
                 on_batch=progress.watch,
-                close=[llm] if llm is not None else [],
+                close=list(llms),
                 health=health,
                 # held back only where a run of failures can stop the batches
-                failing=None if health is None else (lambda: llm.failures_in_a_row > 0),
+                failing=None
+                if health is None
+                else (lambda: any(llm.failures_in_a_row > 0 for llm in llms)),
             )
         )
 
 
-def _endpoint_health(llm: Any, max_failures: int) -> Callable[[], str | None] | None:
-    # The LLM policy's failures in a row (see LLMPolicy.failures_in_a_row).
-    if llm is None or max_failures <= 0:
+def _endpoint_health(llms: Sequence[Any], max_failures: int) -> Callable[[], str | None] | None:
+    # The LLM policies' failures in a row (see LLMPolicy.failures_in_a_row).
+    if not llms or max_failures <= 0:
         return None
 
     def check() -> str | None:
-        if llm.failures_in_a_row < max_failures:
-            return None
-        return (
-            f"{llm.failures_in_a_row} LLM calls in a row failed for good (last: "
-            f"{llm.last_failure}): stopped by --llm-max-failures {max_failures}"
-        )
+        for llm in llms:
+            if llm.failures_in_a_row >= max_failures:
+                return (  # the last failure names the model and its endpoint
+                    f"{llm.failures_in_a_row} LLM calls in a row failed for good (last: "
+                    f"{llm.last_failure}): stopped by --llm-max-failures {max_failures}"
+                )
+        return None
 
     return check
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import os
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,7 +87,9 @@ class RunConfig:
     chart: str | None = None  # eval: the chart's path
     draw_chart: bool = True  # eval
     point_latest: bool = False  # run: a folder of its own under runs/, runs/latest to it
-    role_policies: tuple[tuple[str, str], ...] = ()  # run: --role-policy, over --policy
+    role_policies: tuple[tuple[str, str], ...] = ()  # --role-policy, over --policy
+    named_llms: tuple[tuple[str, LLMSettings], ...] = ()  # the run file's [llm.NAME]
+    config_file: str | None = None  # --config
 
     @property
     def policy(self) -> str:
@@ -102,6 +104,28 @@ class RunConfig:
         chosen = dict(self.role_policies)
         return {role.value: chosen.get(role.value, self.policy) for role in DEFAULT_TURN_ORDER}
 
+    def llm_settings(self, name: str) -> LLMSettings | None:
+        """The settings of the LLM a policy name names (``llm``: the flags'), else None."""
+        return self.llm if name == "llm" else dict(self.named_llms).get(name)
+
+    @property
+    def llms_in_play(self) -> dict[str, LLMSettings]:
+        """The LLMs some role plays, by policy name, in turn order."""
+        chosen = {}
+        for name in self.policy_by_role.values():
+            if (settings := self.llm_settings(name)) is not None:
+                chosen[name] = settings
+        return chosen
+
+    @property
+    def players(self) -> dict[str, dict[str, str | None]]:
+        """What plays each role, as the outputs record it: its policy and, for
+        an LLM, its model."""
+        return {
+            role: {"policy": name, "model": getattr(self.llm_settings(name), "model", None)}
+            for role, name in self.policy_by_role.items()
+        }
+
     @property
     def label(self) -> str:
         """What played, as the outputs' ``policy``: ``heuristic``, or with roles of
@@ -112,8 +136,35 @@ class RunConfig:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """The frozen configuration of ``chaosops run`` or ``chaosops eval``."""
+    """The frozen configuration of ``chaosops run`` or ``chaosops eval``; refuses
+    (:class:`CLIError`) a policy that names nothing there is."""
     policies = [args.policy] if args.command == "run" else list(dict.fromkeys(args.policies))
+    named = getattr(args, "named_llms", {})
+    _check_policies(policies, getattr(args, "role_policy", ()), named)
+    config = _config(args, policies)
+    return dataclasses.replace(
+        config,
+        named_llms=tuple(named.items()),
+        config_file=None if getattr(args, "config", None) is None else str(args.config),
+    )
+
+
+def _check_policies(
+    policies: Sequence[str], role_policies: Sequence[tuple[str, str]], named: Mapping[str, Any]
+) -> None:
+    from ._errors import CLIError
+    from ._run_file import known_policy, unknown_policy
+
+    for option, name in [
+        *(("--policy", p) for p in policies),
+        *((f"--role-policy {role}=", p) for role, p in role_policies),
+    ]:
+        if not known_policy(name, named):
+            shown = f"{option}{name}" if option.endswith("=") else f"{option} {name}"
+            raise CLIError(f"{shown}: {unknown_policy(name, named)}")
+
+
+def _config(args: argparse.Namespace, policies: Sequence[str]) -> RunConfig:
     return RunConfig(
         command=args.command,
         policies=tuple(policies),
@@ -150,9 +201,15 @@ def _llm_settings(args: argparse.Namespace) -> LLMSettings:
     return LLMSettings(
         model=args.llm_model,
         base_url=args.llm_base_url,
-        api_key=args.llm_api_key or os.environ.get("OPENAI_API_KEY") or None,
+        api_key=args.llm_api_key,
+        api_key_env=getattr(args, "llm_api_key_env", None),
         temperature=args.temperature,
+        top_p=args.top_p,
+        seed=args.llm_seed,
         max_tokens=args.max_tokens,
+        answer=args.llm_answer,
+        retries=args.llm_retries,
+        history=args.llm_history,
         max_in_flight=args.llm_max_in_flight,
         # --llm-top-logprobs implies --llm-logprobs (servers reject it alone)
         logprobs=args.llm_logprobs or args.llm_top_logprobs is not None,

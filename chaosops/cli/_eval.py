@@ -11,7 +11,7 @@ from ._batches import Batch, execute, plan_batches, stop_code, withheld_note
 from ._config import RunConfig
 from ._errors import CLIError
 from ._plan import plan_episodes
-from ._policies import policy_factory, prepare_llm
+from ._policies import policy_factory, prepare_llms
 from ._run import refuse_existing
 from ._session import Session
 from ._telemetry import serve_metrics, start_tracing
@@ -71,14 +71,14 @@ def cmd_eval(config: RunConfig, session: Session) -> int:
     )
     serve_metrics(config.telemetry)  # a port that cannot be served fails before anything is written
     start_tracing(config.telemetry, session)  # so does a collector that cannot be reached
-    llm = prepare_llm(config.llm, config.policies)
+    llms = prepare_llms({"llm": config.llm} if "llm" in config.policies else {})
     # a bad log target fails before anything runs
     table_stream = configure_logs(
         config.telemetry.log_json, [p for p in (json_path, chart) if p is not None], session
     )
     if config.json == "-":
         table_stream = sys.stderr
-    records, stop, progress = _play(config, session, planned, llm)
+    records, stop, progress = _play(config, session, planned, llms)
     # stopped by a signal, or given up (--llm-max-failures): the finished
     # episodes' evaluation is written all the same, "complete": false
     interrupted = stop.signum is not None or stop.reason is not None
@@ -141,7 +141,7 @@ def _output_paths(config: RunConfig) -> tuple[Path | None, Path | None]:
 
 
 def _play(
-    config: RunConfig, session: Session, planned: list[Any], llm: Any
+    config: RunConfig, session: Session, planned: list[Any], llms: dict[str, Any]
 ) -> tuple[list[dict[str, Any]], Any, Any]:
     """Every policy over the plan: the finished episodes' records, the stop, the bar."""
     from chaosops.outputs import plan_keys, result_record
@@ -156,7 +156,7 @@ def _play(
         batch
         for name in policies
         for batch in plan_batches(
-            config.deadlines, planned, every, policy_factory(name, llm), tag=name
+            config.deadlines, planned, every, policy_factory(name, llms.get(name)), tag=name
         )
     ]
     by_policy: dict[str, dict[int, dict[str, Any]]] = {name: {} for name in policies}
@@ -172,7 +172,7 @@ def _play(
 
     stop = execute(
         batches, session, concurrency=config.concurrency, on_result=on_result,
-        progress=progress, llm=llm, max_failures=config.llm_max_failures,
+        progress=progress, llms=list(llms.values()), max_failures=config.llm_max_failures,
     )  # fmt: skip
     records = [done[i] for name in policies for done in [by_policy[name]] for i in sorted(done)]
     return records, stop, progress

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ LATEST = RUNS / "latest"
 def new_run_folder(policy: str, now: float | None = None) -> Path:
     """``runs/<UTC time>-<policy>``, a name no folder has yet (``-2``, ``-3``... added)."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    policy = re.sub(r"[^A-Za-z0-9_.=+-]", "_", policy)  # module:attribute, a path...
     folder = RUNS / f"{stamp}-{policy}"
     number = 1
     while folder.exists() or folder.is_symlink():

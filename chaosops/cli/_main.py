@@ -14,6 +14,7 @@ from ._mock import cmd_mock_llm
 from ._replay import cmd_replay
 from ._resume import fill_from_run_file
 from ._run import cmd_run
+from ._run_file import apply_run_file
 from ._scenarios import cmd_scenarios
 from ._session import Session
 from ._telemetry import finish
@@ -38,7 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.error(f"missing command; choose from {', '.join([*_COMMANDS, 'mock-llm'])}")
-        return _dispatch(_new_folder(fill_from_run_file(args, argv)))
+        args = fill_from_run_file(apply_run_file(args, argv), argv)
+        return _dispatch(_new_folder(args))
     except CLIError as exc:
         return _report(exc)
     except KeyboardInterrupt:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from chaosops.agents.llm.settings import LLMSettings
@@ -26,53 +26,50 @@ def policy_factory(name: str, llm: Any = None) -> Callable[[Any], Mapping[Any, A
     """Role maps per scenario (SPEC section 13): one policy object for the four roles.
 
     random and heuristic are seeded with the scenario's seed, oracle gets its
-    failure type; ``llm`` is one shared :class:`LLMPolicy` (its in-flight limit
-    then holds across the whole batch).
+    failure type; any other name is an LLM's, played by ``llm`` (an
+    :class:`LLMPolicy`, shared so that its in-flight limit holds across the
+    batch; with ``history`` each episode gets its own memory of it).
     """
     from chaosops.agents.policies import heuristic_policy, oracle_policy, random_policy
     from chaosops.env.models import AgentRole
 
     roles = tuple(AgentRole)
-    if name == "llm":
+    if name not in SCRIPTED:
         if llm is None:
-            raise ValueError("policy_factory('llm') needs the LLM policy")
-        shared = {role: llm for role in roles}
-        return lambda scenario: shared
+            raise ValueError(f"policy_factory({name!r}) needs the LLM policy")
+        return lambda scenario: dict.fromkeys(roles, llm.for_episode())
 
     def factory(scenario: Any) -> Mapping[Any, Any]:
         if name == "random":
             policy = random_policy(seed=scenario.seed)
         elif name == "heuristic":
             policy = heuristic_policy(seed=scenario.seed)
-        elif name == "oracle":
-            policy = oracle_policy(scenario.failure_type)
         else:
-            raise ValueError(f"unknown policy {name!r}")
-        return {role: policy for role in roles}
+            policy = oracle_policy(scenario.failure_type)
+        return dict.fromkeys(roles, policy)
 
     return factory
 
 
+SCRIPTED: tuple[str, ...] = ("random", "heuristic", "oracle")
+
+
 def role_map_factory(
-    policy_by_role: Mapping[str, str], llm: Any, planned: Sequence[Any]
+    policy_by_role: Mapping[str, str], llms: Mapping[str, Any], planned: Sequence[Any]
 ) -> Callable[[Any], Mapping[Any, Any]]:
     """Role maps per scenario with each role's own policy (``--role-policy`` over
-    ``--policy``). A ``module:attribute`` policy is imported and checked here, on
-    the first planned scenario, before anything runs (:class:`CLIError`, exit 2)."""
+    ``--policy``); ``llms`` holds the LLM policies by name. A ``module:attribute``
+    policy is imported and checked here, on the first planned scenario, before
+    anything runs (:class:`CLIError`, exit 2)."""
     from chaosops.env.models import AgentRole
-
-    from ._args import POLICIES
 
     factories: dict[str, Callable[[Any], Mapping[Any, Any]]] = {}
     for role, name in policy_by_role.items():
-        if ":" not in name and name not in POLICIES:
-            raise CLIError(
-                f"--role-policy {role}={name}: unknown policy {name!r}; choose from "
-                f"{', '.join(POLICIES)}, or module:attribute"
-            )
         if name not in factories:
             factories[name] = (
-                _user_factory(name, role, planned) if ":" in name else policy_factory(name, llm)
+                _user_factory(name, role, planned)
+                if ":" in name
+                else policy_factory(name, llms.get(name))
             )
     if len(factories) == 1:
         return next(iter(factories.values()))
@@ -128,27 +125,33 @@ def _user_factory(spec: str, role: str, planned: Sequence[Any]) -> Callable[[Any
     return target
 
 
-def _check_url(url: str | None) -> None:
+def _check_url(url: str | None, where: str) -> None:
     """Refuse (exit 2) a base URL that is no http(s) URL with a host, before any request."""
     from chaosops._urls import shown_url
     from chaosops.agents.llm.http import http_url_with_host
 
     if url is not None and not http_url_with_host(url):
         raise CLIError(
-            f"--llm-base-url {shown_url(url)!r} is not an http(s) URL with a host; "
+            f"{where} {shown_url(url)!r} is not an http(s) URL with a host; "
             "expected e.g. http://127.0.0.1:8000/v1"
         )
 
 
-def prepare_llm(settings: LLMSettings, policies: Iterable[str]) -> Any:
-    """The shared LLM policy if ``policies`` name ``llm`` (endpoint and model
-    checked first, :class:`CLIError` exit 1 on failure); otherwise ``None``."""
-    if "llm" not in policies:
-        return None
-    _check_url(settings.base_url)
+def prepare_llms(llms: Mapping[str, LLMSettings], run_file: str | None = None) -> dict[str, Any]:
+    """An LLM policy per name of ``llms`` (the LLMs some role plays), each
+    endpoint and model checked first (:class:`CLIError`, exit 1 on failure)."""
+    if not llms:
+        return {}
     import anyio
 
     from chaosops.agents.llm import LLMPolicy
 
-    anyio.run(_check_llm, settings)
-    return LLMPolicy.from_settings(settings)
+    for name, settings in llms.items():
+        where = "--llm-base-url" if name == "llm" else f"{run_file}: llm.{name}.base_url"
+        _check_url(settings.base_url, where)
+    checked = set()
+    for settings in llms.values():
+        if (settings.endpoint, settings.model) not in checked:
+            anyio.run(_check_llm, settings)
+            checked.add((settings.endpoint, settings.model))
+    return {name: LLMPolicy.from_settings(settings) for name, settings in llms.items()}

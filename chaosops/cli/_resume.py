@@ -41,7 +41,7 @@ def fill_from_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argpars
     recorded = _recorded(args.out)
     if recorded is None:
         return args
-    given = _given_options(argv)
+    given = given_options(argv)
     for field, attribute, options, restore in RECORDED:
         if field not in recorded:
             continue
@@ -54,6 +54,21 @@ def fill_from_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argpars
         except (TypeError, ValueError, AttributeError):
             continue  # not a value of ours: the resume check names the difference
     return args
+
+
+def _restore_llms(args: argparse.Namespace, recorded: dict[str, Any]) -> None:
+    """The named LLMs of a run begun with a run file, when not given again."""
+    from chaosops.agents.llm.settings import LLMSettings
+
+    llms = recorded.get("llms")
+    if getattr(args, "named_llms", None) or not isinstance(llms, dict):
+        return
+    try:
+        args.named_llms = {
+            name: LLMSettings(**fields) for name, fields in llms.items() if name != "llm"
+        }
+    except (TypeError, ValueError):
+        args.named_llms = {}  # not ours: the policy check names what is missing
 
 
 def _latest_to_resume() -> Path:
@@ -78,7 +93,7 @@ def _recorded(out: Path) -> dict[str, Any] | None:
     return recorded if isinstance(recorded, dict) else None
 
 
-def _given_options(argv: Sequence[str]) -> set[str]:
+def given_options(argv: Sequence[str]) -> set[str]:
     """The long options named on the command line (``--name`` or ``--name=value``);
     the parser takes no abbreviations, so a name is always written in full."""
     return {arg.split("=", 1)[0] for arg in argv if arg.startswith("--")}

@@ -8,26 +8,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chaosops import __version__
 from chaosops.outputs import RUN_FILE
 
 from ._batches import Batch, execute, plan_batches, stop_code, withheld_note
 from ._config import RunConfig
 from ._errors import CLIError, os_error_in, os_error_line
 from ._plan import PlannedEpisode, plan_episodes
-from ._policies import prepare_llm, role_map_factory
+from ._policies import prepare_llms, role_map_factory
 from ._resume import RECORDED
+from ._run_file import LLM_FLAGS
 from ._session import Session
 from ._telemetry import serve_metrics, start_tracing
 from ._terminal import configure_logs, console_for, note
 
 
-def build_summary(records: Sequence[Mapping[str, Any]], planned: Sequence[str]) -> dict[str, Any]:
-    """The content of ``summary.json``: totals and the evaluation rows.
+def build_summary(
+    records: Sequence[Mapping[str, Any]], planned: Sequence[str], config: RunConfig | None = None
+) -> dict[str, Any]:
+    """The content of ``summary.json``: totals, the evaluation rows (with 95%
+    intervals), each role's turn figures and, with ``config``, what played
+    (each role's policy and model, each LLM's settings without the key).
 
     Derived from the results records only (no timestamps or wall times), so a
     resumed run ends with the same summary as an uninterrupted one.
     """
     from chaosops.evaluation import evaluate_records, ran_to_end, resolved, rows_to_json
+    from chaosops.role_figures import role_figures
 
     done = {r["run_key"] for r in records}
     missing = [key for key in planned if key not in done]
@@ -41,6 +48,16 @@ def build_summary(records: Sequence[Mapping[str, Any]], planned: Sequence[str]) 
         "missing": len(missing),
         "complete": not missing,
         "rows": rows_to_json(evaluate_records(records)),
+        "roles": [figures.to_json() for figures in role_figures(records)],
+        **({} if config is None else played(config)),
+    }
+
+
+def played(config: RunConfig) -> dict[str, Any]:
+    """What played, as summary.json and eval.json say it."""
+    return {
+        "players": config.players,
+        "llms": {name: settings_json(s) for name, s in config.llms_in_play.items()} or None,
     }
 
 
@@ -98,7 +115,26 @@ def run_options(config: RunConfig, planned: Sequence[PlannedEpisode]) -> dict[st
     if "llm" in config.policy_by_role.values():
         llm = config.llm
         options.update(llm_model=llm.model, temperature=llm.temperature, max_tokens=llm.max_tokens)
+    if llms := config.llms_in_play:
+        options["llms"] = {name: settings_json(settings) for name, settings in llms.items()}
+    options.update(
+        concurrency=config.concurrency,
+        llm_max_failures=config.llm_max_failures,
+        config_file=config.config_file,
+        version=__version__,
+    )
     return options
+
+
+def settings_json(settings: Any) -> dict[str, Any]:
+    """An LLM's settings as run.json and summary.json record them: every field
+    but the key (``api_key_env`` names where it is read from)."""
+    import dataclasses
+
+    fields = dataclasses.asdict(settings)
+    del fields["api_key"]
+    fields["extra_body"] = dict(settings.extra_body) if settings.extra_body else None
+    return fields
 
 
 def _shown(value: Any) -> str:
@@ -173,6 +209,8 @@ def check_resume(
                     f"{now}{edited} ({given['planned']} episodes)",
                 )
             raise refuse(option, _shown(recorded[name]), _shown(given[name]))
+        if (differs := _llm_difference(recorded, given)) is not None:
+            raise refuse(*differs)
 
     if not (out / RESULTS_FILE).exists():
         return recorded
@@ -193,6 +231,25 @@ def check_resume(
             f"a plan without it ({len(keys)} episodes of {_suites_shown(options)})",
         )
     return recorded
+
+
+# what an LLM's answers depend on: a resumed run must ask the same way
+_LLM_DECIDES = ("model", "temperature", "top_p", "seed", "max_tokens", "answer", "history")
+_FLAG_OF = {field: options[0] for field, _, options in LLM_FLAGS}
+
+
+def _llm_difference(
+    recorded: Mapping[str, Any], given: Mapping[str, Any]
+) -> tuple[str, str, str] | None:
+    """The first setting of an LLM in play that differs: (option, recorded, given)."""
+    before, now = recorded.get("llms") or {}, given.get("llms") or {}
+    for name in sorted(set(before) & set(now)):
+        for field in _LLM_DECIDES:
+            old, new = before[name].get(field), now[name].get(field)
+            if old != new:
+                option = _FLAG_OF[field] if name == "llm" else f"the run file's llm.{name}.{field}"
+                return option, _shown(old), _shown(new)
+    return None
 
 
 @dataclass
@@ -223,8 +280,8 @@ def cmd_run(config: RunConfig, session: Session) -> int:
     start_tracing(config.telemetry, session)  # so does a collector that cannot be reached
     # the LLM endpoint, then the log target, fail (one line naming it) before
     # the folder is made (and before an empty log file is left behind)
-    llm = prepare_llm(config.llm, config.policy_by_role.values())
-    run.factory = role_map_factory(config.policy_by_role, llm, planned)
+    llms = prepare_llms(config.llms_in_play, config.config_file)
+    run.factory = role_map_factory(config.policy_by_role, llms, planned)
     own_files = (outputs.results_path, outputs.trajectories_path, outputs.summary_path)
     table_stream = configure_logs(
         config.telemetry.log_json, (*own_files, config.out / RUN_FILE), session
@@ -236,14 +293,14 @@ def cmd_run(config: RunConfig, session: Session) -> int:
     if config.point_latest:
         _point_latest(config.out)
     try:
-        stop, progress, records, summary = _play(run, state, llm)
+        stop, progress, records, summary = _play(run, state, list(llms.values()))
     except (OSError, BaseExceptionGroup) as exc:
         # A write failed mid-run (a full disk under the folder or the log):
         # one line, and what finished is kept for --resume.
         error = os_error_in(exc)
         if error is None:
             raise
-        kept = _kept_after_failure(outputs, keys)
+        kept = _kept_after_failure(outputs, keys, config)
         raise CLIError(f"{os_error_line(error)}; {kept}", code=1) from None
     finally:
         outputs.close()
@@ -270,7 +327,7 @@ def _check_folder(run: _Run) -> None:
         )
 
 
-def _play(run: _Run, state: Any, llm: Any) -> tuple[Any, Any, list[Any], dict[str, Any]]:
+def _play(run: _Run, state: Any, llms: list[Any]) -> tuple[Any, Any, list[Any], dict[str, Any]]:
     """Write run.json, play the episodes not done yet, write the summary."""
     import orjson
 
@@ -294,21 +351,22 @@ def _play(run: _Run, state: Any, llm: Any) -> tuple[Any, Any, list[Any], dict[st
     todo = [i for i, key in enumerate(keys) if key not in state.done_keys]
     progress = ProgressBar(enabled=config.progress, total=len(todo), label=config.label)
     render = _renderer()
+    players = config.players
 
     def on_result(batch: Batch, index: int, result: Any) -> None:
         outputs.write_episode(
             result, policy=config.label, key=keys[index], render=render,
-            turn_timeout=batch.turn_timeout,
+            turn_timeout=batch.turn_timeout, roles=players,
         )  # fmt: skip
         progress.advance(result)
 
     batches = plan_batches(config.deadlines, run.planned, todo, run.factory, tag=config.label)
     stop = execute(
         batches, run.session, concurrency=config.concurrency, on_result=on_result,
-        progress=progress, llm=llm, max_failures=config.llm_max_failures,
+        progress=progress, llms=llms, max_failures=config.llm_max_failures,
     )  # fmt: skip
     records = outputs.records()
-    summary = build_summary(records, keys)
+    summary = build_summary(records, keys, config)
     outputs.write_summary(summary)
     return stop, progress, records, summary
 
@@ -318,6 +376,7 @@ def _finish(
 ) -> int:
     """The table and the closing notes; the exit code."""
     from chaosops.evaluation import evaluate_records, render_table
+    from chaosops.role_figures import render_role_table, role_figures
 
     config, outputs = run.config, run.outputs
     if stop.reason is not None:
@@ -335,6 +394,7 @@ def _finish(
         return stop_code(stop)
     console = console_for(table)
     console.print(render_table(evaluate_records(records), title=f"chaosops run: {config.out}"))
+    console.print(render_role_table(role_figures(records), title="turns by role"))
     for line in progress.trouble():
         note(line)
     # run.json only when this run wrote it (a resumed run keeps the folder's)
@@ -346,7 +406,7 @@ def _finish(
     return 0
 
 
-def _kept_after_failure(outputs: Any, keys: Sequence[str]) -> str:
+def _kept_after_failure(outputs: Any, keys: Sequence[str], config: RunConfig) -> str:
     """After a failed write: ``summary.json`` rewritten if it can be (complete:
     false), and the line's advice naming what is kept."""
     from chaosops.outputs import OutputError
@@ -354,7 +414,7 @@ def _kept_after_failure(outputs: Any, keys: Sequence[str]) -> str:
     outputs.close()
     try:
         records = outputs.records()
-        outputs.write_summary(build_summary(records, keys))
+        outputs.write_summary(build_summary(records, keys, config))
     except (OSError, OutputError):  # the same full disk, most likely: what is there stays
         return f"what finished is kept in {outputs.results_path}; run again with --resume"
     if not records:

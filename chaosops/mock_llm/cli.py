@@ -36,6 +36,12 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--record",
+        metavar="PATH",
+        default=None,
+        help="append each chat request's JSON body to PATH, one line each (what a policy sent)",
+    )
+    p.add_argument(
         "--require-api-key",
         metavar="ENV_VAR",
         default=None,
@@ -66,6 +72,7 @@ def config_from_args(args: argparse.Namespace) -> MockLLMConfig:
         rate_garbage=args.rate_garbage,
         answer_style=args.answer_style,
         seed=args.seed,
+        record=args.record,
         api_key=key,
     )
 

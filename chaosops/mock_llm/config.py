@@ -26,6 +26,8 @@ class MockLLMConfig(BaseModel):
     first_statuses: list[Literal[200, 429, 500]] = Field(default_factory=list)
     """Scripted faults: the first requests answer these statuses, in order, before
     the random rates apply (200 = a normal answer); for tests and demos."""
+    record: str | None = None
+    """A file each chat request's JSON body is appended to, one line each, as received."""
     api_key: str | None = Field(default=None, repr=False)
     """When set, requests must carry ``Authorization: Bearer <api_key>`` (else 401)."""
 

@@ -148,6 +148,8 @@ class _MockLLM:
         body = await self._read(request)
         if isinstance(body, Response):
             return body
+        if self.config.record is not None:
+            self._record(body)
         cfg, rng = self.config, self.rng
         delay = self.latency(rng)
         status = self._draw_status()
@@ -188,6 +190,11 @@ class _MockLLM:
                 404, f"model {str(body.get('model'))[:80]!r} not found", "model_not_found"
             )
         return body
+
+    def _record(self, body: dict[str, Any]) -> None:
+        """Append the request as received, one JSON line (``--record``), in one write."""
+        with open(self.config.record, "ab") as handle:  # type: ignore[arg-type]
+            handle.write(orjson.dumps(body) + b"\n")
 
     def _draw_status(self) -> int:
         """200, or a fault: the scripted ones first, then the configured rates."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,7 +32,7 @@ from chaosops.agents.llm.http import (
     retry_after_seconds,
     warm_up,
 )
-from chaosops.agents.llm.parse import ACTION_TOOL, parse_action, tool_call_parts
+from chaosops.agents.llm.parse import ACTION_SCHEMA, ACTION_TOOL, parse_action, tool_call_parts
 from chaosops.agents.llm.render import build_messages
 from chaosops.agents.llm.settings import DEFAULT_BASE_URL, OWN_REQUEST_FIELDS, LLMSettings
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsObservation
@@ -39,6 +40,7 @@ from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsO
 __all__ = [
     "DEFAULT_BASE_URL",
     "OWN_REQUEST_FIELDS",
+    "EpisodeMemory",
     "LLMDeadlineError",
     "LLMEndpointError",
     "LLMPolicy",
@@ -84,15 +86,21 @@ class LLMPolicy:
         base_url: endpoint root, e.g. ``http://127.0.0.1:8000/v1``; default from
             ``OPENAI_BASE_URL``, else OpenAI's.
         api_key: default from ``OPENAI_API_KEY``; local servers need none.
-        temperature, max_tokens, seed: sampling parameters sent with each request.
+        temperature, top_p, max_tokens, seed: sampling parameters sent with each request.
         max_in_flight: requests this policy keeps in flight at once, whatever the
             number of concurrent episodes (an ``anyio.CapacityLimiter``).
         retries: retries after the first attempt, on 429 (``Retry-After`` honoured),
             5xx, timeouts and dropped connections; other errors are not retried.
         request_timeout: bound on one attempt when the turn has no deadline.
         backoff_base, backoff_max: exponential backoff with jitter, in seconds.
+        answer: ``"text"`` (parsed tolerantly), ``"json"`` (structured output with
+            the action's JSON schema as ``response_format``) or ``"tools"`` (the
+            ``take_action`` tool, named in ``tool_choice``).
         use_tools: offer the action schema as the ``take_action`` tool.
-        tool_choice: sent with the tool (``"auto"``, ``"required"`` or a named choice).
+        tool_choice: sent with the tool of ``use_tools`` (``"auto"``, ``"required"``
+            or a named choice).
+        history: with N > 0, :meth:`for_episode` gives each episode a memory that
+            sends every role its own last N turns as earlier messages.
         logprobs, top_logprobs: ask for token logprobs (stored with the turn).
         extra_body: extra request fields, e.g. vLLM's ``{"return_tokens_as_token_ids": True}``.
 
@@ -164,11 +172,20 @@ class LLMPolicy:
             "temperature": s.temperature,
             "max_tokens": s.max_tokens,
         }
+        if s.top_p is not None:
+            params["top_p"] = s.top_p
         if s.seed is not None:
             params["seed"] = s.seed
-        if s.use_tools:
+        if s.answers_with_tools:
             params["tools"] = [ACTION_TOOL]
-            params["tool_choice"] = s.tool_choice
+            named = {"type": "function", "function": {"name": ACTION_TOOL["function"]["name"]}}
+            # --llm-answer tools names the tool; use_tools keeps its own tool_choice
+            params["tool_choice"] = named if s.answer == "tools" else s.tool_choice
+        elif s.answer == "json":
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "action", "schema": ACTION_SCHEMA, "strict": False},
+            }
         if s.logprobs:
             params["logprobs"] = True
             if s.top_logprobs is not None:
@@ -181,8 +198,27 @@ class LLMPolicy:
 
     async def __call__(self, obs: ChaosOpsObservation, role: AgentRole | str) -> ChaosOpsAction:
         """Ask the model for this role's action on ``obs``."""
+        action, _ = await self.ask(obs, role)
+        return action
+
+    def for_episode(self) -> LLMPolicy | EpisodeMemory:
+        """The policy one episode plays: this one, or with ``history`` a
+        :class:`EpisodeMemory` of its own (each role's last turns of that episode)."""
+        return EpisodeMemory(self) if self.settings.history > 0 else self
+
+    async def ask(
+        self,
+        obs: ChaosOpsObservation,
+        role: AgentRole | str,
+        earlier: Sequence[Mapping[str, Any]] = (),
+    ) -> tuple[ChaosOpsAction, list[dict[str, Any]]]:
+        """The action for ``obs``, and this turn as two messages for a later
+        turn's history: what the role saw, what the model answered. ``earlier``
+        (such messages) goes between the system prompt and the view."""
         role = AgentRole(getattr(role, "value", role))
         messages = build_messages(obs, role)
+        if earlier:
+            messages[1:1] = [dict(m) for m in earlier]
         turn = _current_turn()
         deadline = getattr(turn, "deadline", None)
         _annotate(turn, prompt=messages)  # kept even if the turn times out
@@ -224,6 +260,26 @@ class LLMPolicy:
             )
             action = ChaosOpsAction(role=role, action_type=ActionType.NOOP)
         _annotate(turn, **info)
+        answered = [messages[-1], {"role": "assistant", "content": raw or ""}]
+        return action, answered
+
+
+class EpisodeMemory:
+    """One episode's turns of an :class:`LLMPolicy` with ``history = N``: each
+    role is sent its own last N answered turns (the view it saw, the raw answer)
+    as earlier messages. Made per episode by :meth:`LLMPolicy.for_episode`; a
+    turn that timed out or failed left no answer and is not remembered."""
+
+    def __init__(self, policy: LLMPolicy) -> None:
+        self.policy = policy
+        self._turns: dict[AgentRole, deque[list[dict[str, Any]]]] = {}
+
+    async def __call__(self, obs: ChaosOpsObservation, role: AgentRole | str) -> ChaosOpsAction:
+        role = AgentRole(getattr(role, "value", role))
+        past = self._turns.setdefault(role, deque(maxlen=self.policy.settings.history))
+        earlier = [message for turn in past for message in turn]
+        action, answered = await self.policy.ask(obs, role, earlier)
+        past.append(answered)  # not reached when the call failed or was cut at the deadline
         return action
 
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+Answer = Literal["text", "json", "tools"]
+ANSWERS: tuple[str, ...] = ("text", "json", "tools")
+"""How the model is asked to answer: free text parsed tolerantly, structured
+output with the action's JSON schema, or a call of the action tool."""
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """The endpoint when neither ``base_url`` nor ``$OPENAI_BASE_URL`` names one."""
@@ -19,17 +24,23 @@ class LLMSettings:
     """How :class:`~chaosops.agents.llm.LLMPolicy` talks to its endpoint.
 
     ``base_url`` and ``api_key`` default to ``$OPENAI_BASE_URL`` and
-    ``$OPENAI_API_KEY``. ``max_in_flight`` bounds the requests in flight
-    across every episode; ``retries``, ``backoff_base`` and ``backoff_max``
-    shape the retries of rate limits, server errors and dropped connections,
-    none of which outlasts the turn's deadline; ``request_timeout`` bounds one
-    request when the turn has no deadline.
+    ``$OPENAI_API_KEY`` (or the environment variable ``api_key_env`` names).
+    ``max_in_flight`` bounds the requests in flight across every episode;
+    ``retries``, ``backoff_base`` and ``backoff_max`` shape the retries of rate
+    limits, server errors and dropped connections, none of which outlasts the
+    turn's deadline; ``request_timeout`` bounds one request when the turn has
+    no deadline. ``answer`` is how the model is asked to answer
+    (:data:`ANSWERS`; ``use_tools`` means ``answer="tools"``); ``history``
+    sends each role its own last N turns of the episode as earlier messages
+    (0: none).
     """
 
     model: str
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
+    api_key_env: str | None = None
     temperature: float = 0.0
+    top_p: float | None = None
     max_tokens: int = 256
     seed: int | None = None
     max_in_flight: int = 64
@@ -38,6 +49,8 @@ class LLMSettings:
     backoff_base: float = 0.2
     backoff_max: float = 8.0
     use_tools: bool = False
+    answer: Answer = "text"
+    history: int = 0
     tool_choice: str | Mapping[str, Any] = "auto"
     logprobs: bool = False
     top_logprobs: int | None = None
@@ -48,6 +61,10 @@ class LLMSettings:
             raise ValueError(f"max_in_flight must be >= 1, got {self.max_in_flight}")
         if self.retries < 0:
             raise ValueError(f"retries must be >= 0, got {self.retries}")
+        if self.answer not in ANSWERS:
+            raise ValueError(f"answer must be one of {', '.join(ANSWERS)}, got {self.answer!r}")
+        if self.history < 0:
+            raise ValueError(f"history must be >= 0, got {self.history}")
         if self.extra_body and (taken := sorted(OWN_REQUEST_FIELDS & set(self.extra_body))):
             raise ValueError(
                 f"extra_body cannot set {', '.join(map(repr, taken))}: the policy sets "
@@ -61,6 +78,12 @@ class LLMSettings:
         return self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
 
     @property
+    def answers_with_tools(self) -> bool:
+        """Whether the action is offered as a tool (``answer="tools"`` or ``use_tools``)."""
+        return self.use_tools or self.answer == "tools"
+
+    @property
     def key(self) -> str | None:
-        """The API key in use: ``api_key``, else ``$OPENAI_API_KEY``, else None."""
-        return self.api_key or os.environ.get("OPENAI_API_KEY") or None
+        """The API key in use: ``api_key``, else the variable ``api_key_env``
+        names, else ``$OPENAI_API_KEY``, else None."""
+        return self.api_key or os.environ.get(self.api_key_env or "OPENAI_API_KEY") or None

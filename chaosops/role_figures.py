@@ -1,0 +1,126 @@
+"""Per-role turn figures of a run: who played, turns, timeouts, errors, tokens, latency.
+
+Computed from result records (``results.jsonl``): each step's ``role``,
+``timed_out``, ``error``, ``latency_ms`` and ``tokens``, and the record's
+``roles`` (the role's policy and model). Latency percentiles are over every
+turn played, a timed-out one counting its time to the deadline.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rich.table import Table
+
+from chaosops.stats import percentile
+
+__all__ = ["RoleFigures", "render_role_table", "role_figures"]
+
+ROLE_ORDER = ("sre", "oversight", "dev", "manager")
+
+
+@dataclass(frozen=True, slots=True)
+class RoleFigures:
+    """One role's turns under one run's policy (the records' ``policy``)."""
+
+    policy: str
+    role: str
+    played_by: str | None
+    model: str | None
+    turns: int
+    timeouts: int
+    errors: int
+    tokens: int | None  # None: no turn recorded a token count
+    latency_p50_ms: float | None
+    latency_p99_ms: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _Tally:
+    played_by: str | None = None
+    model: str | None = None
+    turns: int = 0
+    timeouts: int = 0
+    errors: int = 0
+    tokens: int | None = None
+    latencies: array[float] = field(default_factory=lambda: array("d"))
+
+    def add(self, step: Mapping[str, Any]) -> None:
+        self.turns += 1
+        self.timeouts += bool(step.get("timed_out"))
+        self.errors += bool(step.get("error")) and not step.get("timed_out")
+        if isinstance(tokens := step.get("tokens"), int):
+            self.tokens = (self.tokens or 0) + tokens
+        if isinstance(latency := step.get("latency_ms"), int | float):
+            self.latencies.append(float(latency))
+
+
+def role_figures(records: Iterable[Mapping[str, Any]]) -> list[RoleFigures]:
+    """One :class:`RoleFigures` per (policy, role), policies in order of first
+    appearance, roles in turn order."""
+    tallies: dict[tuple[str, str], _Tally] = {}
+    for record in records:
+        policy = str(record.get("policy") or "?")
+        players = record.get("roles") or {}
+        for step in record.get("steps") or ():
+            role = str(step.get("role"))
+            tally = tallies.get((policy, role))
+            if tally is None:
+                player = players.get(role) or {}
+                tally = tallies[(policy, role)] = _Tally(player.get("policy"), player.get("model"))
+            tally.add(step)
+    policies = list(dict.fromkeys(policy for policy, _ in tallies))
+    order = {role: i for i, role in enumerate(ROLE_ORDER)}
+    keys = sorted(tallies, key=lambda k: (policies.index(k[0]), order.get(k[1], 99), k[1]))
+    return [_figures(policy, role, tallies[(policy, role)]) for policy, role in keys]
+
+
+def _figures(policy: str, role: str, tally: _Tally) -> RoleFigures:
+    latencies = sorted(tally.latencies)
+    return RoleFigures(
+        policy=policy,
+        role=role,
+        played_by=tally.played_by,
+        model=tally.model,
+        turns=tally.turns,
+        timeouts=tally.timeouts,
+        errors=tally.errors,
+        tokens=tally.tokens,
+        latency_p50_ms=percentile(latencies, 50),
+        latency_p99_ms=percentile(latencies, 99),
+    )
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if value >= 10 else f"{value:.2f}"
+
+
+def render_role_table(figures: Sequence[RoleFigures], *, title: str | None = None) -> Table:
+    """The figures as a rich table that fits 80 columns (names wrap, numbers never)."""
+    from rich import box
+
+    several = len({f.policy for f in figures}) > 1
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=0)
+    if several:
+        table.add_column("run", overflow="fold")
+    table.add_column("role", no_wrap=True)
+    table.add_column("played by", overflow="fold")
+    for header in ("turns", "timed\nout", "errors", "tokens", "p50\nms", "p99\nms"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for f in figures:
+        who = f.played_by or "-"
+        if f.model:
+            who = f"{who} ({f.model})" if f.model != who else who
+        cells = [f.role, who, str(f.turns), str(f.timeouts), str(f.errors)]
+        cells += ["-" if f.tokens is None else str(f.tokens), _ms(f.latency_p50_ms)]
+        cells.append(_ms(f.latency_p99_ms))
+        table.add_row(*([f.policy] if several else []), *cells)
+    return table
