@@ -7,6 +7,7 @@ other commands do not pay for importing rich's progress machinery.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,8 @@ class ProgressBar:
         self.unread = 0  # LLM answers that did not parse (played noop)
         self.first_error: str | None = None
         self.first_unread: str | None = None
+        self.late_by_role: Counter[str] = Counter()  # timed-out turns
+        self.errors_by_role: Counter[str] = Counter()
         self.started = time.monotonic()
         self._results: JobResults[Any] | None = None
         self._progress = Progress(
@@ -101,6 +104,11 @@ class ProgressBar:
         self.errors += int(result.errors)
         self.failed += int(result.status != "ok")
         for step in result.steps:
+            role = str(getattr(step.role, "value", step.role))
+            if step.timed_out:
+                self.late_by_role[role] += 1
+            elif step.error:
+                self.errors_by_role[role] += 1
             if step.error and self.first_error is None:
                 self.first_error = step.error
             if not step.timed_out and (unread := (step.info or {}).get("parse_error")):
@@ -115,12 +123,14 @@ class ProgressBar:
         notes = []
         if self.timeouts:
             notes.append(
-                f"{self.timeouts} turn(s) timed out and played the fallback; see 'timed_out' "
-                "in trajectories.jsonl, and --turn-timeout / --role-timeout"
+                f"{self.timeouts} turn(s) timed out ({_by_role(self.late_by_role)}) and played "
+                "the fallback; see 'timed_out' in trajectories.jsonl, and --turn-timeout / "
+                "--role-timeout"
             )
         if self.errors:
             notes.append(
-                f"{self.errors} turn(s) played the fallback after a policy error (first: "
+                f"{self.errors} turn(s) ({_by_role(self.errors_by_role)}) played the fallback "
+                "after a policy error or a failed LLM call (first: "
                 f"{_cut(self.first_error)}); see 'error' in trajectories.jsonl, or "
                 "--log-json for each policy_error with its traceback"
             )
@@ -130,6 +140,10 @@ class ProgressBar:
                 f"(first: {_cut(self.first_unread)}); see 'parse_error' in trajectories.jsonl"
             )
         return notes
+
+
+def _by_role(counts: Counter[str]) -> str:
+    return ", ".join(f"{role} {n}" for role, n in counts.items())
 
 
 def _cut(text: str | None, size: int = 160) -> str:

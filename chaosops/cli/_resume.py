@@ -41,7 +41,8 @@ def fill_from_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argpars
     recorded = _recorded(args.out)
     if recorded is None:
         return args
-    given = given_options(argv)
+    given = given_options(argv) | getattr(args, "from_run_file", set())
+    _restore_llms(args, recorded)
     for field, attribute, options, restore in RECORDED:
         if field not in recorded:
             continue

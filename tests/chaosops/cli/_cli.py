@@ -3,6 +3,7 @@ JSONL files read strictly, the one-line error check, the tiny suite."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +158,23 @@ def killed_run(*args: str | Path, cwd: Path, out: Path, after: int) -> None:
         proc.wait(timeout=TIMEOUT)
     finally:
         proc.communicate()
+
+
+@contextlib.contextmanager
+def mock_process(cwd: Path, *options: str) -> Iterator[str]:
+    """``chaosops mock-llm OPTIONS`` on a free loopback port, in its own
+    process; yields its base URL and stops it after."""
+    proc = spawn("mock-llm", "--port", "0", *options, cwd=cwd)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "http://" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
+        yield line.split(" at ", 1)[1].split()[0]
+    finally:
+        stop(proc)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
 
 
 def stop(proc: subprocess.Popen[Any]) -> None:

@@ -3,8 +3,11 @@ a base URL without a scheme refused as bad input."""
 
 from __future__ import annotations
 
+import math
+import statistics
 import subprocess
 import sys
+from collections import Counter
 from importlib.metadata import version
 from pathlib import Path
 
@@ -98,10 +101,47 @@ def test_a_run_whose_turns_timed_out_says_how_many(work: Path, mock_llm: str) ->
     late = sum(1 for step in steps if step["timed_out"])
     assert late == len(steps) > 0  # the mock answers in 80 ms
     notes = [line for line in proc.stderr.splitlines() if "timed out" in line]
+    by_role = ", ".join(f"{role} {n}" for role, n in Counter(s["role"] for s in steps).items())
     assert notes == [
-        f"chaosops: {late} turn(s) timed out and played the fallback; see "
+        f"chaosops: {late} turn(s) timed out ({by_role}) and played the fallback; see "
         "'timed_out' in trajectories.jsonl, and --turn-timeout / --role-timeout"
     ]
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert {f["role"]: f["timeouts"] for f in summary["roles"]} == Counter(s["role"] for s in steps)
+
+
+def test_the_summary_s_intervals_and_role_figures_by_hand(work: Path) -> None:
+    out = work / "figures"
+    env = {**cli_env(), "COLUMNS": "80"}
+    proc = subprocess.run(
+        [command(), "run", "--tier", "hard", "--no-progress", "--out", str(out)],
+        capture_output=True, text=True, cwd=work, env=env, timeout=TIMEOUT, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80 and "…" not in proc.stdout
+    results = jsonl(out / "results.jsonl")
+    (row,) = orjson.loads((out / "summary.json").read_bytes())["rows"]
+    n, k = len(results), sum(r["resolved"] for r in results)
+    z = 1.959964
+    p = k / n
+    centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    wilson = [(centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)]
+    assert row["success_rate_ci"] == pytest.approx(wilson, abs=1e-5)
+    rewards = [r["cumulative_reward"] for r in results]
+    mean, sd = statistics.fmean(rewards), statistics.stdev(rewards)
+    assert n == 20  # the canonical hard suite
+    t = 2.0930  # t(0.975, 19), from tables
+    half = t * sd / math.sqrt(n)
+    assert row["mean_reward_ci"] == pytest.approx([mean - half, mean + half], abs=1e-3)
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    for figures in summary["roles"]:
+        steps = [s for r in results for s in r["steps"] if s["role"] == figures["role"]]
+        latencies = sorted(s["latency_ms"] for s in steps)
+        assert figures["turns"] == len(steps) and figures["tokens"] is None
+        assert figures["latency_p50_ms"] == latencies[math.ceil(len(latencies) / 2) - 1]
+        assert figures["latency_p99_ms"] == latencies[math.ceil(0.99 * len(latencies)) - 1]
+    shown = [line.split() for line in proc.stdout.splitlines()]
+    assert f"{wilson[0] * 100:.0f}-{wilson[1] * 100:.0f}" in {c for cells in shown for c in cells}
 
 
 def _played(out: Path) -> list[tuple[str, str]]:

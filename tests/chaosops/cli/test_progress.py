@@ -138,7 +138,7 @@ async def test_run_batches_hands_each_batch_counters_to_the_bar() -> None:
 def test_trouble_sums_up_policy_errors_and_unread_answers() -> None:
     def step(error: str | None = None, parse: str | None = None, late: bool = False) -> Any:
         info = {"parse_error": parse} if parse else {}
-        return SimpleNamespace(error=error, timed_out=late, info=info)
+        return SimpleNamespace(error=error, timed_out=late, info=info, role="dev")
 
     def result(*steps: Any) -> Any:
         errors = sum(1 for s in steps if s.error)
@@ -150,7 +150,7 @@ def test_trouble_sums_up_policy_errors_and_unread_answers() -> None:
     bar.advance(result(step(error="LLMRequestError: HTTP 500\n" + "x" * 300), step()))
     bar.advance(result(step(error="ValueError: second"), step(parse="no JSON action")))
     errors, unread = bar.trouble()
-    assert errors.startswith("2 turn(s) played the fallback after a policy error (first: "
-                             "LLMRequestError: HTTP 500 x")  # fmt: skip
+    assert errors.startswith("2 turn(s) (dev 2) played the fallback after a policy error or "
+                             "a failed LLM call (first: LLMRequestError: HTTP 500 x")  # fmt: skip
     assert "\n" not in errors and "..." in errors and "second" not in errors
     assert unread.startswith("2 LLM answer(s) could not be read") and "empty answer" in unread

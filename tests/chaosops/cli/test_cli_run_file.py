@@ -1,0 +1,266 @@
+"""Run files (``--config run.toml``): named LLMs per role through two mock
+servers serving different models, what each output records of them, flags over
+the file, history sent as earlier messages, and bad files refused in one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from ._cli import (
+    TIMEOUT,
+    assert_one_error_line,
+    chaosops,
+    cli_env,
+    command,
+    jsonl,
+    killed_run,
+    mock_process,
+)
+
+KEY = "sk-run-file-secret-77"
+
+
+@pytest.fixture(scope="module")
+def two_mocks(work: Path) -> Iterator[tuple[str, str]]:
+    """Mocks serving the models ``alpha`` (which wants :data:`KEY`) and ``beta``,
+    each recording what it received in ``<model>.jsonl``."""
+    env_key = "ALPHA_KEY_FOR_MOCK"
+    os.environ[env_key] = KEY  # read by the spawned mock; gone after the module
+    try:
+        with (
+            mock_process(work, "--model", "alpha", "--record", "alpha.jsonl",
+                         "--require-api-key", env_key) as alpha,
+            mock_process(work, "--model", "beta", "--record", "beta.jsonl") as beta,
+        ):  # fmt: skip
+            yield alpha, beta
+    finally:
+        del os.environ[env_key]
+
+
+def _write_run_file(work: Path, name: str, alpha: str, beta: str, episodes: int = 1) -> Path:
+    path = work / name
+    path.write_text(
+        f"""\
+paths = ["tiny.toml"]
+episodes_per_type = {episodes}
+concurrency = 2
+policy = "random"
+
+[roles]
+oversight = "alpha"
+dev = "beta"
+
+[llm.alpha]
+base_url = "{alpha}"
+model = "alpha"
+api_key_env = "ALPHA_KEY"
+temperature = 0.3
+top_p = 0.9
+seed = 11
+max_tokens = 200
+
+[llm.beta]
+base_url = "{beta}"
+model = "beta"
+answer = "json"
+history = 2
+"""
+    )
+    return path
+
+
+def _run(work: Path, *args: str | Path, key: bool = True) -> subprocess.CompletedProcess[str]:
+    env = cli_env()
+    if key:
+        env["ALPHA_KEY"] = KEY
+    return subprocess.run(
+        [command(), *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=env,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+def _requests(work: Path, model: str) -> list[dict[str, Any]]:
+    path = work / f"{model}.jsonl"
+    return jsonl(path) if path.exists() else []
+
+
+def test_a_run_file_plays_each_role_s_llm_and_every_output_says_so(
+    work: Path, two_mocks: tuple[str, str]
+) -> None:
+    alpha, beta = two_mocks
+    run_file = _write_run_file(work, "two-models.toml", alpha, beta)
+    before = {m: len(_requests(work, m)) for m in ("alpha", "beta")}
+    out = work / "two-models"
+    proc = _run(work, "run", "--config", run_file, "--no-progress", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert KEY not in proc.stdout + proc.stderr
+
+    alpha_asked = _requests(work, "alpha")[before["alpha"] :]
+    beta_asked = _requests(work, "beta")[before["beta"] :]
+    assert alpha_asked and beta_asked
+    assert {r["model"] for r in alpha_asked} == {"alpha"}
+    assert all(
+        r["temperature"] == 0.3 and r["top_p"] == 0.9 and r["seed"] == 11 for r in alpha_asked
+    )
+    assert all(r["max_tokens"] == 200 for r in alpha_asked)
+    assert all(r["response_format"]["type"] == "json_schema" for r in beta_asked)
+
+    players = {
+        "sre": {"policy": "random", "model": None},
+        "oversight": {"policy": "alpha", "model": "alpha"},
+        "dev": {"policy": "beta", "model": "beta"},
+        "manager": {"policy": "random", "model": None},
+    }
+    results = jsonl(out / "results.jsonl")
+    assert len(results) == 2
+    assert all(
+        r["roles"] == players and r["policy"] == "random+oversight=alpha+dev=beta" for r in results
+    )
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert summary["players"] == players
+    assert summary["llms"]["alpha"]["top_p"] == 0.9
+    assert summary["llms"]["alpha"]["api_key_env"] == "ALPHA_KEY"
+    assert summary["llms"]["beta"]["history"] == 2
+    by_role = {f["role"]: f for f in summary["roles"]}
+    assert by_role["oversight"]["model"] == "alpha" and by_role["oversight"]["tokens"] > 0
+    assert by_role["sre"]["tokens"] is None
+    run = orjson.loads((out / "run.json").read_bytes())
+    assert run["config_file"] == str(run_file)
+    assert set(run["llms"]) == {"alpha", "beta"} and "api_key" not in run["llms"]["alpha"]
+    for path in out.iterdir():
+        assert KEY.encode() not in path.read_bytes(), path.name
+    assert any(line.split()[:2] == ["oversight", "alpha"] for line in proc.stdout.splitlines())
+
+
+def test_history_sends_the_role_s_own_last_turns(work: Path, two_mocks: tuple[str, str]) -> None:
+    _, beta = two_mocks
+    run_file = work / "history.toml"
+    run_file.write_text(
+        f'paths = ["tiny.toml"]\nepisodes_per_type = 3\npolicy = "random"\n\n'
+        '[roles]\noversight = "beta"\n\n'
+        f'[llm.beta]\nbase_url = "{beta}"\nmodel = "beta"\nhistory = 2\n'
+    )
+    before = len(_requests(work, "beta"))
+    out = work / "history"
+    proc = _run(work, "run", "--config", run_file, "--no-progress", "--out", out,
+                "--concurrency", "1")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    asked = _requests(work, "beta")[before:]
+    trajectories = [t for t in jsonl(out / "trajectories.jsonl") if t["role"] == "oversight"]
+    assert len(asked) == len(trajectories)  # one request per turn, in order (concurrency 1)
+    seen: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (episode, role) -> (view, answer)
+    for request, turn in zip(asked, trajectories, strict=True):
+        past = seen.setdefault((turn["episode_id"], turn["role"]), [])
+        expected = [
+            m
+            for view, answer in past[-2:]
+            for m in ({"role": "user", "content": view}, {"role": "assistant", "content": answer})
+        ]
+        assert request["messages"][1:-1] == expected  # its own last two turns, in order
+        assert turn["prompt"] == request["messages"]  # the trajectory records what was sent
+        past.append((request["messages"][-1]["content"], turn["completion"]))
+    assert max(len(r["messages"]) for r in asked) == 6  # two earlier turns at most
+
+
+def test_flags_override_the_run_file(work: Path, two_mocks: tuple[str, str]) -> None:
+    alpha, beta = two_mocks
+    run_file = _write_run_file(work, "override.toml", alpha, beta)
+    out = work / "override"
+    proc = _run(work, "run", "--config", run_file, "--no-progress", "--out", out,
+                "--role-policy", "dev=oracle", "--limit", "1")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (result,) = jsonl(out / "results.jsonl")
+    assert result["roles"]["dev"] == {"policy": "oracle", "model": None}
+    assert result["roles"]["oversight"] == {"policy": "alpha", "model": "alpha"}
+    run = orjson.loads((out / "run.json").read_bytes())
+    assert run["limit"] == 1 and run["role_policies"] == {"oversight": "alpha", "dev": "oracle"}
+
+
+def test_resume_of_a_run_file_s_run_needs_only_the_folder(
+    work: Path, two_mocks: tuple[str, str]
+) -> None:
+    alpha, beta = two_mocks
+    run_file = _write_run_file(work, "resume.toml", alpha, beta, episodes=4)
+    out = work / "resume-run-file"
+    env_args = ("run", "--config", run_file, "--no-progress", "--out", out, "--concurrency", "1")
+    os.environ["ALPHA_KEY"] = KEY
+    try:
+        killed_run(*env_args, cwd=work, out=out, after=2)
+    finally:
+        del os.environ["ALPHA_KEY"]
+    assert 2 <= len(jsonl(out / "results.jsonl")) < 8
+    resumed = _run(work, "run", "--resume", "--out", out, "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr
+    results = jsonl(out / "results.jsonl")
+    assert len(results) == 8 and len({r["run_key"] for r in results}) == 8
+    assert all(r["roles"]["oversight"]["model"] == "alpha" for r in results)
+    refused = _run(work, "run", "--resume", "--out", out, "--role-policy", "dev=oracle")
+    assert_one_error_line(refused, "--role-policy", "differs")
+    run_file.write_text(run_file.read_text().replace("history = 2", "history = 3"))
+    edited = _run(work, "run", "--resume", "--out", out, "--config", run_file)
+    assert_one_error_line(edited, "llm.beta.history differs", "recorded 2, given 3")
+
+
+@pytest.mark.parametrize(
+    ("text", "needles"),
+    [
+        pytest.param("polcy = 'oracle'\n", ["polcy", "Extra inputs"], id="unknown-field"),
+        pytest.param(
+            "concurrency = 0\n", ["concurrency", "greater than or equal to 1"], id="range"
+        ),
+        pytest.param("policy = 'gemma'\n", ["policy", "'gemma'", "module:attribute"], id="policy"),
+        pytest.param("[roles]\nceo = 'oracle'\n", ["roles.ceo"], id="role"),
+        pytest.param(
+            "[llm.g]\nmodel = 'g'\napi_key = 'sk-x'\n", ["llm.g.api_key", "api_key_env"], id="key"
+        ),
+        pytest.param("[llm.oracle]\nmodel = 'g'\n", ["llm.oracle", "scripted"], id="llm-name"),
+        pytest.param("[llm.g]\nbase_url = 'x'\n", ["llm.g.model", "Field required"], id="no-model"),
+        pytest.param(
+            "[llm.g]\nmodel = 'g'\nanswer = 'xml'\n", ["llm.g.answer", "'text'"], id="answer"
+        ),
+        pytest.param(
+            "[llm.g]\nmodel = 'g'\napi_key_env = 'NO_SUCH_VAR_X'\n",
+            ["llm.g.api_key_env", "NO_SUCH_VAR_X", "not set"],
+            id="key-env-unset",
+        ),
+        pytest.param("policy = [\n", ["invalid TOML"], id="toml"),
+        pytest.param("a = " + "[" * 600 + "]" * 600 + "\n", ["nested too deeply"], id="deep"),
+    ],
+)
+def test_a_bad_run_file_is_one_line_naming_the_file_and_field(
+    work: Path, text: str, needles: list[str]
+) -> None:
+    path = work / "bad.toml"
+    path.write_text(text)
+    out = work / "bad-run-file"
+    proc = chaosops("run", "--config", path, "--no-progress", "--out", out, cwd=work)
+    assert proc.returncode == 2
+    assert_one_error_line(proc, str(path), *needles)
+    assert not out.exists()
+
+
+def test_a_run_file_that_is_not_a_file_is_refused(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo.toml")  # reading it would block
+    cases = {"fifo.toml": "not a regular file", "nope.toml": "no such file", ".": "is a folder"}
+    for name, needle in cases.items():
+        proc = chaosops("run", "--config", tmp_path / name, "--no-progress", cwd=tmp_path)
+        assert_one_error_line(proc, str(tmp_path), needle)
+
+
+def test_a_policy_flag_naming_no_llm_is_refused(work: Path) -> None:
+    before = sorted(work.iterdir())
+    proc = chaosops("run", "--policy", "gemma", "--no-progress", cwd=work)
+    assert_one_error_line(proc, "--policy gemma", "unknown policy")
+    assert sorted(work.iterdir()) == before
