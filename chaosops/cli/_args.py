@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -162,6 +163,14 @@ def _role_policy(text: str) -> tuple[str, str]:
     return role, policy
 
 
+def _name(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.+=-]+", text):
+        raise argparse.ArgumentTypeError(
+            f"expected letters, digits and _ . + = - only, got {text!r}"
+        )
+    return text
+
+
 def _folder(text: str) -> Path:
     """An output folder: a non-empty path (an empty one would mean the current folder)."""
     if not text.strip():
@@ -171,24 +180,17 @@ def _folder(text: str) -> Path:
 
 def _policy_list(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
-    bad = [name for name in names if name not in POLICIES]
+    bad = [name for name in names if name not in POLICIES and ":" not in name]
     if bad or not names:
         raise argparse.ArgumentTypeError(
             f"unknown policy {', '.join(map(repr, bad)) or repr(text)}; "
-            f"choose from {', '.join(POLICIES)} (comma separated)"
+            f"choose from {', '.join(POLICIES)} or module:attribute (comma separated)"
         )
     return names
 
 
 def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     _add_plan_options(parser)
-    parser.add_argument(
-        "--config",
-        type=_run_file,
-        metavar="RUN.toml",
-        help="a run file: suites, each role's policy, named LLM endpoints, deadlines... "
-        "(see examples/run.toml); options given here override it",
-    )
     _add_watch_options(parser)
     _add_llm_options(parser)
 
@@ -335,6 +337,11 @@ def _add_llm_options(parser: argparse.ArgumentParser) -> None:
         "in a row failed for good, retries spent: the endpoint went away (default 10; "
         "0: never stop, every such turn plays the fallback)",
     )
+    _add_llm_sampling_options(llm)
+
+
+def _add_llm_sampling_options(llm: Any) -> None:
+    """How the LLM policy asks: sampling, answer form, retries, history, logprobs."""
     llm.add_argument("--temperature", type=_non_negative, default=0.0, help="sampling temperature")
     llm.add_argument("--top-p", type=_share, default=None, metavar="P", help="nucleus sampling")
     llm.add_argument(
@@ -434,6 +441,13 @@ def _add_run_parser(sub: Any) -> None:
     )
     _add_batch_options(run)
     run.add_argument(
+        "--config",
+        type=_run_file,
+        metavar="RUN.toml",
+        help="a run file: suites, each role's policy, named LLM endpoints, deadlines... "
+        "(see examples/run.toml); options given here override it",
+    )
+    run.add_argument(
         "--policy",
         default="heuristic",
         help="policy playing the four roles (default heuristic): random, heuristic, oracle, "
@@ -448,6 +462,13 @@ def _add_run_parser(sub: Any) -> None:
         help="the policy of one role over --policy (repeatable): a scripted name, llm, an "
         "LLM named in the run file, or module:attribute, a policy (observation, role) or a "
         "factory (scenario -> role map)",
+    )
+    run.add_argument(
+        "--name",
+        type=_name,
+        default=None,
+        help="what the outputs call this run's players (their 'policy'; default: the "
+        "policies, e.g. heuristic+dev=oracle)",
     )
     run.add_argument(
         "--out",
@@ -479,11 +500,35 @@ def _add_eval_parser(sub: Any) -> None:
     )
     _add_batch_options(ev)
     ev.add_argument(
+        "--config",
+        type=_run_file,
+        action="append",
+        default=[],
+        metavar="RUN.toml",
+        help="a run file to compare (repeatable): each is played like 'chaosops run --config' "
+        "into a run folder under --out named after its 'name' (default: the file's stem); "
+        "options given here override them all",
+    )
+    ev.add_argument(
         "--policies",
         type=_policy_list,
-        default=list(DEFAULT_EVAL_POLICIES),
+        default=None,
         metavar="LIST",
-        help="comma-separated policies (default random,heuristic,oracle)",
+        help="comma-separated policies to compare, each into a run folder under --out "
+        "(default random,heuristic,oracle, none when --config is given)",
+    )
+    ev.add_argument(
+        "--role-policy",
+        type=_role_policy,
+        action="append",
+        default=[],
+        metavar="ROLE=POLICY",
+        help="the policy of one role over each compared policy's (repeatable)",
+    )
+    ev.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an evaluation in --out: each run folder skips the episodes it holds",
     )
     ev.add_argument(
         "--out",

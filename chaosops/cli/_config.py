@@ -90,6 +90,7 @@ class RunConfig:
     role_policies: tuple[tuple[str, str], ...] = ()  # --role-policy, over --policy
     named_llms: tuple[tuple[str, LLMSettings], ...] = ()  # the run file's [llm.NAME]
     config_file: str | None = None  # --config
+    name: str | None = None  # --name: the outputs' policy, over the label below
 
     @property
     def policy(self) -> str:
@@ -128,9 +129,11 @@ class RunConfig:
 
     @property
     def label(self) -> str:
-        """What played, as the outputs' ``policy``: ``heuristic``, or with roles of
-        their own ``heuristic+dev=oracle``."""
-        chosen = dict(self.role_policies)
+        """What played, as the outputs' ``policy``: ``--name``, else ``heuristic``,
+        or with roles of their own ``heuristic+dev=oracle``."""
+        if self.name:
+            return self.name
+        chosen = {role: name for role, name in self.role_policies if name != self.policy}
         own = [f"{role}={name}" for role, name in self.policy_by_role.items() if role in chosen]
         return "+".join([self.policy, *own])
 
@@ -138,7 +141,10 @@ class RunConfig:
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The frozen configuration of ``chaosops run`` or ``chaosops eval``; refuses
     (:class:`CLIError`) a policy that names nothing there is."""
-    policies = [args.policy] if args.command == "run" else list(dict.fromkeys(args.policies))
+    if args.command == "run":
+        policies = [args.policy]
+    else:
+        policies = list(dict.fromkeys(args.policies or ()))
     named = getattr(args, "named_llms", {})
     _check_policies(policies, getattr(args, "role_policy", ()), named)
     config = _config(args, policies)
@@ -146,6 +152,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         config,
         named_llms=tuple(named.items()),
         config_file=None if getattr(args, "config", None) is None else str(args.config),
+        name=getattr(args, "name", None),
     )
 
 
@@ -216,3 +223,39 @@ def _llm_settings(args: argparse.Namespace) -> LLMSettings:
         top_logprobs=args.llm_top_logprobs,
         extra_body=args.llm_extra_body,
     )
+
+
+def eval_entries(args: argparse.Namespace, argv: Sequence[str]) -> list[RunConfig]:
+    """The entries ``chaosops eval`` compares, each a ``run`` configuration with
+    a folder of its own under ``--out``: each ``--config`` file (named by its
+    ``name``, else its stem), then each policy of ``--policies`` (default
+    random, heuristic, oracle when no run file is given), ``--role-policy``
+    over each. Refuses two entries of one name."""
+    import copy
+
+    from ._errors import CLIError
+    from ._folders import folder_name
+    from ._run_file import apply_run_file
+
+    policies = args.policies
+    if policies is None:
+        policies = [] if args.config else ["random", "heuristic", "oracle"]
+    named = [(path, None) for path in args.config] + [(None, p) for p in dict.fromkeys(policies)]
+    entries: list[RunConfig] = []
+    for path, policy in named:
+        entry = copy.copy(args)
+        entry.command, entry.config, entry.name = "run", path, None
+        entry.policy = policy or "heuristic"
+        entry.role_policy = list(args.role_policy)
+        if path is not None:
+            entry = apply_run_file(entry, argv)
+            entry.name = entry.name or folder_name(path.stem)
+        config = config_from_args(entry)
+        config = dataclasses.replace(config, out=args.out / folder_name(config.label))
+        if any(other.label == config.label for other in entries):
+            raise CLIError(
+                f"two entries of the evaluation are named {config.label!r}; give each run "
+                "file a name of its own (name = \"...\")"
+            )
+        entries.append(config)
+    return entries

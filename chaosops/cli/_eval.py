@@ -4,15 +4,16 @@ its JSON and chart."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._batches import Batch, execute, plan_batches, stop_code, withheld_note
+from ._batches import stop_code, withheld_note
 from ._config import RunConfig
 from ._errors import CLIError
-from ._plan import plan_episodes
-from ._policies import policy_factory, prepare_llms
-from ._run import refuse_existing
+from ._plays import Play, open_play, play_all, same_plan
+from ._policies import prepare_llms, role_map_factory
+from ._run import played, refuse_existing
 from ._session import Session
 from ._telemetry import serve_metrics, start_tracing
 from ._terminal import configure_logs, console_for, note
@@ -59,28 +60,45 @@ def _check_outputs(out: Path, outputs: tuple[tuple[Path | None, str | None, str]
             )
 
 
-def cmd_eval(config: RunConfig, session: Session) -> int:
-    """``chaosops eval``; returns the exit code."""
-    from chaosops.evaluation import evaluate_records, render_table
-
+def cmd_eval(config: RunConfig, entries: Sequence[RunConfig], session: Session) -> int:
+    """``chaosops eval``: every entry (a run file, or a policy) over one plan,
+    each into a run folder of its own under ``--out``; returns the exit code."""
     json_path, chart = _output_paths(config)
-    planned = plan_episodes(config)
+    planned = same_plan(entries)
     # where the evaluation goes can take it and holds no earlier one, before any episode runs
-    _check_outputs(
-        config.out, ((json_path, config.json, "--json"), (chart, config.chart, "--chart"))
-    )
+    if not config.resume:
+        _check_outputs(
+            config.out, ((json_path, config.json, "--json"), (chart, config.chart, "--chart"))
+        )
+    plays = [open_play(entry, planned) for entry in entries]
     serve_metrics(config.telemetry)  # a port that cannot be served fails before anything is written
     start_tracing(config.telemetry, session)  # so does a collector that cannot be reached
-    llms = prepare_llms({"llm": config.llm} if "llm" in config.policies else {})
-    # a bad log target fails before anything runs
-    table_stream = configure_logs(
-        config.telemetry.log_json, [p for p in (json_path, chart) if p is not None], session
-    )
+    for play in plays:
+        play.llms = prepare_llms(play.config.llms_in_play, play.config.config_file)
+        play.factory = role_map_factory(play.config.policy_by_role, play.llms, planned)
+    own = [p for p in (json_path, chart) if p is not None]
+    own += [path for play in plays for path in play.files]
+    table_stream = configure_logs(config.telemetry.log_json, own, session)
     if config.json == "-":
         table_stream = sys.stderr
-    records, stop, progress = _play(config, session, planned, llms)
-    # stopped by a signal, or given up (--llm-max-failures): the finished
-    # episodes' evaluation is written all the same, "complete": false
+    stop, progress = play_all(plays, config, session)
+    records = [record for play in plays for record in play.records]
+    return _report(config, plays, records, stop, progress, (json_path, chart, table_stream))
+
+
+def _report(
+    config: RunConfig,
+    plays: Sequence[Play],
+    records: list[dict[str, Any]],
+    stop: Any,
+    progress: Any,
+    where: tuple[Path | None, Path | None, Any],
+) -> int:
+    """The table, the evaluation's JSON and chart, and the closing notes."""
+    from chaosops.evaluation import evaluate_records, render_table
+    from chaosops.role_figures import render_role_table, role_figures
+
+    json_path, chart, table_stream = where
     interrupted = stop.signum is not None or stop.reason is not None
     if interrupted and not records:
         if stop.reason is not None:
@@ -95,30 +113,47 @@ def cmd_eval(config: RunConfig, session: Session) -> int:
     title = (
         "chaosops eval (interrupted: finished episodes only)" if interrupted else "chaosops eval"
     )
-    console_for(table_stream).print(render_table(rows, title=title))
+    console = console_for(table_stream)
+    console.print(render_table(rows, title=title))
+    console.print(render_role_table(role_figures(records), title="turns by role"))
     for line in progress.trouble():
         note(line)
-    payload = {
-        "policies": list(config.policies),
-        "episodes_per_policy": len(planned),
+    _write(config, json_path, chart, _payload(plays, records, rows, interrupted), rows, interrupted)
+    return _closing(plays, records, stop)
+
+
+def _payload(
+    plays: Sequence[Play], records: list[dict[str, Any]], rows: Any, interrupted: bool
+) -> dict[str, Any]:
+    return {
+        "policies": [play.config.label for play in plays],
+        "episodes_per_policy": len(plays[0].keys),
         "episodes": len(records),
         "complete": not interrupted,
+        "entries": [
+            {"policy": play.config.label, "folder": str(play.config.out), **played(play.config)}
+            for play in plays
+        ],
         "rows": _rows_json(rows),
     }
-    _write(config, json_path, chart, payload, rows, interrupted)
-    total = len(planned) * len(config.policies)
+
+
+def _closing(plays: Sequence[Play], records: list[dict[str, Any]], stop: Any) -> int:
+    total = sum(len(play.keys) for play in plays)
     if stop.reason is not None:
         raise CLIError(
             f"{stop.reason}; evaluation of the {len(records)} of {total} episode(s) that "
-            f"finished{withheld_note(stop)} written (complete: false, no chart)",
+            f"finished{withheld_note(stop)} written (complete: false, no chart); each "
+            "folder goes on with --resume",
             code=1,
         )
-    if interrupted:
+    if stop.signum is not None:
         note(
             f"interrupted: evaluation of the {len(records)} of {total} episode(s) that "
-            "finished (no chart)"
+            "finished (no chart); run again with --resume to finish"
         )
         return stop_code(stop)
+    note("wrote a run folder per policy: " + ", ".join(str(p.config.out) for p in plays))
     return 0
 
 
@@ -138,44 +173,6 @@ def _output_paths(config: RunConfig) -> tuple[Path | None, Path | None]:
             "evaluation; give them different files"
         )
     return json_path, chart
-
-
-def _play(
-    config: RunConfig, session: Session, planned: list[Any], llms: dict[str, Any]
-) -> tuple[list[dict[str, Any]], Any, Any]:
-    """Every policy over the plan: the finished episodes' records, the stop, the bar."""
-    from chaosops.outputs import plan_keys, result_record
-
-    from ._progress import ProgressBar
-
-    policies = config.policies
-    scenarios = [p.scenario for p in planned]
-    keys = {name: plan_keys(name, scenarios) for name in policies}
-    every = range(len(planned))
-    batches = [
-        batch
-        for name in policies
-        for batch in plan_batches(
-            config.deadlines, planned, every, policy_factory(name, llms.get(name)), tag=name
-        )
-    ]
-    by_policy: dict[str, dict[int, dict[str, Any]]] = {name: {} for name in policies}
-    total = len(planned) * len(policies)
-    progress = ProgressBar(enabled=config.progress, total=total, label="eval")
-
-    def on_result(batch: Batch, index: int, result: Any) -> None:
-        record = result_record(
-            result, policy=batch.tag, key=keys[batch.tag][index], turn_timeout=batch.turn_timeout
-        )
-        by_policy[batch.tag][index] = record
-        progress.advance(result)
-
-    stop = execute(
-        batches, session, concurrency=config.concurrency, on_result=on_result,
-        progress=progress, llms=list(llms.values()), max_failures=config.llm_max_failures,
-    )  # fmt: skip
-    records = [done[i] for name in policies for done in [by_policy[name]] for i in sorted(done)]
-    return records, stop, progress
 
 
 def _rows_json(rows: Any) -> Any:

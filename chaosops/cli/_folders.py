@@ -15,13 +15,18 @@ LATEST = RUNS / "latest"
 def new_run_folder(policy: str, now: float | None = None) -> Path:
     """``runs/<UTC time>-<policy>``, a name no folder has yet (``-2``, ``-3``... added)."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-    policy = re.sub(r"[^A-Za-z0-9_.=+-]", "_", policy)  # module:attribute, a path...
+    policy = folder_name(policy)
     folder = RUNS / f"{stamp}-{policy}"
     number = 1
     while folder.exists() or folder.is_symlink():
         number += 1
         folder = RUNS / f"{stamp}-{policy}-{number}"
     return folder
+
+
+def folder_name(text: str) -> str:
+    """``text`` as a folder name: a module:attribute or a path's characters become ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.=+-]", "_", text).lstrip(".") or "_"
 
 
 def latest_run() -> Path | None:

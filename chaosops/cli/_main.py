@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from ._args import build_parser
-from ._config import config_from_args
+from ._config import RunConfig, config_from_args, eval_entries
 from ._errors import PROG, CLIError, one_line, os_error_in, os_error_line
 from ._eval import cmd_eval
 from ._mock import cmd_mock_llm
@@ -39,6 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.error(f"missing command; choose from {', '.join([*_COMMANDS, 'mock-llm'])}")
+        if args.command == "eval":
+            return _dispatch(args, eval_entries(args, argv))
         args = fill_from_run_file(apply_run_file(args, argv), argv)
         return _dispatch(_new_folder(args))
     except CLIError as exc:
@@ -69,8 +71,9 @@ def _new_folder(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
-def _dispatch(args: argparse.Namespace) -> int:
-    """Run the command: ``run`` and ``eval`` on their frozen configuration."""
+def _dispatch(args: argparse.Namespace, entries: Sequence[RunConfig] = ()) -> int:
+    """Run the command: ``run`` and ``eval`` on their frozen configuration
+    (``eval``: with the run configuration of each entry it compares)."""
     if args.command == "replay":
         return cmd_replay(args.results)
     if args.command == "scenarios":
@@ -78,9 +81,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     _check_event_loop()
     config = config_from_args(args)
     session = Session()
-    command = cmd_run if config.command == "run" else cmd_eval
     try:
-        return command(config, session)
+        if config.command == "eval":
+            return cmd_eval(config, entries, session)
+        return cmd_run(config, session)
     except CLIError as exc:
         return _report(exc)  # said before the metrics' linger, not after it
     finally:

@@ -11,6 +11,7 @@ from typing import Any
 # field, namespace attribute, its option strings, how the value is restored).
 RECORDED: tuple[tuple[str, str, tuple[str, ...], Callable[[Any], Any]], ...] = (
     ("policy", "policy", ("--policy",), str),
+    ("name", "name", ("--name",), lambda v: v),
     ("role_policies", "role_policy", ("--role-policy",), lambda v: list((v or {}).items())),
     ("episodes_per_type", "episodes_per_type", ("--episodes-per-type",), lambda v: v),
     ("seed_offset", "seed_offset", ("--seed-offset",), int),

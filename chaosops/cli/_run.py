@@ -75,7 +75,7 @@ def refuse_existing(path: Path, advice: str, *, folder: Path | None = None) -> N
     raise CLIError(f"{where}; {advice}", code=2)
 
 
-def _plan_digest(planned: Sequence[PlannedEpisode]) -> str:
+def plan_digest(planned: Sequence[PlannedEpisode]) -> str:
     """A fingerprint of the planned scenarios (order aside) and the suites' deadlines."""
     import orjson
 
@@ -100,6 +100,7 @@ def run_options(config: RunConfig, planned: Sequence[PlannedEpisode]) -> dict[st
     (not ``--concurrency``, the LLM endpoint, logging or progress)."""
     options: dict[str, Any] = {
         "policy": config.policy,
+        "name": config.name,
         "role_policies": dict(config.role_policies) or None,
         "paths": [str(p) for p in config.paths],
         "episodes_per_type": config.episodes_per_type,
@@ -108,7 +109,7 @@ def run_options(config: RunConfig, planned: Sequence[PlannedEpisode]) -> dict[st
         "failure_types": list(config.failure_types) or None,
         "limit": config.limit,
         "planned": len(planned),
-        "plan": _plan_digest(planned),
+        "plan": plan_digest(planned),
         "turn_timeout": config.deadlines.turn_timeout,
         "role_timeout": config.deadlines.per_role,
     }
@@ -350,7 +351,7 @@ def _play(run: _Run, state: Any, llms: list[Any]) -> tuple[Any, Any, list[Any], 
         )
     todo = [i for i, key in enumerate(keys) if key not in state.done_keys]
     progress = ProgressBar(enabled=config.progress, total=len(todo), label=config.label)
-    render = _renderer()
+    render = renderer()
     players = config.players
 
     def on_result(batch: Batch, index: int, result: Any) -> None:
@@ -425,7 +426,7 @@ def _kept_after_failure(outputs: Any, keys: Sequence[str], config: RunConfig) ->
     )
 
 
-def _renderer() -> Callable[[Any, Any], Any] | None:
+def renderer() -> Callable[[Any, Any], Any] | None:
     try:
         from chaosops.agents.llm.render import build_messages
     except ImportError:  # pragma: no cover - the LLM package is part of chaosops

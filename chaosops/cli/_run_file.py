@@ -213,7 +213,9 @@ def apply_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argparse.Na
             _set_flag_llm(args, entry, given)
         else:
             args.named_llms[name] = llm_settings(entry, path, name)
-    args.run_file_name = run_file.name or path.stem
+    if run_file.name is not None and "--name" not in given:
+        args.name = run_file.name
+        args.from_run_file.add("--name")
     return args
 
 

@@ -112,8 +112,10 @@ def finished_run(work: Path, name: str) -> tuple[Path, subprocess.CompletedProce
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
-    """Every file of ``folder`` by name, with its bytes: what a refusal must keep."""
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+    """Every file under ``folder`` by relative path, with its bytes: what a refusal must keep."""
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 def free_port() -> int:

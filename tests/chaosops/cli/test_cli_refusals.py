@@ -159,11 +159,15 @@ def test_eval_does_not_overwrite_an_earlier_evaluation(work: Path) -> None:
     assert explicit.returncode == 2
     assert_one_error_line(explicit, str(out / "eval.json"), "--json")
     assert snapshot(out) == before
-    # the JSON on stdout writes nothing there, so it is not refused
+    # the policies' run folders are an evaluation too: refused all the same
     to_stdout = chaosops(*args, "--json", "-", "--no-chart", cwd=work)
-    assert to_stdout.returncode == 0, to_stdout.stderr
-    assert orjson.loads(to_stdout.stdout)["policies"] == ["oracle"]
+    assert_one_error_line(to_stdout, f"output folder {out / 'oracle'}", "--resume")
     assert snapshot(out) == before
+    resumed = chaosops(*args, "--json", "-", "--no-chart", "--resume", cwd=work)
+    assert resumed.returncode == 0, resumed.stderr
+    assert orjson.loads(resumed.stdout)["policies"] == ["oracle"]
+    assert "2 of 2 episodes already done" in resumed.stderr
+    assert snapshot(out) == before  # nothing left to play: the folder as it was
 
 
 # -------------------------------------------------------------------- mock-llm

@@ -264,3 +264,80 @@ def test_a_policy_flag_naming_no_llm_is_refused(work: Path) -> None:
     proc = chaosops("run", "--policy", "gemma", "--no-progress", cwd=work)
     assert_one_error_line(proc, "--policy gemma", "unknown policy")
     assert sorted(work.iterdir()) == before
+
+
+def _model_file(work: Path, name: str, url: str, model: str, extra: str = "") -> Path:
+    path = work / f"{name}.toml"
+    path.write_text(
+        f'paths = ["tiny.toml"]\nepisodes_per_type = 1\npolicy = "random"\n{extra}\n'
+        f'[roles]\noversight = "{model}"\ndev = "{model}"\n\n'
+        f'[llm.{model}]\nbase_url = "{url}"\nmodel = "{model}"\n'
+        + ('api_key_env = "ALPHA_KEY"\n' if model == "alpha" else "")
+    )
+    return path
+
+
+def test_eval_compares_two_run_files_with_a_run_folder_each(
+    work: Path, two_mocks: tuple[str, str]
+) -> None:
+    alpha, beta = two_mocks
+    files = [_model_file(work, "cmp-a", alpha, "alpha"), _model_file(work, "cmp-b", beta, "beta")]
+    out = work / "compare"
+    proc = _run(work, "eval", "--config", files[0], "--config", files[1], "--no-progress",
+                "--out", out)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = orjson.loads((out / "eval.json").read_bytes())
+    assert data["policies"] == ["cmp-a", "cmp-b"]
+    assert {r["policy"] for r in data["rows"]} == {"cmp-a", "cmp-b"}
+    entries = {e["policy"]: e for e in data["entries"]}
+    assert entries["cmp-a"]["players"]["dev"] == {"policy": "alpha", "model": "alpha"}
+    assert entries["cmp-b"]["llms"]["beta"]["model"] == "beta"
+    for name, model in (("cmp-a", "alpha"), ("cmp-b", "beta")):
+        folder = out / name
+        assert entries[name]["folder"] == str(folder)
+        results = jsonl(folder / "results.jsonl")
+        assert len(results) == 2 and all(r["policy"] == name for r in results)
+        assert all(r["roles"]["dev"]["model"] == model for r in results)
+        assert len(jsonl(folder / "trajectories.jsonl")) == sum(len(r["steps"]) for r in results)
+        again = _run(work, "run", "--resume", "--out", folder, "--no-progress")
+        assert again.returncode == 0, again.stderr
+        assert "2 of 2 episodes already done" in again.stderr
+        replayed = chaosops("replay", folder, cwd=work)
+        assert replayed.returncode == 0, replayed.stderr
+    table = proc.stdout.split("turns by role")[0]
+    assert "cmp-a" in table and "cmp-b" in table
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        assert (out / "eval_reward_by_tier.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_eval_entries_must_plan_alike_and_be_named_apart(
+    work: Path, two_mocks: tuple[str, str]
+) -> None:
+    alpha, beta = two_mocks
+    one = _model_file(work, "plan-a", alpha, "alpha")
+    other = _model_file(work, "plan-b", beta, "beta", extra="limit = 1")
+    proc = _run(work, "eval", "--config", one, "--config", other, "--out", work / "unlike")
+    assert_one_error_line(proc, "plan-b.toml", "plans other episodes", "same suites")
+    twin = work / "twin"
+    twin.mkdir(exist_ok=True)
+    same = _model_file(twin, "plan-a", beta, "beta")
+    proc = _run(work, "eval", "--config", one, "--config", same, "--out", work / "twins")
+    assert_one_error_line(proc, "two entries", "'plan-a'", "name")
+    assert not (work / "unlike").exists() and not (work / "twins").exists()
+
+
+def test_eval_takes_role_policies_over_each_policy(work: Path) -> None:
+    out = work / "eval-roles"
+    proc = chaosops("eval", "tiny.toml", "--episodes-per-type", "1", "--policies",
+                    "random,heuristic", "--role-policy", "dev=oracle", "--no-progress",
+                    "--no-chart", "--out", out, cwd=work)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = orjson.loads((out / "eval.json").read_bytes())
+    assert data["policies"] == ["random+dev=oracle", "heuristic+dev=oracle"]
+    for label in data["policies"]:
+        results = jsonl(out / label / "results.jsonl")
+        assert all(r["roles"]["dev"]["policy"] == "oracle" for r in results)
