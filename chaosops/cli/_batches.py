@@ -31,13 +31,15 @@ class Stop:
 class Batch:
     """One call to the runner: scenarios sharing a deadline, with their plan
     indices; ``tag``, the policy's name, is the batch's ``policy`` field (in
-    its log events, spans and metric labels)."""
+    its log events, spans and metric labels), ``model`` the LLM models some
+    role asks (``alpha``, ``alpha+beta``; empty for scripted roles)."""
 
     scenarios: list[Any]
     indices: list[int]
     factory: Callable[[Any], Mapping[Any, Any]]
     turn_timeout: TurnTimeout
     tag: str = ""
+    model: str = ""  # the LLM models its roles ask, as the metrics' "model" label
 
 
 def plan_batches(
@@ -46,6 +48,7 @@ def plan_batches(
     todo: Sequence[int],
     factory: Callable[[Any], Mapping[Any, Any]],
     tag: str = "",
+    model: str = "",
 ) -> list[Batch]:
     """The batches running the plan indices ``todo``: one per deadline group of
     :func:`timeout_groups`, in its order, indices ascending within each."""
@@ -55,7 +58,7 @@ def plan_batches(
         kept = [i for i in indices if i in wanted]
         if kept:
             scenarios = [planned[i].scenario for i in kept]
-            batches.append(Batch(scenarios, kept, factory, timeout, tag))
+            batches.append(Batch(scenarios, kept, factory, timeout, tag, model))
     return batches
 
 
@@ -159,7 +162,7 @@ async def run_batches(
                     batch.factory,
                     concurrency=concurrency,
                     turn_timeout=batch.turn_timeout,
-                    fields={"policy": batch.tag} if batch.tag else None,
+                    fields={"policy": batch.tag, "model": batch.model} if batch.tag else None,
                 ) as results:
                     if on_batch is not None:
                         on_batch(results)

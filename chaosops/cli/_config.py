@@ -128,6 +128,11 @@ class RunConfig:
         }
 
     @property
+    def models(self) -> str:
+        """The LLM models some role asks, in turn order, joined by ``+`` (empty: none)."""
+        return "+".join(dict.fromkeys(s.model for s in self.llms_in_play.values()))
+
+    @property
     def label(self) -> str:
         """What played, as the outputs' ``policy``: ``--name``, else ``heuristic``,
         or with roles of their own ``heuristic+dev=oracle``."""

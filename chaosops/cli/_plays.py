@@ -109,7 +109,8 @@ def play_all(plays: Sequence[Play], config: RunConfig, session: Session) -> tupl
             batch
             for play in plays
             for batch in plan_batches(play.config.deadlines, play.planned,
-                                      todo[play.config.label], play.factory, tag=play.config.label)
+                                      todo[play.config.label], play.factory,
+                                      tag=play.config.label, model=play.config.models)
         ]  # fmt: skip
         llms = [llm for play in plays for llm in play.llms.values()]
         stop = execute(

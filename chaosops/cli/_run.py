@@ -361,7 +361,9 @@ def _play(run: _Run, state: Any, llms: list[Any]) -> tuple[Any, Any, list[Any], 
         )  # fmt: skip
         progress.advance(result)
 
-    batches = plan_batches(config.deadlines, run.planned, todo, run.factory, tag=config.label)
+    batches = plan_batches(
+        config.deadlines, run.planned, todo, run.factory, tag=config.label, model=config.models
+    )
     stop = execute(
         batches, run.session, concurrency=config.concurrency, on_result=on_result,
         progress=progress, llms=llms, max_failures=config.llm_max_failures,

@@ -40,7 +40,7 @@ def serve_metrics(telemetry: Telemetry) -> None:
     where = f"{telemetry.host}:{telemetry.metrics_port}"
     try:
         meter = configure_metrics(
-            telemetry.metrics_port, host=telemetry.host, namespace=PROG, labels=("policy",)
+            telemetry.metrics_port, host=telemetry.host, namespace=PROG, labels=("policy", "model")
         )
     except OSError as exc:
         bad_host = isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL

@@ -62,12 +62,13 @@ def _series(url: str) -> list[tuple[str, dict[str, str], float]]:
     ]
 
 
-def test_eval_lingers_with_its_final_counts_by_policy(work: Path) -> None:
-    out = work / "metrics-eval"
-    proc = spawn(
-        "eval", "tiny.toml", "--metrics-port", "0", "--metrics-linger", "60", "--no-chart",
-        "--no-progress", "--out", out, cwd=work,
-    )  # fmt: skip
+def _lingering_series(
+    *args: str | Path, cwd: Path
+) -> tuple[subprocess.Popen[str], list[tuple[str, dict[str, str], float]], float]:
+    """Run ``chaosops ARGS --metrics-port 0 --metrics-linger 60``, scrape its
+    final metrics while it lingers, then Ctrl-C it: (the process, the series,
+    the seconds the Ctrl-C took to end it)."""
+    proc = spawn(*args, "--metrics-port", "0", "--metrics-linger", "60", cwd=cwd)
     try:
         assert proc.stderr is not None
         first = proc.stderr.readline()
@@ -83,8 +84,16 @@ def test_eval_lingers_with_its_final_counts_by_policy(work: Path) -> None:
     finally:
         if proc.poll() is None:
             interrupt(proc)
+    return proc, series, time.monotonic() - start
+
+
+def test_eval_lingers_with_its_final_counts_by_policy(work: Path) -> None:
+    out = work / "metrics-eval"
+    proc, series, took = _lingering_series(
+        "eval", "tiny.toml", "--no-chart", "--no-progress", "--out", out, cwd=work
+    )
     assert proc.returncode == 0
-    assert time.monotonic() - start < 10
+    assert took < 10
     assert (out / "eval.json").exists()
 
     def total(name: str, **labels: str) -> float:
@@ -105,6 +114,19 @@ def test_eval_lingers_with_its_final_counts_by_policy(work: Path) -> None:
     assert {labels["policy"] for labels, _ in reward} == {"random", "heuristic", "oracle"}
     # no *_created series beside the counters
     assert not [name for name, _, _ in series if name.endswith("_created")]
+
+
+def test_metric_labels_name_the_role_policies_and_the_model(work: Path, mock_llm: str) -> None:
+    proc, series, _ = _lingering_series(
+        *llm_run(work, mock_llm, work / "metrics-roles"), "--policy", "heuristic",
+        "--role-policy", "dev=llm", cwd=work,
+    )  # fmt: skip
+    assert proc.returncode == 0
+    planned = [labels for name, labels, _ in series if name == "chaosops_episodes_planned_total"]
+    assert planned == [{"policy": "heuristic+dev=llm", "model": "chaosops-mock"}]
+    turns = {labels["role"] for name, labels, _ in series
+             if name == "chaosops_turns_total" and labels["model"] == "chaosops-mock"}  # fmt: skip
+    assert "sre" in turns
 
 
 def test_a_run_serves_its_metrics_while_it_goes(
