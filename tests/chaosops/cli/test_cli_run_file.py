@@ -341,3 +341,22 @@ def test_eval_takes_role_policies_over_each_policy(work: Path) -> None:
     for label in data["policies"]:
         results = jsonl(out / label / "results.jsonl")
         assert all(r["roles"]["dev"]["policy"] == "oracle" for r in results)
+
+
+def test_the_example_run_file_runs(work: Path, mock_llm: str) -> None:
+    example = Path(__file__).parents[3] / "examples" / "run.toml"
+    scenarios = example.parent.parent / "scenarios"
+    copy = work / "example.toml"
+    copy.write_text(
+        example.read_text()
+        .replace("http://127.0.0.1:8000/v1", mock_llm)
+        .replace('"../scenarios"', f'"{scenarios}"')
+    )
+    out = work / "example"
+    proc = chaosops("run", "--config", copy, "--limit", "4", "--no-progress", "--out", out,
+                    cwd=work)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    results = jsonl(out / "results.jsonl")
+    assert len(results) == 4 and all(r["policy"] == "mock-sre" for r in results)
+    assert results[0]["roles"]["sre"] == {"policy": "mock", "model": "chaosops-mock"}
+    assert results[0]["turn_timeout"]["sre"] == 20.0 and results[0]["turn_timeout"]["dev"] == 30.0
