@@ -29,7 +29,7 @@ from ._plan import (
 )
 from ._policies import policy_factory
 from ._replay import Mismatch, replay_records
-from ._run import build_summary
+from ._run_folder import build_summary
 
 __all__ = [
     "CLIError",

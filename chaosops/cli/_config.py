@@ -260,7 +260,7 @@ def eval_entries(args: argparse.Namespace, argv: Sequence[str]) -> list[RunConfi
         if any(other.label == config.label for other in entries):
             raise CLIError(
                 f"two entries of the evaluation are named {config.label!r}; give each run "
-                "file a name of its own (name = \"...\")"
+                'file a name of its own (name = "...")'
             )
         entries.append(config)
     return entries

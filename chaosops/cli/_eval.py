@@ -11,9 +11,9 @@ from typing import Any
 from ._batches import stop_code, withheld_note
 from ._config import RunConfig
 from ._errors import CLIError
-from ._plays import Play, open_play, play_all, same_plan
+from ._plays import Play, open_folders, open_play, play_all, same_plan
 from ._policies import prepare_llms, role_map_factory
-from ._run import played, refuse_existing
+from ._run_folder import played, refuse_existing
 from ._session import Session
 from ._telemetry import serve_metrics, start_tracing
 from ._terminal import configure_logs, console_for, note
@@ -81,7 +81,8 @@ def cmd_eval(config: RunConfig, entries: Sequence[RunConfig], session: Session) 
     table_stream = configure_logs(config.telemetry.log_json, own, session)
     if config.json == "-":
         table_stream = sys.stderr
-    stop, progress = play_all(plays, config, session)
+    open_folders(plays)
+    stop, progress = play_all(plays, config, session, label="eval")
     records = [record for play in plays for record in play.records]
     return _report(config, plays, records, stop, progress, (json_path, chart, table_stream))
 

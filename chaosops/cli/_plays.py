@@ -1,8 +1,8 @@
-"""The entries of ``chaosops eval``, each played into a run folder of its own.
+"""Playing run configurations into their run folders: one for ``chaosops run``,
+one per entry for ``chaosops eval``.
 
-An entry is a run configuration (a run file, or a policy of ``--policies``);
-its folder holds what ``chaosops run`` writes (results, trajectories, summary,
-run.json), so it can be resumed, replayed and looked at like any run.
+Each folder holds what a run writes (results, trajectories, summary, run.json),
+so an eval's entries can be resumed, replayed and looked at like any run.
 """
 
 from __future__ import annotations
@@ -18,24 +18,33 @@ from ._batches import Batch, Stop, execute, plan_batches
 from ._config import RunConfig
 from ._errors import CLIError
 from ._plan import PlannedEpisode, plan_episodes
-from ._run import build_summary, check_resume, plan_digest, refuse_existing, run_options
+from ._run_folder import (
+    build_summary,
+    check_resume,
+    plan_digest,
+    refuse_existing,
+    renderer,
+    run_options,
+)
 from ._session import Session
 from ._terminal import note
 
 
 @dataclass
 class Play:
-    """One entry as it is played: its configuration, plan keys and output folder."""
+    """One run configuration as it is played: its plan keys and output folder."""
 
     config: RunConfig
     planned: list[PlannedEpisode]
     keys: list[str]
     outputs: Any  # chaosops.outputs.RunOutputs
-    recorded: dict[str, Any] | None = None
+    recorded: dict[str, Any] | None = None  # the folder's run.json, when resumed
     llms: dict[str, Any] = field(default_factory=dict)
-    factory: Any = None
-    records: list[dict[str, Any]] = field(default_factory=list)
+    factory: Any = None  # scenario -> role map
     done: set[str] = field(default_factory=set)  # run keys already in the folder
+    wrote_run_file: bool = False
+    records: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
 
     def todo(self) -> list[int]:
         """The plan indices still to play."""
@@ -43,7 +52,7 @@ class Play:
 
     @property
     def files(self) -> list[Path]:
-        """The files this entry writes (which a log must not be)."""
+        """The files this play writes (which a log must not be)."""
         outputs = self.outputs
         return [outputs.results_path, outputs.trajectories_path, outputs.summary_path,
                 self.config.out / RUN_FILE]  # fmt: skip
@@ -65,35 +74,74 @@ def same_plan(entries: Sequence[RunConfig]) -> list[PlannedEpisode]:
 
 
 def open_play(config: RunConfig, planned: list[PlannedEpisode]) -> Play:
-    """The entry's play, its folder checked (writes nothing): a new folder holds
-    no run; with ``--resume`` its run has the entry's options."""
+    """The play of ``config``, its folder checked (writes nothing): a new folder
+    holds no run; with ``--resume``, its run has these options."""
     from chaosops.outputs import RunOutputs, plan_keys
 
     keys = plan_keys(config.label, [p.scenario for p in planned])
-    play = Play(config, planned, keys, RunOutputs(config.out, resume=config.resume))
-    if config.resume and config.out.is_dir():
-        options = run_options(config, planned)
-        play.recorded = check_resume(config.out, options, keys, config.label)
-    elif not config.resume:
-        for path in play.files:
-            refuse_existing(
-                path, "pass --resume to continue it, or another --out", folder=config.out
-            )
+    outputs = RunOutputs(config.out, resume=config.resume, fsync=config.fsync)
+    play = Play(config, planned, keys, outputs)
+    if config.resume:
+        if config.out.is_dir():
+            options = run_options(config, planned)
+            play.recorded = check_resume(config.out, options, keys, config.label)
+        return play
+    for path in (outputs.results_path, outputs.trajectories_path, config.out / RUN_FILE):
+        refuse_existing(
+            path, "pass --resume to continue that run, or a new --out folder", folder=config.out
+        )
     return play
 
 
-def play_all(plays: Sequence[Play], config: RunConfig, session: Session) -> tuple[Stop, Any]:
-    """Every entry's episodes not done yet, in one event loop and one progress
-    bar, each written to its folder as it finishes; then each folder's summary."""
-    from ._progress import ProgressBar
-    from ._run import renderer
+def open_folders(plays: Sequence[Play]) -> None:
+    """Open each play's folder (made if need be) and, for a new run, write its
+    run.json; all are closed again if one cannot be opened."""
+    try:
+        for play in plays:
+            _open(play)
+    except BaseException:
+        for play in plays:
+            play.outputs.close()
+        raise
 
-    for play in plays:
-        _open(play)
+
+def _open(play: Play) -> None:
+    import orjson
+
+    from chaosops.outputs import OutputError, atomic_write_bytes
+
+    try:
+        state = play.outputs.open()
+    except OutputError as exc:
+        raise CLIError(str(exc), code=2 if exc.usage else 1) from None
+    play.done = state.done_keys
+    if play.recorded is None and state.records == 0:
+        # a new run (or one begun before run.json existed with nothing done):
+        # its options, for --resume to compare, before the first episode
+        data = orjson.dumps(run_options(play.config, play.planned), option=orjson.OPT_INDENT_2)
+        atomic_write_bytes(play.config.out / RUN_FILE, data + b"\n")
+        play.wrote_run_file = True
+    if play.config.resume:
+        note(
+            f"resuming {play.config.out}: {len(state.done_keys & set(play.keys))} of "
+            f"{len(play.keys)} episodes already done"
+            + (", torn last results line dropped" if state.torn_results_line else "")
+        )
+
+
+def play_all(
+    plays: Sequence[Play], config: RunConfig, session: Session, label: str
+) -> tuple[Stop, Any]:
+    """Every play's episodes not done yet, in one event loop under one progress
+    bar (``label``), each written to its folder as it finishes; then each
+    folder's summary. The folders (opened by :func:`open_folders`) are closed."""
+    from ._progress import ProgressBar
+
     try:
         todo = {play.config.label: play.todo() for play in plays}
-        total = sum(len(indices) for indices in todo.values())
-        progress = ProgressBar(enabled=config.progress, total=total, label="eval")
+        progress = ProgressBar(
+            enabled=config.progress, total=sum(map(len, todo.values())), label=label
+        )
         by_label = {play.config.label: play for play in plays}
         render = renderer()
 
@@ -112,35 +160,21 @@ def play_all(plays: Sequence[Play], config: RunConfig, session: Session) -> tupl
                                       todo[play.config.label], play.factory,
                                       tag=play.config.label, model=play.config.models)
         ]  # fmt: skip
-        llms = [llm for play in plays for llm in play.llms.values()]
         stop = execute(
             batches, session, concurrency=config.concurrency, on_result=on_result,
-            progress=progress, llms=llms, max_failures=config.llm_max_failures,
+            progress=progress, llms=[llm for play in plays for llm in play.llms.values()],
+            max_failures=config.llm_max_failures,
         )  # fmt: skip
         for play in plays:
-            play.records = play.outputs.records()
-            play.outputs.write_summary(build_summary(play.records, play.keys, play.config))
+            write_summary(play)
     finally:
         for play in plays:
             play.outputs.close()
     return stop, progress
 
 
-def _open(play: Play) -> None:
-    """Open the entry's folder and, for a new run, write its run.json."""
-    import orjson
-
-    from chaosops.outputs import OutputError, atomic_write_bytes
-
-    try:
-        state = play.outputs.open()
-    except OutputError as exc:
-        raise CLIError(str(exc), code=2 if exc.usage else 1) from None
-    play.done = state.done_keys
-    if play.recorded is None and state.records == 0:
-        options = run_options(play.config, play.planned)
-        data = orjson.dumps(options, option=orjson.OPT_INDENT_2) + b"\n"
-        atomic_write_bytes(play.config.out / RUN_FILE, data)
-    if play.config.resume:
-        note(f"resuming {play.config.out}: {len(state.done_keys & set(play.keys))} of "
-             f"{len(play.keys)} episodes already done")  # fmt: skip
+def write_summary(play: Play) -> None:
+    """The play's summary.json, of every record in its folder."""
+    play.records = play.outputs.records()
+    play.summary = build_summary(play.records, play.keys, play.config)
+    play.outputs.write_summary(play.summary)

@@ -236,6 +236,11 @@ def test_resume_of_a_run_file_s_run_needs_only_the_folder(
             id="key-env-unset",
         ),
         pytest.param("policy = [\n", ["invalid TOML"], id="toml"),
+        pytest.param(
+            "policy = 'g'\n[llm.g]\nmodel = 'g'\nbase_url = 'localhost:8000/v1'\n",
+            ["llm.g.base_url", "'localhost:8000/v1'", "http(s) URL"],
+            id="base-url",
+        ),
         pytest.param("a = " + "[" * 600 + "]" * 600 + "\n", ["nested too deeply"], id="deep"),
     ],
 )

@@ -1,0 +1,256 @@
+"""What a run folder records: its run.json (the options, compared by
+``--resume``), its summary, and the checks before anything is written there."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from chaosops import __version__
+from chaosops.outputs import RUN_FILE
+
+from ._config import RunConfig
+from ._errors import CLIError
+from ._plan import PlannedEpisode
+from ._resume import RECORDED
+from ._run_file import LLM_FLAGS
+
+
+def build_summary(
+    records: Sequence[Mapping[str, Any]], planned: Sequence[str], config: RunConfig | None = None
+) -> dict[str, Any]:
+    """The content of ``summary.json``: totals, the evaluation rows (with 95%
+    intervals), each role's turn figures and, with ``config``, what played
+    (each role's policy and model, each LLM's settings without the key).
+
+    Derived from the results records only (no timestamps or wall times), so a
+    resumed run ends with the same summary as an uninterrupted one.
+    """
+    from chaosops.evaluation import evaluate_records, ran_to_end, resolved, rows_to_json
+    from chaosops.role_figures import role_figures
+
+    done = {r["run_key"] for r in records}
+    missing = [key for key in planned if key not in done]
+    return {
+        "episodes": len(records),
+        "resolved": sum(1 for r in records if resolved(r)),  # the table's rule
+        "failed": sum(1 for r in records if not ran_to_end(r)),
+        "timeouts": sum(int(r.get("timeouts", 0)) for r in records),
+        "errors": sum(int(r.get("errors", 0)) for r in records),
+        "planned": len(planned),
+        "missing": len(missing),
+        "complete": not missing,
+        "rows": rows_to_json(evaluate_records(records)),
+        "roles": [figures.to_json() for figures in role_figures(records)],
+        **({} if config is None else played(config)),
+    }
+
+
+def played(config: RunConfig) -> dict[str, Any]:
+    """What played, as summary.json and eval.json say it."""
+    return {
+        "players": config.players,
+        "llms": {name: settings_json(s) for name, s in config.llms_in_play.items()} or None,
+    }
+
+
+def refuse_existing(path: Path, advice: str, *, folder: Path | None = None) -> None:
+    """Refuse (:class:`CLIError`, exit 2) to write over ``path`` when it holds
+    something: ``chaosops run`` and ``chaosops eval`` never overwrite an earlier
+    output. ``folder`` is the output folder the file was put in by default (the
+    message then names the folder); ``advice`` says what to do instead."""
+    try:
+        if path.stat().st_size == 0:
+            return
+    except OSError:  # absent, or not reachable: whoever writes it reports that
+        return
+    where = f"output folder {folder} already holds {path.name}" if folder else f"{path} exists"
+    raise CLIError(f"{where}; {advice}", code=2)
+
+
+def plan_digest(planned: Sequence[PlannedEpisode]) -> str:
+    """A fingerprint of the planned scenarios (order aside) and the suites' deadlines."""
+    import orjson
+
+    from chaosops.outputs import scenario_fields
+
+    entries = sorted(
+        orjson.dumps(
+            [
+                scenario_fields(p.scenario),
+                sorted(
+                    (str(getattr(k, "value", k)), v) for k, v in (p.suite_timeout or {}).items()
+                ),
+            ]
+        )
+        for p in planned
+    )
+    return hashlib.sha256(b"\n".join(entries)).hexdigest()[:16]
+
+
+def run_options(config: RunConfig, planned: Sequence[PlannedEpisode]) -> dict[str, Any]:
+    """The content of ``run.json``: what decides the episodes and their outcomes
+    (not ``--concurrency``, the LLM endpoint, logging or progress)."""
+    options: dict[str, Any] = {
+        "policy": config.policy,
+        "name": config.name,
+        "role_policies": dict(config.role_policies) or None,
+        "paths": [str(p) for p in config.paths],
+        "episodes_per_type": config.episodes_per_type,
+        "seed_offset": config.seed_offset,
+        "tiers": list(config.tiers) or None,
+        "failure_types": list(config.failure_types) or None,
+        "limit": config.limit,
+        "planned": len(planned),
+        "plan": plan_digest(planned),
+        "turn_timeout": config.deadlines.turn_timeout,
+        "role_timeout": config.deadlines.per_role,
+    }
+    if "llm" in config.policy_by_role.values():
+        llm = config.llm
+        options.update(llm_model=llm.model, temperature=llm.temperature, max_tokens=llm.max_tokens)
+    if llms := config.llms_in_play:
+        options["llms"] = {name: settings_json(settings) for name, settings in llms.items()}
+    options.update(
+        concurrency=config.concurrency,
+        llm_max_failures=config.llm_max_failures,
+        config_file=config.config_file,
+        version=__version__,
+    )
+    return options
+
+
+def settings_json(settings: Any) -> dict[str, Any]:
+    """An LLM's settings as run.json and summary.json record them: every field
+    but the key (``api_key_env`` names where it is read from)."""
+    import dataclasses
+
+    fields = dataclasses.asdict(settings)
+    del fields["api_key"]
+    fields["extra_body"] = dict(settings.extra_body) if settings.extra_body else None
+    return fields
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_shown(v)}" for k, v in value.items())
+    return str(value)
+
+
+def _suites_shown(options: Mapping[str, Any]) -> str:
+    return " ".join(options.get("paths") or []) or "the canonical suites"
+
+
+# (run.json field, option named in the message); compared in this order
+_MUST_MATCH = tuple(
+    ("plan", "PATH (the suites)") if field == "paths" else (field, options[0])
+    for field, _, options, _ in RECORDED
+)
+
+
+def check_resume(
+    out: Path, options: Mapping[str, Any], keys: Sequence[str], label: str | None = None
+) -> dict[str, Any] | None:
+    """Refuse (:class:`CLIError`, exit 2) to resume the run in ``out`` with other
+    options than it was started with; nothing is written. Returns the recorded
+    options (``None`` for a folder without ``run.json``).
+
+    A folder without ``run.json`` (written before it existed) is checked against
+    its results: their policy, and every recorded episode in the given plan.
+    """
+    import orjson
+
+    from chaosops.outputs import RESULTS_FILE, OutputError, read_results
+
+    def refuse(option: str, recorded: str, given: str) -> CLIError:
+        return CLIError(
+            f"--resume: {option} differs from the run in {out}: recorded {recorded}, "
+            f"given {given}; give the options of that run, or a new --out folder"
+        )
+
+    recorded: dict[str, Any] | None = None
+    path = out / RUN_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise CLIError(f"cannot read {path}: {exc.strerror or exc}", code=1) from None
+    else:
+        try:
+            recorded = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            recorded = None
+        if not isinstance(recorded, dict):
+            raise CLIError(
+                f"{path} is not a chaosops run file (expected the JSON object of the "
+                "run's options); resume with a folder written by chaosops run"
+            )
+        given = orjson.loads(orjson.dumps(options))  # as read back from run.json
+        for name, option in _MUST_MATCH:
+            if name not in recorded or name not in given or recorded[name] == given[name]:
+                continue
+            if name == "plan":
+                before, now = _suites_shown(recorded), _suites_shown(given)
+                edited = " as it reads now" if before == now else ""  # same paths
+                raise refuse(
+                    option,
+                    f"{before} ({recorded.get('planned')} episodes)",
+                    f"{now}{edited} ({given['planned']} episodes)",
+                )
+            raise refuse(option, _shown(recorded[name]), _shown(given[name]))
+        if (differs := _llm_difference(recorded, given)) is not None:
+            raise refuse(*differs)
+
+    if not (out / RESULTS_FILE).exists():
+        return recorded
+    try:
+        records, _ = read_results(out / RESULTS_FILE)
+    except OutputError as exc:
+        raise CLIError(str(exc), code=2 if exc.usage else 1) from None
+    policies = sorted({str(r.get("policy")) for r in records})
+    label = label or options["policy"]  # what the records call the policy that played
+    if policies and policies != [label]:
+        raise refuse("--policy", ", ".join(policies), label)
+    planned = set(keys)
+    stray = [r["run_key"] for r in records if r["run_key"] not in planned]
+    if stray:
+        raise refuse(
+            "the plan (PATH, --episodes-per-type, --seed-offset)",
+            f"episode {stray[0]}" + (f" and {len(stray) - 1} more" if len(stray) > 1 else ""),
+            f"a plan without it ({len(keys)} episodes of {_suites_shown(options)})",
+        )
+    return recorded
+
+
+# what an LLM's answers depend on: a resumed run must ask the same way
+_LLM_DECIDES = ("model", "temperature", "top_p", "seed", "max_tokens", "answer", "history")
+_FLAG_OF = {field: options[0] for field, _, options in LLM_FLAGS}
+
+
+def _llm_difference(
+    recorded: Mapping[str, Any], given: Mapping[str, Any]
+) -> tuple[str, str, str] | None:
+    """The first setting of an LLM in play that differs: (option, recorded, given)."""
+    before, now = recorded.get("llms") or {}, given.get("llms") or {}
+    for name in sorted(set(before) & set(now)):
+        for field in _LLM_DECIDES:
+            old, new = before[name].get(field), now[name].get(field)
+            if old != new:
+                option = _FLAG_OF[field] if name == "llm" else f"the run file's llm.{name}.{field}"
+                return option, _shown(old), _shown(new)
+    return None
+
+
+def renderer() -> Callable[[Any, Any], Any] | None:
+    try:
+        from chaosops.agents.llm.render import build_messages
+    except ImportError:  # pragma: no cover - the LLM package is part of chaosops
+        return None
+    return build_messages
