@@ -8,11 +8,15 @@ input (an unknown option value, a missing or invalid scenario file, an output
 folder that already holds a run); 130 interrupted by Ctrl-C (SIGINT), 143 by
 SIGTERM. Every error is one line on stderr, ``chaosops: error: ...``.
 
-Modules: ``_args`` (parser and value types), ``_plan`` (suites, planned
-episodes, deadlines), ``_policies`` (policy factories, LLM setup),
-``_batches`` (batch execution, signals), ``_progress`` (the progress bar),
-``_terminal`` (consoles, notes, JSON logs), one module per command (``_run``,
-``_eval``, ``_replay``, ``_scenarios``, ``_mock``) and ``_main`` (dispatch).
+Modules: ``_args`` (parser and value types), ``_run_file`` (``--config``
+files), ``_resume`` (options restored from run.json), ``_config`` (the frozen
+``RunConfig``, eval's entries), ``_plan`` (suites, planned episodes,
+deadlines), ``_policies`` (policy factories, LLM setup), ``_run_folder`` (what
+a run folder records, checks before writing), ``_plays`` (configurations played
+into their folders), ``_batches`` (batch execution, signals), ``_progress``
+(the progress bar), ``_terminal`` (consoles, notes, JSON logs), one module per
+command (``_run``, ``_eval``, ``_replay``, ``_scenarios``, ``_mock``) and
+``_main`` (dispatch).
 """
 
 from __future__ import annotations
