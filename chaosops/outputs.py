@@ -82,6 +82,8 @@ _TOKEN_FIELDS = (
     "token_ids",
     "tokens",
     "logprobs",
+    "top_logprobs",
+    "tool_calls",
     "prompt_token_ids",
     "usage",
     "parse_error",
@@ -96,8 +98,9 @@ reader that takes its columns from the first rows (``datasets.Dataset.from_list`
 a JSON reader's first block) then loses none."""
 
 _ANSWER_FIELDS = frozenset(
-    ("token_ids", "tokens", "logprobs", "parse_error", "finish_reason", "model")
-)
+    ("token_ids", "tokens", "logprobs", "top_logprobs", "tool_calls", "parse_error",
+     "finish_reason", "model")
+)  # fmt: skip
 """Those of :data:`_TOKEN_FIELDS` that describe the completion: null, like the
 completion, for a turn that timed out (its action is the fallback)."""
 

@@ -355,6 +355,13 @@ def _add_llm_sampling_options(llm: Any) -> None:
         "output with the action's JSON schema), tools (the take_action tool, named)",
     )
     llm.add_argument(
+        "--llm-system-prompt",
+        choices=("system", "user"),
+        default="system",
+        help="where the role prompt goes: a system message (default), or folded into the "
+        "first user message (user: for models whose chat template has no system role)",
+    )
+    llm.add_argument(
         "--llm-retries",
         type=_int_from(0, 100),
         default=4,

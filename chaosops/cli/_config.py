@@ -220,6 +220,7 @@ def _llm_settings(args: argparse.Namespace) -> LLMSettings:
         seed=args.llm_seed,
         max_tokens=args.max_tokens,
         answer=args.llm_answer,
+        system_prompt=args.llm_system_prompt,
         retries=args.llm_retries,
         history=args.llm_history,
         max_in_flight=args.llm_max_in_flight,

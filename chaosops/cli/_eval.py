@@ -11,7 +11,7 @@ from typing import Any
 from ._batches import stop_code, withheld_note
 from ._config import RunConfig
 from ._errors import CLIError
-from ._plays import Play, open_folders, open_play, play_all, same_plan
+from ._plays import Play, open_folders, open_play, play_all, same_plan, trouble
 from ._policies import prepare_llms, role_map_factory
 from ._run_folder import played, refuse_existing
 from ._session import Session
@@ -117,7 +117,7 @@ def _report(
     console = console_for(table_stream)
     console.print(render_table(rows, title=title))
     console.print(render_role_table(role_figures(records), title="turns by role"))
-    for line in progress.trouble():
+    for line in trouble(plays, progress):
         note(line)
     _write(config, json_path, chart, _payload(plays, records, rows, interrupted), rows, interrupted)
     return _closing(plays, records, stop)

@@ -178,3 +178,17 @@ def write_summary(play: Play) -> None:
     play.records = play.outputs.records()
     play.summary = build_summary(play.records, play.keys, play.config)
     play.outputs.write_summary(play.summary)
+
+
+def trouble(plays: Sequence[Play], progress: Any) -> list[str]:
+    """The closing notes on what went wrong in the turns (the progress bar's
+    sums), and once per LLM whose server sent no logprobs though asked for them."""
+    notes = progress.trouble()
+    for play in plays:
+        for llm in play.llms.values():
+            if llm.answers_without_logprobs:
+                notes.append(
+                    f"{llm.answers_without_logprobs} answer(s) of {llm.model} came without "
+                    "the logprobs asked for (--llm-logprobs): the server returned none"
+                )
+    return notes

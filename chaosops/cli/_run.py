@@ -11,7 +11,7 @@ from ._batches import stop_code, withheld_note
 from ._config import RunConfig
 from ._errors import CLIError, os_error_in, os_error_line
 from ._plan import plan_episodes
-from ._plays import Play, open_folders, open_play, play_all
+from ._plays import Play, open_folders, open_play, play_all, trouble
 from ._policies import prepare_llms, role_map_factory
 from ._run_folder import build_summary
 from ._session import Session
@@ -73,7 +73,7 @@ def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) 
     console = console_for(table)
     console.print(render_table(evaluate_records(records), title=f"chaosops run: {config.out}"))
     console.print(render_role_table(role_figures(records), title="turns by role"))
-    for line in progress.trouble():
+    for line in trouble([play], progress):
         note(line)
     # run.json only when this run wrote it (a resumed run keeps the folder's)
     kept = f", {config.out / RUN_FILE}" if play.wrote_run_file else ""

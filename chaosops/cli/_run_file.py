@@ -51,6 +51,7 @@ class LLMEntry(BaseModel):
     seed: int | None = None
     max_tokens: int = Field(default=256, ge=1, le=1_000_000)
     answer: Literal["text", "json", "tools"] = "text"
+    system_prompt: Literal["system", "user"] = "system"
     retries: int = Field(default=4, ge=0, le=100)
     max_in_flight: int = Field(default=64, ge=1, le=100_000)
     history: int = Field(default=0, ge=0, le=1_000)
@@ -105,6 +106,7 @@ LLM_FLAGS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("seed", "llm_seed", ("--llm-seed",)),
     ("max_tokens", "max_tokens", ("--max-tokens",)),
     ("answer", "llm_answer", ("--llm-answer",)),
+    ("system_prompt", "llm_system_prompt", ("--llm-system-prompt",)),
     ("retries", "llm_retries", ("--llm-retries",)),
     ("max_in_flight", "llm_max_in_flight", ("--llm-max-in-flight",)),
     ("history", "llm_history", ("--llm-history",)),

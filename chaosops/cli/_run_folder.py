@@ -230,7 +230,9 @@ def check_resume(
 
 
 # what an LLM's answers depend on: a resumed run must ask the same way
-_LLM_DECIDES = ("model", "temperature", "top_p", "seed", "max_tokens", "answer", "history")
+_LLM_DECIDES = (
+    "model", "temperature", "top_p", "seed", "max_tokens", "answer", "history", "system_prompt"
+)  # fmt: skip
 _FLAG_OF = {field: options[0] for field, _, options in LLM_FLAGS}
 
 

@@ -32,7 +32,14 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--rate-500", type=float, default=0.0, help="share of 500 answers")
     p.add_argument("--rate-garbage", type=float, default=0.0, help="share of unparseable answers")
     p.add_argument(
-        "--answer-style", default=d.answer_style, choices=["json", "fenced", "chatter", "mixed"]
+        "--answer-style",
+        default=d.answer_style,
+        choices=["json", "fenced", "chatter", "mixed", "placeholder", "junk-args", "cut"],
+        help="json, fenced or chatter text (mixed: any); faulty: placeholder targets, "
+        "junk args, answers cut at the token limit",
+    )
+    p.add_argument(
+        "--null-logprobs", action="store_true", help="answer logprobs: null even when asked"
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
@@ -73,6 +80,7 @@ def config_from_args(args: argparse.Namespace) -> MockLLMConfig:
         answer_style=args.answer_style,
         seed=args.seed,
         record=args.record,
+        null_logprobs=args.null_logprobs,
         api_key=key,
     )
 

@@ -21,7 +21,14 @@ class MockLLMConfig(BaseModel):
     retry_after_s: float = Field(default=0.05, ge=0.0)
     rate_500: float = Field(default=0.0, ge=0.0, le=1.0)
     rate_garbage: float = Field(default=0.0, ge=0.0, le=1.0)
-    answer_style: Literal["json", "fenced", "chatter", "mixed"] = "json"
+    answer_style: Literal[
+        "json", "fenced", "chatter", "mixed", "placeholder", "junk-args", "cut"
+    ] = "json"
+    """How answers are written: json, fenced or chatter text (mixed: any of the
+    three); or faulty: the format's placeholder as target, junk args, or cut
+    at the token limit (finish_reason length; a tool call's arguments halved)."""
+    null_logprobs: bool = False
+    """Answer ``logprobs: null`` even when asked for them (as some servers do)."""
     seed: int = 0
     first_statuses: list[Literal[200, 429, 500]] = Field(default_factory=list)
     """Scripted faults: the first requests answer these statuses, in order, before

@@ -211,7 +211,7 @@ class _MockLLM:
     def _completion(self, body: dict[str, Any], garbage: bool, style: str) -> dict[str, Any]:
         """The chat completion answering ``body``: the player's action as text or a tool call."""
         rng = self.rng
-        action = decide_action(read_rendered(_user_text(body["messages"])))
+        action = _styled(decide_action(read_rendered(_user_text(body["messages"]))), style)
         tools = body.get("tools") or []
         tool_calls: list[dict[str, Any]] | None = None
         content: str | None
@@ -231,16 +231,23 @@ class _MockLLM:
             content = None
         else:
             content = self._text(action, style)
+        finish = "tool_calls" if tool_calls else "stop"
+        if style == "cut":  # cut at the token limit, as llama.cpp reports it
+            if tool_calls:
+                arguments = tool_calls[0]["function"]["arguments"]
+                tool_calls[0]["function"]["arguments"] = arguments[: len(arguments) // 2]
+            else:
+                content, finish = (content or "")[: len(content or "") // 2], "length"
         text = content if tool_calls is None else tool_calls[0]["function"]["arguments"]
         tokens = _tokens(text or "")
         choice: dict[str, Any] = {
             "index": 0,
             "message": {"role": "assistant", "content": content, "tool_calls": tool_calls},
-            "finish_reason": "tool_calls" if tool_calls else "stop",
+            "finish_reason": finish,
             "logprobs": None,
         }
         token_ids = [zlib.crc32(t.encode()) % 50_000 for t in tokens]
-        if body.get("logprobs"):
+        if body.get("logprobs") and not self.config.null_logprobs:
             choice["logprobs"] = self._logprobs(tokens, token_ids, body)
         if body.get("return_token_ids"):
             choice["token_ids"] = token_ids
@@ -268,7 +275,10 @@ class _MockLLM:
                     "token": f"token_id:{tid}" if as_ids else tok,
                     "logprob": -round(self.rng.random() * 0.5, 4),
                     "bytes": list(tok.encode()),
-                    "top_logprobs": [],
+                    "top_logprobs": [
+                        {"token": f"{tok}~{k}", "logprob": -1.0 - k, "bytes": None}
+                        for k in range(int(body.get("top_logprobs") or 0))
+                    ],
                 }
                 for tok, tid in zip(tokens, token_ids, strict=True)
             ]
@@ -281,6 +291,16 @@ class _MockLLM:
         if style == "chatter":
             return f"Looking at the metrics, the best move is {data} - let's go."
         return data
+
+
+def _styled(action: dict[str, Any], style: str) -> dict[str, Any]:
+    """The player's action as a faulty model would write it: the answer format's
+    placeholder as the target, or arguments the action does not take."""
+    if style == "placeholder":
+        return {**action, "target": "<service, agent or null>"}
+    if style == "junk-args":
+        return {**action, "args": {**action["args"], "please": "now", "replicas": "lots"}}
+    return action
 
 
 def create_app(config: MockLLMConfig | None = None) -> Starlette:

@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from chaosops._urls import shown_url
+from chaosops.agents.llm.checks import view_problem
 from chaosops.agents.llm.http import (
     ChatClient,
     LLMDeadlineError,
@@ -122,6 +123,7 @@ class LLMPolicy:
         self._client = ChatClient(LLMSettings(model=model, **settings))
         self.failures_in_a_row = 0
         self.last_failure: str | None = None
+        self.answers_without_logprobs = 0  # asked for, and the server sent none
         warm_up()
 
     @classmethod
@@ -219,6 +221,8 @@ class LLMPolicy:
         messages = build_messages(obs, role)
         if earlier:
             messages[1:1] = [dict(m) for m in earlier]
+        if self.settings.system_prompt == "user":
+            messages = fold_system_prompt(messages)
         turn = _current_turn()
         deadline = getattr(turn, "deadline", None)
         _annotate(turn, prompt=messages)  # kept even if the turn times out
@@ -236,32 +240,85 @@ class LLMPolicy:
             raise
         self.failures_in_a_row = 0
         latency_ms = round((time.perf_counter() - started) * 1000.0, 3)
-
         info: dict[str, Any] = {"latency_ms": latency_ms, "attempts": attempts}
+        action = self._interpret(completion, obs, role, info)
+        _annotate(turn, **info)
+        answered = [messages[-1], {"role": "assistant", "content": info["completion"] or ""}]
+        return action, answered
+
+    def _interpret(
+        self, completion: Any, obs: ChaosOpsObservation, role: AgentRole, info: dict[str, Any]
+    ) -> ChaosOpsAction:
+        """The action an answer gives for this role's view, recording what the
+        answer held in ``info``; noop with ``parse_error`` when it gives none."""
         try:
             text, tool_calls, answer, content_error = _read_answer(completion)
-            shape_error = None
+            info.update(answer)
+            action, error = parse_action(text, role, tool_calls)
         except Exception as exc:  # a body of a shape no server should send: costs the turn
-            text, tool_calls, answer, content_error = None, [], {"completion": None}, None
-            shape_error = f"the answer has an unexpected shape ({type(exc).__name__}: {exc})"[:200]
-        info.update(answer)
-        raw = info["completion"]
-
-        action, error = (None, shape_error) if shape_error else parse_action(text, role, tool_calls)
+            info.setdefault("completion", None)
+            shape = f"{type(exc).__name__}: {exc}"
+            action, error = None, f"the answer has an unexpected shape ({shape})"
+            text, tool_calls, content_error = None, [], None
         if action is None and error == "empty answer" and content_error is not None:
             error = content_error
-        if action is None:
-            info["parse_error"] = error
-            _logger().warning(
-                "parse_error",
-                role=role.value,
-                error=error,
-                raw=redact((raw or "")[:_RAW_LOG_CHARS], self._client.key),
-            )
-            action = ChaosOpsAction(role=role, action_type=ActionType.NOOP)
-        _annotate(turn, **info)
-        answered = [messages[-1], {"role": "assistant", "content": raw or ""}]
-        return action, answered
+        if action is not None and (error := view_problem(action, obs)) is not None:
+            action = None
+        if self.settings.logprobs and "logprobs" not in info:
+            self.answers_without_logprobs += 1
+        if action is not None:
+            return action
+        if (cut := cut_answer(info.get("finish_reason"), tool_calls)) is not None:
+            error = f"{cut}: {error}"
+        info["parse_error"] = error = str(error)[:300]
+        _logger().warning(
+            "parse_error",
+            role=role.value,
+            error=error,
+            raw=redact((info["completion"] or "")[:_RAW_LOG_CHARS], self._client.key),
+        )
+        return ChaosOpsAction(role=role, action_type=ActionType.NOOP)
+
+
+def fold_system_prompt(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages without a system message: its text opens the first user
+    message (for models whose chat template has no system role)."""
+    if not messages or messages[0]["role"] != "system":
+        return messages
+    system, rest = messages[0], [dict(m) for m in messages[1:]]
+    first = next((m for m in rest if m["role"] == "user"), None)
+    if first is None:
+        return [{"role": "user", "content": system["content"]}, *rest]
+    first["content"] = f"{system['content']}\n\n{first['content']}"
+    return rest
+
+
+def cut_answer(finish_reason: Any, tool_calls: Sequence[Any]) -> str | None:
+    """Why an answer reads as cut at the token limit, or None: the server said
+    ``length``, or a tool call's arguments end before their JSON does."""
+    if finish_reason == "length":
+        return "answer cut at the token limit (finish_reason length)"
+    for call in tool_calls:
+        _, arguments = tool_call_parts(call)
+        if isinstance(arguments, str) and _ends_early(arguments):
+            return "tool call arguments end early (cut at the token limit?)"
+    return None
+
+
+def _ends_early(text: str) -> bool:
+    """Whether ``text`` opens a JSON object it never closes: inside a string, or
+    with brackets still open, when it ends."""
+    depth, in_string, escaped = 0, False, False
+    for char in text.strip():
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+    return text.lstrip().startswith("{") and (in_string or depth > 0)
 
 
 class EpisodeMemory:
@@ -362,6 +419,8 @@ def _token_info(completion: Any, choice: Any) -> dict[str, Any]:
         logprobs = [getattr(item, "logprob", None) for item in content]
         if all(isinstance(x, int | float) and not isinstance(x, bool) for x in logprobs):
             out["logprobs"] = [float(x) for x in logprobs]
+        if (alternatives := _alternatives(content)) is not None:
+            out["top_logprobs"] = alternatives
         tokens = [getattr(item, "token", None) for item in content]
         if all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
             try:  # vLLM's return_tokens_as_token_ids
@@ -380,6 +439,27 @@ def _token_info(completion: Any, choice: Any) -> dict[str, Any]:
     if prompt_ids is not None:
         out["prompt_token_ids"] = prompt_ids
     return out
+
+
+def _alternatives(content: list[Any]) -> list[list[dict[str, Any]]] | None:
+    """Each token's ``top_logprobs`` alternatives as ``[{"token", "logprob"}]``,
+    when the server sent them for every token with the types the records promise."""
+    out = []
+    for item in content:
+        tops = getattr(item, "top_logprobs", None)
+        if not isinstance(tops, list):
+            return None
+        entries = [
+            {"token": getattr(top, "token", None), "logprob": getattr(top, "logprob", None)}
+            for top in tops
+        ]
+        for entry in entries:
+            logprob = entry["logprob"]
+            if not isinstance(entry["token"], str) or not isinstance(logprob, int | float):
+                return None
+            entry["logprob"] = float(logprob)
+        out.append(entries)
+    return out if any(out) else None
 
 
 def _ids(value: Any) -> list[int] | None:

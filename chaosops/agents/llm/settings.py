@@ -32,7 +32,8 @@ class LLMSettings:
     no deadline. ``answer`` is how the model is asked to answer
     (:data:`ANSWERS`; ``use_tools`` means ``answer="tools"``); ``history``
     sends each role its own last N turns of the episode as earlier messages
-    (0: none).
+    (0: none); ``system_prompt="user"`` folds the role prompt into the first
+    user message, for models whose chat template has no system role.
     """
 
     model: str
@@ -51,6 +52,7 @@ class LLMSettings:
     use_tools: bool = False
     answer: Answer = "text"
     history: int = 0
+    system_prompt: Literal["system", "user"] = "system"
     tool_choice: str | Mapping[str, Any] = "auto"
     logprobs: bool = False
     top_logprobs: int | None = None
@@ -63,6 +65,8 @@ class LLMSettings:
             raise ValueError(f"retries must be >= 0, got {self.retries}")
         if self.answer not in ANSWERS:
             raise ValueError(f"answer must be one of {', '.join(ANSWERS)}, got {self.answer!r}")
+        if self.system_prompt not in ("system", "user"):
+            raise ValueError(f"system_prompt must be system or user, got {self.system_prompt!r}")
         if self.history < 0:
             raise ValueError(f"history must be >= 0, got {self.history}")
         if self.extra_body and (taken := sorted(OWN_REQUEST_FIELDS & set(self.extra_body))):

@@ -344,7 +344,10 @@ async def test_no_text_is_recorded_as_a_null_completion_and_the_answer_s_facts_k
             action = await policy(observation, "sre")
         tg.cancel_scope.cancel()
     info = fake_turn.info
-    assert action.action_type == ActionType.NOOP and info["parse_error"] == "empty answer"
+    assert action.action_type == ActionType.NOOP
+    assert (
+        info["parse_error"] == "answer cut at the token limit (finish_reason length): empty answer"
+    )
     assert "completion" in info and info["completion"] is None
     assert info["model"] == "served-model" and info["finish_reason"] == "length"
     assert info["usage"] == {"prompt_tokens": 5, "completion_tokens": 0, "total_tokens": 5}
@@ -395,7 +398,7 @@ def _completion(message: dict[str, Any], **extra: Any) -> bytes:
     return json.dumps(body).encode()
 
 
-_RESTART = '{"action_type": "restart", "target": "payments-db", "args": {}}'
+_RESTART = '{"action_type": "restart", "target": "db", "args": {}}'
 
 
 @pytest.mark.parametrize(

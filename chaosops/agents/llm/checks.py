@@ -1,0 +1,101 @@
+"""Whether a parsed answer is an action for this role's view.
+
+A model's answer may be well-formed JSON and still no action: the answer
+format's own placeholder as a target (``"<service, agent or null>"``), a
+service the role cannot see, an action its role may not take, or arguments
+the action does not have. Such an answer is a parse error saying which, and the
+turn plays the fallback; it is never applied as a wrong fix.
+
+The targets of a view are the services it shows (metrics, alerts, logs) and,
+for oversight, the fleet agents. Only oversight flags rogues and only the
+manager resolves (SPEC section 6 counts either from another role as a
+miscommunication).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsObservation
+
+__all__ = ["ACTION_ARGS", "view_problem"]
+
+FLEET_AGENTS = frozenset(("autoscaler", "load_balancer", "deploy_bot"))
+
+ACTION_ARGS: dict[ActionType, dict[str, type]] = {
+    ActionType.SCALE: {"replicas": int},
+    ActionType.COMMUNICATE: {"message": str, "to": str},
+    ActionType.IDENTIFY_ROOT_CAUSE: {"failure_type": str},
+    ActionType.FLAG_ROGUE: {"agent_name": str},
+}
+"""The arguments each action takes, with their types (an action not named takes none)."""
+
+_REQUIRED = {
+    ActionType.SCALE: "replicas",
+    ActionType.COMMUNICATE: "message",
+    ActionType.IDENTIFY_ROOT_CAUSE: "failure_type",
+}
+_ONLY_ROLE = {ActionType.FLAG_ROGUE: AgentRole.OVERSIGHT, ActionType.RESOLVE: AgentRole.MANAGER}
+_ON_A_SERVICE = frozenset((ActionType.RESTART, ActionType.ROLLBACK, ActionType.SCALE))
+
+
+def view_problem(action: ChaosOpsAction, obs: ChaosOpsObservation) -> str | None:
+    """Why ``action`` is no action for its role's view in ``obs``, or None."""
+    kind = action.action_type
+    role = AgentRole(getattr(action.role, "value", action.role))
+    allowed = _ONLY_ROLE.get(kind)
+    if allowed is not None and role is not allowed:
+        return f"{kind.value} is the {allowed.value}'s action, not the {role.value}'s"
+    problem = _args_problem(kind, action.args)
+    if problem is not None:
+        return problem
+    return _target_problem(kind, action.target, action.args, role, obs)
+
+
+def _args_problem(kind: ActionType, args: Mapping[str, Any]) -> str | None:
+    accepted = ACTION_ARGS.get(kind, {})
+    if extra := sorted(set(args) - set(accepted)):
+        takes = ", ".join(accepted) or "no args"
+        return f"{kind.value} takes {takes}, not {', '.join(map(repr, extra))}"[:200]
+    for name, expected in accepted.items():
+        value = args.get(name)
+        if value is None:
+            if _REQUIRED.get(kind) == name:
+                return f"{kind.value} needs args.{name}"
+        elif not isinstance(value, expected) or isinstance(value, bool):
+            return f"args.{name} of {kind.value} must be {expected.__name__}, got {value!r:.40}"
+    return None
+
+
+def _target_problem(
+    kind: ActionType, target: str | None, args: Mapping[str, Any], role: AgentRole,
+    obs: ChaosOpsObservation,
+) -> str | None:  # fmt: skip
+    services = _services_of(obs)
+    agents = FLEET_AGENTS if role is AgentRole.OVERSIGHT else frozenset()
+    if kind in _ON_A_SERVICE:
+        if target not in services:
+            shown = _list(services)
+            return f"{kind.value} target {target!r:.60} is no service of the view ({shown})"
+        return None
+    if kind is ActionType.FLAG_ROGUE:
+        flagged = target if target is not None else args.get("agent_name")
+        if flagged not in agents:
+            return f"flag_rogue names {flagged!r:.60}, no fleet agent ({_list(agents)})"
+        return None
+    if target is not None and target not in services | agents:
+        return f"target {target!r:.60} names no service or agent of the view"
+    return None
+
+
+def _services_of(obs: ChaosOpsObservation) -> frozenset[str]:
+    view = obs.view
+    names = {str(name) for name in view.visible_metrics}
+    names.update(str(getattr(a.service, "value", a.service)) for a in view.visible_alerts)
+    names.update(str(getattr(log.service, "value", log.service)) for log in view.visible_logs)
+    return frozenset(names - FLEET_AGENTS)
+
+
+def _list(names: frozenset[str]) -> str:
+    return ", ".join(sorted(names)) or "none"
