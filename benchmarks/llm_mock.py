@@ -11,7 +11,17 @@ workloads:
   every episode runs its 12 turns.
 
 The ideal wall time is the longest episode's turns x latency (all episodes run
-at once); requests per second count every chat-completions call. Usage::
+at once); requests per second count every chat-completions call.
+
+Then figure 6, the CPU per request side by side, against the same mock:
+
+- ``chaosops run --policy llm`` end to end (world, runtime, JSON log and output
+  files included): the CPU of a large run minus a small one, over the requests
+  between them, so that start-up cancels out;
+- the ``openai`` SDK alone (``chat.completions.create`` of the same messages);
+- a bare aiohttp client alone (a POST of the same body, the JSON decoded).
+
+Usage::
 
     python benchmarks/llm_mock.py [--episodes 200] [--concurrency 200] [--latency-ms 50]
 """
@@ -117,6 +127,104 @@ def measure(kind: str, episodes: int, concurrency: int, latency_ms: float) -> No
     print(f"{cpu}  ({os.cpu_count()} CPUs on this machine)")
 
 
+def _stats(url: str) -> dict[str, int]:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(url.removesuffix("/v1") + "/stats", timeout=5) as response:
+        return json.loads(response.read())
+
+
+def _cli_cpu(url: str, episodes_per_type: int, folder: str) -> tuple[float, int]:
+    """CPU seconds of one ``chaosops run --policy llm`` and the requests it made."""
+    import resource
+
+    before = _stats(url)["requests"]
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(
+        [sys.executable, "-m", "chaosops.cli", "run", "--policy", "llm", "--llm-base-url", url,
+         "--episodes-per-type", str(episodes_per_type), "--tier", "easy", "--concurrency", "200",
+         "--llm-max-failures", "0",
+         "--turn-timeout", "30", "--no-progress", "--log-json", f"{folder}/log.jsonl",
+         "--out", f"{folder}/run"],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    return cpu, _stats(url)["requests"] - before
+
+
+def _request_body() -> dict[str, object]:
+    from chaosops.agents.llm import build_messages
+    from chaosops.env.environment import ChaosOpsEnvironment
+
+    obs = ChaosOpsEnvironment().reset(scenario=_scenarios("resolving", 1)[0])
+    return {"model": MODEL, "messages": build_messages(obs, "sre"), "temperature": 0.0,
+            "max_tokens": 256}  # fmt: skip
+
+
+async def _sdk(url: str, body: dict[str, object], count: int, concurrency: int) -> None:
+    from openai import AsyncOpenAI
+
+    async with AsyncOpenAI(base_url=url, api_key="EMPTY", max_retries=0) as client:
+        limiter = anyio.CapacityLimiter(concurrency)
+
+        async def one() -> None:
+            async with limiter:
+                await client.chat.completions.create(**body)  # type: ignore[call-overload]
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(count):
+                tg.start_soon(one)
+
+
+async def _aiohttp(url: str, body: dict[str, object], count: int, concurrency: int) -> None:
+    import aiohttp
+    import orjson
+
+    data = orjson.dumps(body)
+    headers = {"Authorization": "Bearer EMPTY", "Content-Type": "application/json"}
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
+
+        async def one() -> None:
+            async with session.post(f"{url}/chat/completions", data=data) as response:
+                orjson.loads(await response.read())
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(count):
+                tg.start_soon(one)
+
+
+def cpu_side_by_side(latency_ms: float, requests: int, concurrency: int) -> None:
+    """Figure 6: CPU per request of the whole command, the SDK alone, aiohttp alone."""
+    import tempfile
+
+    ours = {}
+    for kind, garbage, per_type in (("resolving", 0.0, 400), ("full-length", 1.0, 40)):
+        with (
+            mock_server(latency_ms, garbage=garbage) as (url, _),
+            tempfile.TemporaryDirectory() as d,
+        ):
+            small = _cli_cpu(url, 1, f"{d}/small")
+            large = _cli_cpu(url, per_type, f"{d}/large")
+            ours[kind] = ((large[0] - small[0]) / (large[1] - small[1]) * 1e3, large[1] - small[1])
+    with mock_server(latency_ms) as (url, _):
+        body = _request_body()
+        figures = {}
+        for name, client in (("openai SDK alone", _sdk), ("bare aiohttp alone", _aiohttp)):
+            cpu0 = time.process_time()
+            anyio.run(client, url, body, requests, concurrency, backend="asyncio")
+            figures[name] = (time.process_time() - cpu0) / requests * 1e3
+    print(f"figure 6: CPU per request against the mock ({latency_ms:g} ms latency)")
+    for kind, (value, requests_between) in ours.items():
+        verdict = "PASS" if value <= 0.5 else "FAIL"
+        print(f"  chaosops run --policy llm, {kind:<11} {value:6.3f} ms  target <= 0.5 ms  "
+              f"{verdict}  ({requests_between} requests between two runs)")  # fmt: skip
+    for name, value in figures.items():
+        print(f"  {name:<38} {value:6.3f} ms  ({requests} requests, concurrency {concurrency})")
+
+
 def main() -> None:
     """Parse the options and run both workloads."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -131,6 +239,7 @@ def main() -> None:
     )
     for kind in ("resolving", "full-length"):
         measure(kind, args.episodes, args.concurrency, args.latency_ms)
+    cpu_side_by_side(args.latency_ms, requests=2000, concurrency=args.concurrency)
 
 
 if __name__ == "__main__":

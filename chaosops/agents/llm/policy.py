@@ -348,11 +348,11 @@ def _read_answer(completion: Any) -> tuple[str | None, list[Any], dict[str, Any]
     shape. A field of the wrong type is left out (or null); content that is
     not text is no text, and the last item says why (else None)."""
     info: dict[str, Any] = {}
-    choices = completion.choices
+    choices = _field(completion, "choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
-    message = getattr(choice, "message", None)
-    text, content_error = _text_of(getattr(message, "content", None))
-    tool_calls = getattr(message, "tool_calls", None) or []
+    message = _field(choice, "message")
+    text, content_error = _text_of(_field(message, "content"))
+    tool_calls = _field(message, "tool_calls") or []
     if not isinstance(tool_calls, list):
         tool_calls = []
     raw = text  # None when the server sent no text: recorded as null, not ""
@@ -366,16 +366,16 @@ def _read_answer(completion: Any) -> tuple[str | None, list[Any], dict[str, Any]
         if not raw:
             raw = "\n".join(str(c["arguments"]) for c in calls) or None
     info["completion"] = raw
-    usage = getattr(completion, "usage", None)
+    usage = _field(completion, "usage")
     if usage is not None:
         info["usage"] = {
-            key: _count(getattr(usage, key, None))
+            key: _count(_field(usage, key))
             for key in ("prompt_tokens", "completion_tokens", "total_tokens")
         }
-    if isinstance(model := getattr(completion, "model", None), str):
+    if isinstance(model := _field(completion, "model"), str):
         info["model"] = model  # the one that answered (a router may pick it)
     if choice is not None:
-        if isinstance(reason := getattr(choice, "finish_reason", None), str):
+        if isinstance(reason := _field(choice, "finish_reason"), str):
             info["finish_reason"] = reason  # "length": the answer was cut
         info.update(_token_info(completion, choice))
     return text, tool_calls, info, content_error
@@ -389,13 +389,18 @@ def _text_of(content: Any) -> tuple[str | None, str | None]:
         return content, None
     if isinstance(content, list):
         parts = [
-            part.get("text") if isinstance(part, Mapping) else getattr(part, "text", None)
+            part.get("text") if isinstance(part, Mapping) else _field(part, "text")
             for part in content
         ]
         texts = [t for t in parts if isinstance(t, str)]
         if texts:
             return "".join(texts), None
     return None, f"the message content is {type(content).__name__}, not text"
+
+
+def _field(value: Any, name: str) -> Any:
+    """``value[name]`` of a decoded JSON object, None for anything else."""
+    return value.get(name) if isinstance(value, dict) else None
 
 
 def _str_or_none(value: Any) -> str | None:
@@ -414,14 +419,14 @@ def _token_info(completion: Any, choice: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     # Each list kept only when every item has the type the records promise
     # (a float per logprob, a str per token, an int per token id).
-    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    content = _field(_field(choice, "logprobs"), "content")
     if isinstance(content, list) and content:
-        logprobs = [getattr(item, "logprob", None) for item in content]
+        logprobs = [_field(item, "logprob") for item in content]
         if all(isinstance(x, int | float) and not isinstance(x, bool) for x in logprobs):
             out["logprobs"] = [float(x) for x in logprobs]
         if (alternatives := _alternatives(content)) is not None:
             out["top_logprobs"] = alternatives
-        tokens = [getattr(item, "token", None) for item in content]
+        tokens = [_field(item, "token") for item in content]
         if all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
             try:  # vLLM's return_tokens_as_token_ids
                 ids = _ids([int(t.removeprefix("token_id:")) for t in tokens])
@@ -432,10 +437,10 @@ def _token_info(completion: Any, choice: Any) -> dict[str, Any]:
                     out["token_ids"] = ids
         elif all(isinstance(t, str) for t in tokens):
             out["tokens"] = tokens
-    ids = _ids(getattr(choice, "token_ids", None))  # vLLM's return_token_ids
+    ids = _ids(_field(choice, "token_ids"))  # vLLM's return_token_ids
     if ids is not None:
         out["token_ids"] = ids
-    prompt_ids = _ids(getattr(completion, "prompt_token_ids", None))
+    prompt_ids = _ids(_field(completion, "prompt_token_ids"))
     if prompt_ids is not None:
         out["prompt_token_ids"] = prompt_ids
     return out
@@ -446,11 +451,11 @@ def _alternatives(content: list[Any]) -> list[list[dict[str, Any]]] | None:
     when the server sent them for every token with the types the records promise."""
     out = []
     for item in content:
-        tops = getattr(item, "top_logprobs", None)
+        tops = _field(item, "top_logprobs")
         if not isinstance(tops, list):
             return None
         entries = [
-            {"token": getattr(top, "token", None), "logprob": getattr(top, "logprob", None)}
+            {"token": _field(top, "token"), "logprob": _field(top, "logprob")}
             for top in tops
         ]
         for entry in entries:

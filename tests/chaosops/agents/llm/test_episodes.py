@@ -131,7 +131,8 @@ async def test_api_key_leaves_no_trace(
 ) -> None:
     """The key (from OPENAI_API_KEY) authenticates, and appears nowhere we write."""
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    mock = await start_mock(api_key=SECRET, rate_garbage=0.3, rate_500=0.2, seed=7)
+    # scripted 500s (a rate could give none in a short run), unreadable answers
+    mock = await start_mock(api_key=SECRET, rate_garbage=0.5, first_statuses=[500, 500], seed=7)
     await check_endpoint(mock.base_url, MODEL)
     log_path = tmp_path / "run.jsonl"
     configure_logging(log_path, level="debug")

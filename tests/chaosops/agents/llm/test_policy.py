@@ -127,9 +127,9 @@ async def test_client_errors_are_not_retried(
 @pytest.mark.asyncio
 async def test_dropped_connections_are_retried(observation: ChaosOpsObservation) -> None:
     url = f"http://127.0.0.1:{_free_port()}/v1"
-    policy = LLMPolicy(MODEL, base_url=url, retries=2, backoff_base=0.001)
-    with pytest.raises(LLMRequestError, match="3 attempts, last: connection failed"):
-        await policy(observation, "sre")
+    async with LLMPolicy(MODEL, base_url=url, retries=2, backoff_base=0.001) as policy:
+        with pytest.raises(LLMRequestError, match="3 attempts, last: connection failed"):
+            await policy(observation, "sre")
 
 
 @pytest.mark.asyncio
