@@ -25,8 +25,10 @@ Crash safety:
   whose lock another process holds (two writers would duplicate episodes
   and split the trajectories between two files);
 - :meth:`RunOutputs.open` with ``resume=True`` truncates a torn last line of
-  ``results.jsonl``, drops trajectory lines of episodes that have no results
-  line, and reports the run keys already done so that they are skipped.
+  ``results.jsonl``, keeps the first line of a run key recorded twice, drops
+  an episode whose trajectory lost a line (its results line too: it runs
+  again), drops trajectory lines of episodes that have no results line, and
+  reports the run keys already done so that they are skipped.
 
 A *run key* identifies one planned episode: policy, failure type, difficulty,
 seed, max steps and the occurrence index of that scenario in the plan (so a
@@ -39,6 +41,7 @@ import contextlib
 import os
 import tempfile
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -403,6 +406,17 @@ def _split_lines(data: bytes) -> tuple[list[bytes], bytes]:
     return lines, data[end:]
 
 
+def _first_of_each(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The records with one per run key (the first), and how many were repeats."""
+    seen: set[Any] = set()
+    first = []
+    for record in records:
+        if record["run_key"] not in seen:
+            seen.add(record["run_key"])
+            first.append(record)
+    return first, len(records) - len(first)
+
+
 def results_file(path: str | Path) -> Path:
     """``path`` itself, or the ``results.jsonl`` in it when it is a run folder."""
     file = Path(path)
@@ -451,6 +465,8 @@ class ResumeState:
     records: int = 0
     torn_results_line: bool = False
     dropped_trajectory_lines: int = 0
+    duplicate_results: int = 0  # later lines of a run key already recorded, dropped
+    damaged_episodes: int = 0  # finished episodes with a trajectory line lost, to run again
 
 
 class RunOutputs:
@@ -501,7 +517,11 @@ class RunOutputs:
             return False
 
     def _recover(self) -> None:
-        """Make the folder consistent after a killed run (resume only)."""
+        """Make the folder consistent after a killed run (resume only): a torn
+        last results line goes; of a run key recorded twice the first line is
+        kept; an episode whose trajectory lost a line (damaged, or missing) is
+        dropped with its results line, to run again; trajectory lines of
+        episodes without a results line go."""
         if self.results_path.exists():
             data = self.results_path.read_bytes()
             _, tail = _split_lines(data)
@@ -510,27 +530,42 @@ class RunOutputs:
                 os.truncate(self.results_path, len(data) - len(tail))
                 self.state.torn_results_line = True
         records = read_results(self.results_path)[0] if self.results_path.exists() else []
-        self.state.records = len(records)
-        self.state.done_keys = {str(r["run_key"]) for r in records}
-        done_ids = {r.get("episode_id") for r in records}
+        records, self.state.duplicate_results = _first_of_each(records)
+        lines, unread = self._trajectory_lines()
+        steps_kept = Counter(episode for episode, _ in lines)
+        whole = [r for r in records if steps_kept[r.get("episode_id")] >= len(r["steps"])]
+        self.state.damaged_episodes = len(records) - len(whole)
+        if len(whole) < len(records) or self.state.duplicate_results:
+            atomic_write_bytes(self.results_path, b"".join(dumps_line(r) for r in whole))
+            self._reopen_results()
+        self.state.records = len(whole)
+        self.state.done_keys = {str(r["run_key"]) for r in whole}
+        done_ids = {r.get("episode_id") for r in whole}
+        kept = [line for (episode, _), line in lines.items() if episode in done_ids]
+        if unread or len(kept) < len(lines):
+            atomic_write_bytes(self.trajectories_path, b"".join(line + b"\n" for line in kept))
+        self.state.dropped_trajectory_lines = unread + len(lines) - len(kept)
+
+    def _trajectory_lines(self) -> tuple[dict[tuple[Any, Any], bytes], int]:
+        """The trajectory lines by (episode id, step), the first of each in file
+        order, and how many lines were dropped (damaged, torn, or repeated)."""
         if not self.trajectories_path.exists():
-            return
-        data = self.trajectories_path.read_bytes()
-        lines, tail = _split_lines(data)
-        kept: list[bytes] = []
+            return {}, 0
+        lines, tail = _split_lines(self.trajectories_path.read_bytes())
+        kept: dict[tuple[Any, Any], bytes] = {}
         dropped = 1 if tail.strip() else 0
         for line in lines:
             try:
-                episode_id = orjson.loads(line).get("episode_id")
-            except (orjson.JSONDecodeError, AttributeError):
-                episode_id = None
-            if episode_id is not None and episode_id in done_ids:
-                kept.append(line)
-            else:
+                record = orjson.loads(line)
+                key = (record["episode_id"], record["step"])
+            except (orjson.JSONDecodeError, TypeError, KeyError):
                 dropped += 1
-        if dropped:
-            atomic_write_bytes(self.trajectories_path, b"".join(line + b"\n" for line in kept))
-        self.state.dropped_trajectory_lines = dropped
+                continue
+            if key in kept:
+                dropped += 1
+            else:
+                kept[key] = line
+        return kept, dropped
 
     def open(self) -> ResumeState:
         """Prepare the folder and open the files for appending.
@@ -571,6 +606,14 @@ class RunOutputs:
             raise OutputError(
                 f"cannot open output files in {self.out_dir}: {exc.strerror or exc}"
             ) from None
+
+    def _reopen_results(self) -> None:
+        """Append to (and lock) the results file that replaced the one opened:
+        the old handle writes to a file no longer in the folder."""
+        old = self._results
+        self._results = self._open_append(self.results_path)
+        self._lock()
+        old.close()
 
     def _lock(self) -> None:
         # An advisory lock on the open results file: released by close() and

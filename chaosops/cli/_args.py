@@ -323,10 +323,18 @@ def _add_llm_options(parser: argparse.ArgumentParser) -> None:
     )
     llm.add_argument(
         "--llm-max-in-flight",
-        type=_positive_int,
+        type=_int_from(1, 100_000),
         default=64,
         metavar="N",
-        help="requests in flight at once, across all episodes (default 64)",
+        help="requests in flight at once, across all episodes (1 to 100000, default 64)",
+    )
+    llm.add_argument(
+        "--llm-max-answer-bytes",
+        type=_int_from(1024, 1 << 30),
+        default=1 << 20,
+        metavar="N",
+        help="bytes read of one answer at most (default 1 MiB): a longer one is not read "
+        "further, and the turn plays the fallback with the error",
     )
     llm.add_argument(
         "--llm-max-failures",

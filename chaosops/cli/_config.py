@@ -224,6 +224,7 @@ def _llm_settings(args: argparse.Namespace) -> LLMSettings:
         retries=args.llm_retries,
         history=args.llm_history,
         max_in_flight=args.llm_max_in_flight,
+        max_answer_bytes=args.llm_max_answer_bytes,
         # --llm-top-logprobs implies --llm-logprobs (servers reject it alone)
         logprobs=args.llm_logprobs or args.llm_top_logprobs is not None,
         top_logprobs=args.llm_top_logprobs,

@@ -126,7 +126,11 @@ def _open(play: Play) -> None:
             f"resuming {play.config.out}: {len(state.done_keys & set(play.keys))} of "
             f"{len(play.keys)} episodes already done"
             + (", torn last results line dropped" if state.torn_results_line else "")
-        )
+            + (f", {state.duplicate_results} repeated results line(s) dropped (the first "
+               "kept)" if state.duplicate_results else "")
+            + (f", {state.damaged_episodes} episode(s) whose trajectory lost a line run "
+               "again" if state.damaged_episodes else "")
+        )  # fmt: skip
 
 
 def play_all(

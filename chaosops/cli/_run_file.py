@@ -54,6 +54,7 @@ class LLMEntry(BaseModel):
     system_prompt: Literal["system", "user"] = "system"
     retries: int = Field(default=4, ge=0, le=100)
     max_in_flight: int = Field(default=64, ge=1, le=100_000)
+    max_answer_bytes: int = Field(default=1 << 20, ge=1024, le=1 << 30)
     history: int = Field(default=0, ge=0, le=1_000)
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
@@ -109,6 +110,7 @@ LLM_FLAGS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("system_prompt", "llm_system_prompt", ("--llm-system-prompt",)),
     ("retries", "llm_retries", ("--llm-retries",)),
     ("max_in_flight", "llm_max_in_flight", ("--llm-max-in-flight",)),
+    ("max_answer_bytes", "llm_max_answer_bytes", ("--llm-max-answer-bytes",)),
     ("history", "llm_history", ("--llm-history",)),
     ("logprobs", "llm_logprobs", ("--llm-logprobs",)),
     ("top_logprobs", "llm_top_logprobs", ("--llm-top-logprobs",)),

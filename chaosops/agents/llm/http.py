@@ -245,7 +245,11 @@ class ChatClient:
                 async with state.session.post(self._url, data=body) as response:
                     status = response.status
                     if status == 200:
-                        return self._completion(await response.read(), response), "", None
+                        data = await _read_bounded(response, self.settings.max_answer_bytes)
+                        if data is None:
+                            limit = self.settings.max_answer_bytes
+                            raise self.error(f"the answer is over {limit} bytes (the limit)")
+                        return self._completion(data, response), "", None
                     if status == 429:
                         failure = "HTTP 429 (rate limited)"
                         hint = retry_after_seconds(response.headers)
@@ -275,6 +279,20 @@ class ChatClient:
                 f"the endpoint answered HTTP 200 with no chat completion: {_shown_body(completion)}"
             )
         return completion
+
+
+async def _read_bounded(response: aiohttp.ClientResponse, limit: int) -> bytes | None:
+    """The body, read while it comes; None once it is over ``limit`` bytes (the
+    rest is not read: a hostile answer costs no more memory than the limit)."""
+    if response.content_length is not None and response.content_length > limit:
+        return None
+    chunks, size = [], 0
+    async for chunk in response.content.iter_chunked(1 << 16):
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _shown_body(body: object) -> str:

@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import anyio
 import structlog
 
 from chaosops._urls import shown_url
@@ -235,8 +236,12 @@ class LLMPolicy:
             late = "turn deadline passed before the request"
             raise self._client.error(late, LLMDeadlineError) from None
         except LLMRequestError as exc:
-            self.failures_in_a_row += 1
-            self.last_failure = str(exc)
+            self._failed(str(exc))
+            raise
+        except anyio.get_cancelled_exc_class():
+            if deadline is not None and anyio.current_time() >= deadline:
+                # a server that never answers in time fails like one that errs
+                self._failed(str(self._client.error("no answer within the turn's deadline")))
             raise
         self.failures_in_a_row = 0
         latency_ms = round((time.perf_counter() - started) * 1000.0, 3)
@@ -246,6 +251,10 @@ class LLMPolicy:
         answered = [messages[-1], {"role": "assistant", "content": info["completion"] or ""}]
         return action, answered
 
+    def _failed(self, why: str) -> None:
+        self.failures_in_a_row += 1
+        self.last_failure = why
+
     def _interpret(
         self, completion: Any, obs: ChaosOpsObservation, role: AgentRole, info: dict[str, Any]
     ) -> ChaosOpsAction:
@@ -253,7 +262,7 @@ class LLMPolicy:
         answer held in ``info``; noop with ``parse_error`` when it gives none."""
         try:
             text, tool_calls, answer, content_error = _read_answer(completion)
-            info.update(answer)
+            info.update(_redacted(answer, self._client.key))
             action, error = parse_action(text, role, tool_calls)
         except Exception as exc:  # a body of a shape no server should send: costs the turn
             info.setdefault("completion", None)
@@ -278,6 +287,21 @@ class LLMPolicy:
             raw=redact((info["completion"] or "")[:_RAW_LOG_CHARS], self._client.key),
         )
         return ChaosOpsAction(role=role, action_type=ActionType.NOOP)
+
+
+MAX_KEPT_COMPLETION = 65_536
+"""Characters of an answer kept in its turn's ``completion`` (and the outputs)."""
+
+
+def _redacted(answer: dict[str, Any], key: str) -> dict[str, Any]:
+    """What the answer recorded, cut to :data:`MAX_KEPT_COMPLETION` characters,
+    the key scrubbed out (a server may echo the request's headers back)."""
+    if isinstance(text := answer.get("completion"), str):
+        answer["completion"] = redact(text[:MAX_KEPT_COMPLETION], key)
+    for call in answer.get("tool_calls") or ():
+        if isinstance(arguments := call.get("arguments"), str):
+            call["arguments"] = redact(arguments[:MAX_KEPT_COMPLETION], key)
+    return answer
 
 
 def fold_system_prompt(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -455,8 +479,7 @@ def _alternatives(content: list[Any]) -> list[list[dict[str, Any]]] | None:
         if not isinstance(tops, list):
             return None
         entries = [
-            {"token": _field(top, "token"), "logprob": _field(top, "logprob")}
-            for top in tops
+            {"token": _field(top, "token"), "logprob": _field(top, "logprob")} for top in tops
         ]
         for entry in entries:
             logprob = entry["logprob"]

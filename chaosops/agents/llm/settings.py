@@ -15,6 +15,9 @@ output with the action's JSON schema, or a call of the action tool."""
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """The endpoint when neither ``base_url`` nor ``$OPENAI_BASE_URL`` names one."""
 
+MAX_IN_FLIGHT = 100_000
+"""The most requests in flight one policy allows (far above any server's)."""
+
 OWN_REQUEST_FIELDS = frozenset(("model", "messages", "stream", "n"))
 """Request fields the policy sets itself: ``extra_body`` may not name them."""
 
@@ -34,6 +37,9 @@ class LLMSettings:
     sends each role its own last N turns of the episode as earlier messages
     (0: none); ``system_prompt="user"`` folds the role prompt into the first
     user message, for models whose chat template has no system role.
+    ``max_answer_bytes`` bounds the body read per answer (1 MiB): past it the
+    call fails and the turn plays the fallback. ``max_in_flight`` is at most
+    :data:`MAX_IN_FLIGHT`.
     """
 
     model: str
@@ -53,14 +59,19 @@ class LLMSettings:
     answer: Answer = "text"
     history: int = 0
     system_prompt: Literal["system", "user"] = "system"
+    max_answer_bytes: int = 1 << 20
     tool_choice: str | Mapping[str, Any] = "auto"
     logprobs: bool = False
     top_logprobs: int | None = None
     extra_body: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        if self.max_in_flight < 1:
-            raise ValueError(f"max_in_flight must be >= 1, got {self.max_in_flight}")
+        if not 1 <= self.max_in_flight <= MAX_IN_FLIGHT:
+            raise ValueError(
+                f"max_in_flight must be from 1 to {MAX_IN_FLIGHT}, got {self.max_in_flight}"
+            )
+        if self.max_answer_bytes < 1:
+            raise ValueError(f"max_answer_bytes must be >= 1, got {self.max_answer_bytes}")
         if self.retries < 0:
             raise ValueError(f"retries must be >= 0, got {self.retries}")
         if self.answer not in ANSWERS:

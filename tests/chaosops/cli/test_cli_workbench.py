@@ -95,7 +95,8 @@ def test_a_run_whose_turns_timed_out_says_how_many(work: Path, mock_llm: str) ->
     out = work / "all-late"
     proc = chaosops(
         "run", "tiny.toml", "--episodes-per-type", "1", "--no-progress", "--policy", "llm",
-        "--llm-base-url", mock_llm, "--turn-timeout", "0.02", "--out", out, cwd=work,
+        "--llm-base-url", mock_llm, "--turn-timeout", "0.02", "--llm-max-failures", "0",
+        "--out", out, cwd=work,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     steps = [orjson.loads(line) for line in (out / "trajectories.jsonl").read_bytes().splitlines()]
@@ -345,3 +346,30 @@ def test_a_bad_role_policy_is_one_line_and_writes_nothing(
     assert proc.returncode == 2
     assert_one_error_line(proc, *needles)
     assert not out.exists()
+
+
+def test_resume_keeps_one_of_a_repeated_line_and_reruns_a_damaged_episode(work: Path) -> None:
+    out = work / "damaged"
+    proc = chaosops("run", "tiny.toml", "--episodes-per-type", "3", "--no-progress",
+                    "--out", out, cwd=work)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    results = (out / "results.jsonl").read_bytes().splitlines(keepends=True)
+    lines = (out / "trajectories.jsonl").read_bytes().splitlines(keepends=True)
+    victim = orjson.loads(results[2])
+    damaged = next(i for i, line in enumerate(lines) if orjson.loads(line)["episode_id"]
+                   == victim["episode_id"])  # fmt: skip
+    lines[damaged] = b'{"episode_id": "' + lines[damaged][16:40] + b"\n"  # cut mid-line
+    (out / "trajectories.jsonl").write_bytes(b"".join(lines))
+    (out / "results.jsonl").write_bytes(b"".join([*results, results[0]]))  # a line twice
+    resumed = chaosops("run", "--resume", "--out", out, "--no-progress", cwd=work)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "1 repeated results line(s) dropped" in resumed.stderr
+    assert "1 episode(s) whose trajectory lost a line run again" in resumed.stderr
+    after = jsonl(out / "results.jsonl")
+    keys = [r["run_key"] for r in after]
+    assert len(keys) == len(set(keys)) == 6
+    assert keys[-1] == victim["run_key"]  # played again, at the end
+    steps = jsonl(out / "trajectories.jsonl")
+    assert len(steps) == sum(len(r["steps"]) for r in after)
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert summary["episodes"] == summary["planned"] == 6 and summary["complete"]

@@ -1,0 +1,120 @@
+"""Hostile LLM servers (small servers of the tests' own, on loopback): huge
+answers, a key echoed back, a web page for a model list, no answer at all;
+and absurd values. Each is bounded, reported in one line, and loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ._cli import assert_one_error_line, chaosops, jsonl, llm_run
+
+KEY = "sk-hostile-echo-5150"
+MODEL = "chaosops-mock"
+
+
+def _app(mode: str) -> Starlette:
+    async def models(request: Request) -> Response:
+        if mode == "html-models":
+            return Response("<html><body>Sign in to the proxy</body></html>", 200,
+                            media_type="text/html")  # fmt: skip
+        return Response(orjson.dumps({"data": [{"id": MODEL}]}), media_type="application/json")
+
+    async def chat(request: Request) -> Response:
+        await request.body()
+        if mode == "never":
+            await asyncio.sleep(60)
+        text = {"huge": "x" * (5 << 20), "echo": request.headers.get("authorization", "")}[mode]
+        answer = {
+            "model": MODEL,
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": text},
+                }
+            ],
+        }
+        return Response(orjson.dumps(answer), media_type="application/json")  # fmt: skip
+
+    return Starlette(routes=[Route("/v1/models", models), Route("/v1/chat/completions", chat,
+                                                                 methods=["POST"])])  # fmt: skip
+
+
+@pytest.fixture
+def hostile(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A server behaving as ``request.param`` says, in a thread; yields its base URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(_app(request.param), log_level="error"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+@pytest.mark.parametrize("hostile", ["huge"], indirect=True)
+def test_a_huge_answer_is_not_read_past_the_limit(work: Path, hostile: str) -> None:
+    out = work / "huge"
+    proc = chaosops(*llm_run(work, hostile, out, "--episodes-per-type", "1",
+                             "--llm-max-failures", "0", "--policy", "random",
+                             "--role-policy", "sre=llm"), cwd=work)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    steps = [s for s in jsonl(out / "trajectories.jsonl") if s["role"] == "sre"]
+    assert steps and all("over 1048576 bytes" in s["error"] for s in steps)
+    assert (out / "trajectories.jsonl").stat().st_size < 1 << 20
+    assert "played the fallback after a policy error or a failed LLM call" in proc.stderr
+
+
+@pytest.mark.parametrize("hostile", ["echo"], indirect=True)
+def test_a_key_echoed_back_is_written_nowhere(work: Path, hostile: str) -> None:
+    out = work / "echo"
+    log = work / "echo.log"
+    proc = chaosops(*llm_run(work, hostile, out, "--episodes-per-type", "1", "--llm-api-key",
+                             KEY, "--log-json", log), cwd=work)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    completions = [s["completion"] for s in jsonl(out / "trajectories.jsonl")]
+    assert completions and all(c == "Bearer ***" for c in completions)  # it did come back
+    for path in [*out.iterdir(), log]:
+        assert KEY.encode() not in path.read_bytes(), path.name
+    assert KEY not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("hostile", ["html-models"], indirect=True)
+def test_a_web_page_for_the_model_list_is_one_line(work: Path, hostile: str) -> None:
+    proc = chaosops(*llm_run(work, hostile, work / "html"), cwd=work)
+    assert proc.returncode == 1
+    assert_one_error_line(proc, "GET /models", "not JSON")
+
+
+@pytest.mark.parametrize("hostile", ["never"], indirect=True)
+def test_a_server_that_never_answers_stops_the_run(work: Path, hostile: str) -> None:
+    out = work / "never"
+    proc = chaosops(*llm_run(work, hostile, out, "--turn-timeout", "0.05",
+                             "--llm-max-failures", "4"), cwd=work)  # fmt: skip
+    assert_one_error_line(proc, "LLM calls in a row failed for good", "--llm-max-failures 4",
+                          "no answer within the turn's deadline", "--resume")  # fmt: skip
+    assert proc.returncode == 1
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert summary["complete"] is False
+
+
+def test_an_absurd_in_flight_limit_is_refused(work: Path) -> None:
+    proc = chaosops("run", "--policy", "llm", "--llm-max-in-flight", "1000000000", cwd=work)
+    assert_one_error_line(proc, "--llm-max-in-flight", "1 to 100000")
+    assert proc.returncode == 2
