@@ -5,6 +5,7 @@ and absurd values. Each is bounded, reported in one line, and loses nothing."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -118,3 +119,18 @@ def test_an_absurd_in_flight_limit_is_refused(work: Path) -> None:
     proc = chaosops("run", "--policy", "llm", "--llm-max-in-flight", "1000000000", cwd=work)
     assert_one_error_line(proc, "--llm-max-in-flight", "1 to 100000")
     assert proc.returncode == 2
+
+
+def test_a_suite_that_is_no_regular_file_or_nests_too_deep_is_one_line(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo.toml")  # reading it would block forever
+    (tmp_path / "deep.toml").write_text("a = " + "[" * 600 + "]" * 600 + "\n")
+    cases = {
+        str(tmp_path / "fifo.toml"): "not a regular file",
+        "/dev/zero": "not a regular file",  # reading it would never end
+        str(tmp_path / "deep.toml"): "nested too deeply",
+    }
+    for path, needle in cases.items():
+        proc = chaosops("run", path, "--no-progress", "--out", tmp_path / "out", cwd=tmp_path)
+        assert proc.returncode == 2
+        assert_one_error_line(proc, path, needle)
+    assert not (tmp_path / "out").exists()
