@@ -98,6 +98,7 @@ class Meter:
         self.labels: tuple[str, ...] = tuple(labels)
         self.url: str | None = None
         self._metrics: dict[str, Any] = {}
+        self._labelnames: dict[str, tuple[str, ...]] = {}  # of each metric made here
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -191,10 +192,11 @@ class Meter:
                 **kwargs,
             )
             self._metrics[name] = metric
-        elif type(metric) is not cls or metric._labelnames != labelnames:
+            self._labelnames[name] = labelnames
+        elif type(metric) is not cls or self._labelnames[name] != labelnames:
             raise ValueError(
                 f"metric {name!r} already exists as a {type(metric).__name__.lower()} "
-                f"with labels {metric._labelnames}, not a {kind} with labels {labelnames}"
+                f"with labels {self._labelnames[name]}, not a {kind} with labels {labelnames}"
             )
         return metric
 
