@@ -42,7 +42,7 @@ import os
 import tempfile
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -378,6 +378,24 @@ def trajectory_records(
 # ----------------------------------------------------------------------- files
 
 
+def atomic_write_lines(path: Path, lines: Iterable[bytes]) -> None:
+    """:func:`atomic_write_bytes` of ``lines`` (each ending in a newline), written
+    as they come: a rewrite of a large file holds one line at a time."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "xb") as handle:
+            for line in lines:
+                handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file and ``os.replace``.
 
@@ -398,23 +416,22 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def _split_lines(data: bytes) -> tuple[list[bytes], bytes]:
-    """Whole lines (without newline) and the torn tail after the last newline."""
-    end = data.rfind(b"\n") + 1
-    whole = data[:end]
-    lines = [line for line in whole.split(b"\n")[:-1] if line.strip()]
-    return lines, data[end:]
+def _trajectory_record(line: bytes) -> dict[str, Any] | None:
+    """A whole trajectory line's record (with episode_id and step), else None."""
+    if not line.endswith(b"\n"):
+        return None  # torn
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(record, dict) or "episode_id" not in record or "step" not in record:
+        return None
+    return record
 
 
-def _first_of_each(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-    """The records with one per run key (the first), and how many were repeats."""
-    seen: set[Any] = set()
-    first = []
-    for record in records:
-        if record["run_key"] not in seen:
-            seen.add(record["run_key"])
-            first.append(record)
-    return first, len(records) - len(first)
+def _episode_of(line: bytes) -> Any:
+    record = _trajectory_record(line)
+    return None if record is None else record["episode_id"]
 
 
 def results_file(path: str | Path) -> Path:
@@ -423,38 +440,58 @@ def results_file(path: str | Path) -> Path:
     return file / RESULTS_FILE if file.is_dir() else file
 
 
-def read_results(path: str | Path) -> tuple[list[dict[str, Any]], bool]:
-    """Read a ``results.jsonl`` file (or the one in a run folder).
+class ResultsReader:
+    """The records of a ``results.jsonl`` (or the one in a run folder), read a
+    line at a time as they are iterated: memory does not grow with the file.
 
-    Returns the records and whether a torn last line (a run killed while
-    writing it) was ignored. A damaged line elsewhere raises
+    After the iteration, ``torn`` says whether a torn last line (a run killed
+    while writing it) was skipped. A damaged line elsewhere raises
     :class:`OutputError` naming the file and line.
     """
-    file = results_file(path)
-    try:
-        data = file.read_bytes()
-    except FileNotFoundError:
-        raise OutputError(f"no results file at {file}", usage=True) from None
-    except OSError as exc:
-        raise OutputError(f"cannot read {file}: {exc.strerror or exc}") from None
-    lines, tail = _split_lines(data)
-    records = []
-    for number, line in enumerate(lines, start=1):
+
+    def __init__(self, path: str | Path) -> None:
+        self.file = results_file(path)
+        self.torn = False
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        try:
+            handle = open(self.file, "rb")
+        except FileNotFoundError:
+            raise OutputError(f"no results file at {self.file}", usage=True) from None
+        except OSError as exc:
+            raise OutputError(f"cannot read {self.file}: {exc.strerror or exc}") from None
+        with handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.endswith(b"\n"):
+                    self.torn = bool(line.strip())
+                    return
+                if line.strip():
+                    yield self._record(line, number)
+
+    def _record(self, line: bytes, number: int) -> dict[str, Any]:
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError:
             raise OutputError(
-                f"{file}: line {number} is not valid JSON; expected one results record per line",
+                f"{self.file}: line {number} is not valid JSON; expected one results record "
+                "per line",
                 usage=True,
             ) from None
         if not isinstance(record, dict) or "run_key" not in record or "steps" not in record:
             raise OutputError(
-                f"{file}: line {number} is not a chaosops results record "
+                f"{self.file}: line {number} is not a chaosops results record "
                 "(expected an object with run_key and steps)",
                 usage=True,
             )
-        records.append(record)
-    return records, bool(tail.strip())
+        return record
+
+
+def read_results(path: str | Path) -> tuple[list[dict[str, Any]], bool]:
+    """Every record of a ``results.jsonl`` in a list, and whether a torn last
+    line was skipped (see :class:`ResultsReader`, which streams them)."""
+    reader = ResultsReader(path)
+    records = list(reader)
+    return records, reader.torn
 
 
 @dataclass
@@ -521,51 +558,94 @@ class RunOutputs:
         last results line goes; of a run key recorded twice the first line is
         kept; an episode whose trajectory lost a line (damaged, or missing) is
         dropped with its results line, to run again; trajectory lines of
-        episodes without a results line go."""
+        episodes without a results line go. Both files are read a line at a
+        time, and rewritten only when something goes."""
+        self._truncate_torn_results()
+        lines_of, unread = self._count_trajectory_lines()
+        kept: dict[str, Any] = {}  # run key -> episode id, of the whole episodes kept
+        dropped_results = 0
         if self.results_path.exists():
-            data = self.results_path.read_bytes()
-            _, tail = _split_lines(data)
-            if tail:
-                # a torn last line: the episode it described is run again.
-                os.truncate(self.results_path, len(data) - len(tail))
-                self.state.torn_results_line = True
-        records = read_results(self.results_path)[0] if self.results_path.exists() else []
-        records, self.state.duplicate_results = _first_of_each(records)
-        lines, unread = self._trajectory_lines()
-        steps_kept = Counter(episode for episode, _ in lines)
-        whole = [r for r in records if steps_kept[r.get("episode_id")] >= len(r["steps"])]
-        self.state.damaged_episodes = len(records) - len(whole)
-        if len(whole) < len(records) or self.state.duplicate_results:
-            atomic_write_bytes(self.results_path, b"".join(dumps_line(r) for r in whole))
-            self._reopen_results()
-        self.state.records = len(whole)
-        self.state.done_keys = {str(r["run_key"]) for r in whole}
-        done_ids = {r.get("episode_id") for r in whole}
-        kept = [line for (episode, _), line in lines.items() if episode in done_ids]
-        if unread or len(kept) < len(lines):
-            atomic_write_bytes(self.trajectories_path, b"".join(line + b"\n" for line in kept))
-        self.state.dropped_trajectory_lines = unread + len(lines) - len(kept)
+            for record in ResultsReader(self.results_path):
+                key, episode = record["run_key"], record.get("episode_id")
+                if key in kept:
+                    self.state.duplicate_results += 1
+                elif lines_of.get(episode, 0) < len(record["steps"]):
+                    self.state.damaged_episodes += 1
+                else:
+                    kept[key] = episode
+                    continue
+                dropped_results += 1
+        if dropped_results:
+            self._rewrite_results(set(kept))
+        self.state.records = len(kept)
+        self.state.done_keys = set(kept)
+        episodes = set(kept.values())
+        if unread or sum(n for e, n in lines_of.items() if e not in episodes) or dropped_results:
+            self.state.dropped_trajectory_lines = self._rewrite_trajectories(episodes)
 
-    def _trajectory_lines(self) -> tuple[dict[tuple[Any, Any], bytes], int]:
-        """The trajectory lines by (episode id, step), the first of each in file
-        order, and how many lines were dropped (damaged, torn, or repeated)."""
-        if not self.trajectories_path.exists():
-            return {}, 0
-        lines, tail = _split_lines(self.trajectories_path.read_bytes())
-        kept: dict[tuple[Any, Any], bytes] = {}
-        dropped = 1 if tail.strip() else 0
-        for line in lines:
-            try:
-                record = orjson.loads(line)
-                key = (record["episode_id"], record["step"])
-            except (orjson.JSONDecodeError, TypeError, KeyError):
-                dropped += 1
-                continue
-            if key in kept:
-                dropped += 1
-            else:
-                kept[key] = line
-        return kept, dropped
+    def _truncate_torn_results(self) -> None:
+        if not self.results_path.exists():
+            return
+        with open(self.results_path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - (1 << 20)))
+            tail = handle.read()  # the last line is at most a few MB; its tail end is here
+        end = tail.rfind(b"\n")
+        if end == -1 and size > len(tail):
+            return  # no newline in the last MiB: one huge line; the reader reports it
+        torn = tail[end + 1 :]
+        if torn:  # a torn last line: the episode it described is run again
+            os.truncate(self.results_path, size - len(torn))
+            self.state.torn_results_line = bool(torn.strip())
+
+    def _count_trajectory_lines(self) -> tuple[Counter[Any], int]:
+        """The trajectory lines of each episode id, and the lines that do not read."""
+        counts: Counter[Any] = Counter()
+        unread = 0
+        if self.trajectories_path.exists():
+            with open(self.trajectories_path, "rb") as handle:
+                for line in handle:
+                    episode = _episode_of(line)
+                    if episode is None:
+                        unread += 1
+                    else:
+                        counts[episode] += 1
+        return counts, unread
+
+    def _rewrite_results(self, keys: set[str]) -> None:
+        """results.jsonl with the first line of each of ``keys`` only."""
+        seen: set[str] = set()
+
+        def lines() -> Iterator[bytes]:
+            for record in ResultsReader(self.results_path):
+                if record["run_key"] in keys and record["run_key"] not in seen:
+                    seen.add(record["run_key"])
+                    yield dumps_line(record)
+
+        atomic_write_lines(self.results_path, lines())
+        self._reopen_results()
+
+    def _rewrite_trajectories(self, episodes: set[Any]) -> int:
+        """trajectories.jsonl with the lines of ``episodes`` only (the first of
+        each step); returns how many lines went."""
+        seen: set[tuple[Any, Any]] = set()  # only for the episodes of a repair
+        dropped = 0
+
+        def lines() -> Iterator[bytes]:
+            nonlocal dropped
+            with open(self.trajectories_path, "rb") as handle:
+                for line in handle:
+                    record = _trajectory_record(line)
+                    key = None if record is None else (record["episode_id"], record["step"])
+                    if key is None or key[0] not in episodes or key in seen:
+                        dropped += 1
+                        continue
+                    seen.add(key)
+                    yield line
+
+        atomic_write_lines(self.trajectories_path, lines())
+        return dropped
 
     def open(self) -> ResumeState:
         """Prepare the folder and open the files for appending.
@@ -706,7 +786,8 @@ class RunOutputs:
 
 
 def iter_lines(path: Path) -> Iterator[dict[str, Any]]:
-    """Whole JSON lines of a JSONL file (a torn last line is skipped)."""
-    lines, _ = _split_lines(path.read_bytes())
-    for line in lines:
-        yield orjson.loads(line)
+    """Whole JSON lines of a JSONL file, read one at a time (a torn last line is skipped)."""
+    with open(path, "rb") as handle:
+        for line in handle:
+            if line.endswith(b"\n") and line.strip():
+                yield orjson.loads(line)
