@@ -772,12 +772,6 @@ class RunOutputs:
         self.state.done_keys.add(key)
         return record
 
-    def records(self) -> list[dict[str, Any]]:
-        """Every results record now in the folder."""
-        if not self.results_path.exists():
-            return []
-        return read_results(self.results_path)[0]
-
     def write_summary(self, summary: Mapping[str, Any]) -> Path:
         """Write ``summary.json`` atomically; returns its path."""
         data = orjson.dumps(summary, default=_default, option=orjson.OPT_INDENT_2) + b"\n"

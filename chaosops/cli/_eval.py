@@ -83,25 +83,24 @@ def cmd_eval(config: RunConfig, entries: Sequence[RunConfig], session: Session) 
         table_stream = sys.stderr
     open_folders(plays)
     stop, progress = play_all(plays, config, session, label="eval")
-    records = [record for play in plays for record in play.records]
-    return _report(config, plays, records, stop, progress, (json_path, chart, table_stream))
+    return _report(config, plays, stop, progress, (json_path, chart, table_stream))
 
 
 def _report(
     config: RunConfig,
     plays: Sequence[Play],
-    records: list[dict[str, Any]],
     stop: Any,
     progress: Any,
     where: tuple[Path | None, Path | None, Any],
 ) -> int:
     """The table, the evaluation's JSON and chart, and the closing notes."""
-    from chaosops.evaluation import evaluate_records, render_table
-    from chaosops.role_figures import render_role_table, role_figures
+    from chaosops.evaluation import render_table
+    from chaosops.role_figures import render_role_table
 
     json_path, chart, table_stream = where
     interrupted = stop.signum is not None or stop.reason is not None
-    if interrupted and not records:
+    episodes = sum(play.summary.data["episodes"] for play in plays)
+    if interrupted and not episodes:
         if stop.reason is not None:
             raise CLIError(
                 f"{stop.reason}; no episode had finished{withheld_note(stop)}: no evaluation "
@@ -110,26 +109,27 @@ def _report(
             )
         note("interrupted before any episode finished; no evaluation written")
         return stop_code(stop)
-    rows = evaluate_records(records)
+    rows = [row for play in plays for row in play.summary.rows]
     title = (
         "chaosops eval (interrupted: finished episodes only)" if interrupted else "chaosops eval"
     )
     console = console_for(table_stream)
     console.print(render_table(rows, title=title))
-    console.print(render_role_table(role_figures(records), title="turns by role"))
+    roles = [figures for play in plays for figures in play.summary.roles]
+    console.print(render_role_table(roles, title="turns by role"))
     for line in trouble(plays, progress):
         note(line)
-    _write(config, json_path, chart, _payload(plays, records, rows, interrupted), rows, interrupted)
-    return _closing(plays, records, stop)
+    _write(
+        config, json_path, chart, _payload(plays, episodes, rows, interrupted), rows, interrupted
+    )
+    return _closing(plays, episodes, stop)
 
 
-def _payload(
-    plays: Sequence[Play], records: list[dict[str, Any]], rows: Any, interrupted: bool
-) -> dict[str, Any]:
+def _payload(plays: Sequence[Play], episodes: int, rows: Any, interrupted: bool) -> dict[str, Any]:
     return {
         "policies": [play.config.label for play in plays],
         "episodes_per_policy": len(plays[0].keys),
-        "episodes": len(records),
+        "episodes": episodes,
         "complete": not interrupted,
         "entries": [
             {"policy": play.config.label, "folder": str(play.config.out), **played(play.config)}
@@ -139,18 +139,18 @@ def _payload(
     }
 
 
-def _closing(plays: Sequence[Play], records: list[dict[str, Any]], stop: Any) -> int:
+def _closing(plays: Sequence[Play], episodes: int, stop: Any) -> int:
     total = sum(len(play.keys) for play in plays)
     if stop.reason is not None:
         raise CLIError(
-            f"{stop.reason}; evaluation of the {len(records)} of {total} episode(s) that "
+            f"{stop.reason}; evaluation of the {episodes} of {total} episode(s) that "
             f"finished{withheld_note(stop)} written (complete: false, no chart); each "
             "folder goes on with --resume",
             code=1,
         )
     if stop.signum is not None:
         note(
-            f"interrupted: evaluation of the {len(records)} of {total} episode(s) that "
+            f"interrupted: evaluation of the {episodes} of {total} episode(s) that "
             "finished (no chart); run again with --resume to finish"
         )
         return stop_code(stop)

@@ -19,12 +19,12 @@ from ._config import RunConfig
 from ._errors import CLIError
 from ._plan import PlannedEpisode, plan_episodes
 from ._run_folder import (
-    build_summary,
     check_resume,
     plan_digest,
     refuse_existing,
     renderer,
     run_options,
+    summarise,
 )
 from ._session import Session
 from ._terminal import note
@@ -43,8 +43,7 @@ class Play:
     factory: Any = None  # scenario -> role map
     done: set[str] = field(default_factory=set)  # run keys already in the folder
     wrote_run_file: bool = False
-    records: list[dict[str, Any]] = field(default_factory=list)
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: Any = None  # _run_folder.Summary, once played
 
     def todo(self) -> list[int]:
         """The plan indices still to play."""
@@ -178,10 +177,11 @@ def play_all(
 
 
 def write_summary(play: Play) -> None:
-    """The play's summary.json, of every record in its folder."""
-    play.records = play.outputs.records()
-    play.summary = build_summary(play.records, play.keys, play.config)
-    play.outputs.write_summary(play.summary)
+    """The play's summary.json, of every record in its folder (read a line at a time)."""
+    from chaosops.outputs import ResultsReader
+
+    play.summary = summarise(ResultsReader(play.outputs.results_path), play.keys, play.config)
+    play.outputs.write_summary(play.summary.data)
 
 
 def trouble(plays: Sequence[Play], progress: Any) -> list[str]:

@@ -177,9 +177,21 @@ def _replay_steps(env: Any, recorded: Sequence[Any], differs: Callable[[int, str
     return steps
 
 
+def _check_all(records: Any) -> int:
+    """Check every record of a ``ResultsReader`` (:func:`check_record`) before any
+    is replayed; returns how many there are."""
+    count = 0
+    for count, record in enumerate(records, start=1):
+        try:
+            check_record(record)
+        except ValueError as exc:
+            raise CLIError(f"{records.file}: line {count}: {exc}") from None
+    return count
+
+
 def cmd_replay(results: str) -> int:
     """``chaosops replay RESULTS``; returns the exit code (1 when anything differs)."""
-    from chaosops.outputs import OutputError, read_results, results_file
+    from chaosops.outputs import OutputError, ResultsReader
 
     path = Path(results)
     if not path.exists():
@@ -187,23 +199,20 @@ def cmd_replay(results: str) -> int:
             f"no such results file or run folder: {results} "
             "(expected results.jsonl or a folder holding one)"
         )
+    records = ResultsReader(path)  # read a line at a time, twice: checked, then replayed
+    file = records.file
     try:
-        records, torn = read_results(path)
+        count = _check_all(records)
+        if not count:  # nothing to check is no check: say so rather than "every reward matches"
+            raise CLIError(
+                f"{file} holds no episode to replay (expected one results line per finished "
+                "episode)"
+            )
+        if records.torn:
+            note("ignored a torn last line (the run was killed while writing it)")
+        episodes, steps, mismatches = replay_records(records)
     except OutputError as exc:
         raise CLIError(str(exc), code=2 if exc.usage else 1) from None
-    file = results_file(path)
-    if not records:  # nothing to check is no check: say so rather than "every reward matches"
-        raise CLIError(
-            f"{file} holds no episode to replay (expected one results line per finished episode)"
-        )
-    for number, record in enumerate(records, start=1):
-        try:
-            check_record(record)
-        except ValueError as exc:
-            raise CLIError(f"{file}: line {number}: {exc}") from None
-    if torn:
-        note("ignored a torn last line (the run was killed while writing it)")
-    episodes, steps, mismatches = replay_records(records)
     for mismatch in mismatches:
         print(mismatch.line())
     bad = len({m.episode_id for m in mismatches})

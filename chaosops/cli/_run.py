@@ -53,10 +53,10 @@ def _point_latest(folder: Path) -> None:
 
 def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) -> int:
     """The table and the closing notes; the exit code."""
-    from chaosops.evaluation import evaluate_records, render_table
-    from chaosops.role_figures import render_role_table, role_figures
+    from chaosops.evaluation import render_table
+    from chaosops.role_figures import render_role_table
 
-    config, outputs, records, summary = play.config, play.outputs, play.records, play.summary
+    config, outputs, summary = play.config, play.outputs, play.summary.data
     if stop.reason is not None:
         raise CLIError(
             f"{stop.reason}; {progress.done} episode(s) finished this run{withheld_note(stop)}, "
@@ -71,8 +71,8 @@ def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) 
         )
         return stop_code(stop)
     console = console_for(table)
-    console.print(render_table(evaluate_records(records), title=f"chaosops run: {config.out}"))
-    console.print(render_role_table(role_figures(records), title="turns by role"))
+    console.print(render_table(play.summary.rows, title=f"chaosops run: {config.out}"))
+    console.print(render_role_table(play.summary.roles, title="turns by role"))
     for line in trouble([play], progress):
         note(line)
     # run.json only when this run wrote it (a resumed run keeps the folder's)
@@ -87,18 +87,18 @@ def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) 
 def _kept_after_failure(play: Play) -> str:
     """After a failed write: ``summary.json`` rewritten if it can be (complete:
     false), and the line's advice naming what is kept."""
-    from chaosops.outputs import OutputError
+    from chaosops.outputs import OutputError, ResultsReader
 
     outputs = play.outputs
     outputs.close()
     try:
-        records = outputs.records()
-        outputs.write_summary(build_summary(records, play.keys, play.config))
+        summary = build_summary(ResultsReader(outputs.results_path), play.keys, play.config)
+        outputs.write_summary(summary)
     except (OSError, OutputError):  # the same full disk, most likely: what is there stays
         return f"what finished is kept in {outputs.results_path}; run again with --resume"
-    if not records:
+    if not summary["episodes"]:
         return f"no episode had finished; run again with --resume to start {outputs.out_dir}"
     return (
-        f"the {len(records)} episode(s) that finished are kept in {outputs.results_path}; "
-        "run again with --resume"
+        f"the {summary['episodes']} episode(s) that finished are kept in "
+        f"{outputs.results_path}; run again with --resume"
     )

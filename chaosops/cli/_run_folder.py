@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,34 +19,64 @@ from ._resume import RECORDED
 from ._run_file import LLM_FLAGS
 
 
+@dataclass
+class Summary:
+    """A folder's summary: ``data`` (summary.json's content), and its rows and
+    role figures as objects (for the tables)."""
+
+    data: dict[str, Any]
+    rows: list[Any]
+    roles: list[Any]
+
+
+def summarise(
+    records: Iterable[Mapping[str, Any]], planned: Sequence[str], config: RunConfig | None = None
+) -> Summary:
+    """The summary of ``records``: iterated twice, so a :class:`ResultsReader`
+    (a file read a line at a time) keeps memory flat; a list does too."""
+    from chaosops.evaluation import evaluate_records, ran_to_end, resolved, rows_to_json
+    from chaosops.role_figures import role_figures
+
+    totals = {"episodes": 0, "resolved": 0, "failed": 0, "timeouts": 0, "errors": 0}
+    done: set[str] = set()
+
+    def counted() -> Iterator[Mapping[str, Any]]:
+        for record in records:
+            done.add(record["run_key"])
+            totals["episodes"] += 1
+            totals["resolved"] += resolved(record)  # the table's rule
+            totals["failed"] += not ran_to_end(record)
+            totals["timeouts"] += int(record.get("timeouts", 0))
+            totals["errors"] += int(record.get("errors", 0))
+            yield record
+
+    rows = evaluate_records(counted())
+    roles = role_figures(records)
+    missing = sum(1 for key in planned if key not in done)
+    data = {
+        **totals,
+        "planned": len(planned),
+        "missing": missing,
+        "complete": not missing,
+        "rows": rows_to_json(rows),
+        "roles": [figures.to_json() for figures in roles],
+        **({} if config is None else played(config)),
+    }
+    return Summary(data, rows, roles)
+
+
 def build_summary(
-    records: Sequence[Mapping[str, Any]], planned: Sequence[str], config: RunConfig | None = None
+    records: Iterable[Mapping[str, Any]], planned: Sequence[str], config: RunConfig | None = None
 ) -> dict[str, Any]:
     """The content of ``summary.json``: totals, the evaluation rows (with 95%
     intervals), each role's turn figures and, with ``config``, what played
     (each role's policy and model, each LLM's settings without the key).
 
-    Derived from the results records only (no timestamps or wall times), so a
-    resumed run ends with the same summary as an uninterrupted one.
+    Derived from the results records only, so a resumed run ends with the same
+    summary as an uninterrupted one (the turn latencies aside). ``records`` is
+    iterated twice (see :func:`summarise`).
     """
-    from chaosops.evaluation import evaluate_records, ran_to_end, resolved, rows_to_json
-    from chaosops.role_figures import role_figures
-
-    done = {r["run_key"] for r in records}
-    missing = [key for key in planned if key not in done]
-    return {
-        "episodes": len(records),
-        "resolved": sum(1 for r in records if resolved(r)),  # the table's rule
-        "failed": sum(1 for r in records if not ran_to_end(r)),
-        "timeouts": sum(int(r.get("timeouts", 0)) for r in records),
-        "errors": sum(int(r.get("errors", 0)) for r in records),
-        "planned": len(planned),
-        "missing": len(missing),
-        "complete": not missing,
-        "rows": rows_to_json(evaluate_records(records)),
-        "roles": [figures.to_json() for figures in role_figures(records)],
-        **({} if config is None else played(config)),
-    }
+    return summarise(records, planned, config).data
 
 
 def played(config: RunConfig) -> dict[str, Any]:
@@ -166,7 +197,7 @@ def check_resume(
     """
     import orjson
 
-    from chaosops.outputs import RESULTS_FILE, OutputError, read_results
+    from chaosops.outputs import RESULTS_FILE, OutputError, ResultsReader
 
     def refuse(option: str, recorded: str, given: str) -> CLIError:
         return CLIError(
@@ -210,16 +241,17 @@ def check_resume(
 
     if not (out / RESULTS_FILE).exists():
         return recorded
+    planned, policies, stray = set(keys), set(), []
     try:
-        records, _ = read_results(out / RESULTS_FILE)
+        for record in ResultsReader(out / RESULTS_FILE):  # a line at a time
+            policies.add(str(record.get("policy")))
+            if record["run_key"] not in planned:
+                stray.append(record["run_key"])
     except OutputError as exc:
         raise CLIError(str(exc), code=2 if exc.usage else 1) from None
-    policies = sorted({str(r.get("policy")) for r in records})
     label = label or options["policy"]  # what the records call the policy that played
-    if policies and policies != [label]:
-        raise refuse("--policy", ", ".join(policies), label)
-    planned = set(keys)
-    stray = [r["run_key"] for r in records if r["run_key"] not in planned]
+    if policies and sorted(policies) != [label]:
+        raise refuse("--policy", ", ".join(sorted(policies)), label)
     if stray:
         raise refuse(
             "the plan (PATH, --episodes-per-type, --seed-offset)",
