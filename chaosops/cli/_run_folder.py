@@ -107,14 +107,21 @@ def plan_digest(planned: Sequence[PlannedEpisode]) -> str:
 
     from chaosops.outputs import scenario_fields
 
+    # each entry copied: a bytes object from orjson keeps the whole buffer it
+    # was written in (about 4 KB), 400 MB for a plan of 100,000 episodes
     entries = sorted(
-        orjson.dumps(
-            [
-                scenario_fields(p.scenario),
-                sorted(
-                    (str(getattr(k, "value", k)), v) for k, v in (p.suite_timeout or {}).items()
-                ),
-            ]
+        bytes(
+            memoryview(
+                orjson.dumps(
+                    [
+                        scenario_fields(p.scenario),
+                        sorted(
+                            (str(getattr(k, "value", k)), v)
+                            for k, v in (p.suite_timeout or {}).items()
+                        ),
+                    ]
+                )
+            )
         )
         for p in planned
     )
