@@ -357,10 +357,12 @@ def _add_llm_sampling_options(llm: Any) -> None:
     )
     llm.add_argument(
         "--llm-answer",
-        choices=("text", "json", "tools"),
+        choices=("text", "json", "json_object", "tools"),
         default="text",
         help="how the model answers: text parsed tolerantly (default), json (structured "
-        "output with the action's JSON schema), tools (the take_action tool, named)",
+        "output: response_format json_schema with the action's schema; OpenAI, vLLM), "
+        "json_object (response_format json_object with the schema; llama-cpp-python), "
+        "tools (the take_action tool, named)",
     )
     llm.add_argument(
         "--llm-system-prompt",

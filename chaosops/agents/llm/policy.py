@@ -189,6 +189,8 @@ class LLMPolicy:
                 "type": "json_schema",
                 "json_schema": {"name": "action", "schema": ACTION_SCHEMA, "strict": False},
             }
+        elif s.answer == "json_object":
+            params["response_format"] = {"type": "json_object", "schema": ACTION_SCHEMA}
         if s.logprobs:
             params["logprobs"] = True
             if s.top_logprobs is not None:

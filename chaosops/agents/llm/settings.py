@@ -7,10 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Answer = Literal["text", "json", "tools"]
-ANSWERS: tuple[str, ...] = ("text", "json", "tools")
-"""How the model is asked to answer: free text parsed tolerantly, structured
-output with the action's JSON schema, or a call of the action tool."""
+Answer = Literal["text", "json", "json_object", "tools"]
+ANSWERS: tuple[str, ...] = ("text", "json", "json_object", "tools")
+"""How the model is asked to answer: free text parsed tolerantly; structured
+output with the action's JSON schema, as ``response_format`` of type
+``json_schema`` (OpenAI, vLLM, llama.cpp's own server) or ``json_object`` with
+a ``schema`` (llama-cpp-python's server); or a call of the action tool."""
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """The endpoint when neither ``base_url`` nor ``$OPENAI_BASE_URL`` names one."""

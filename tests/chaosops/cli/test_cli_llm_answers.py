@@ -25,11 +25,17 @@ def _run_against(
     return proc, jsonl(record), jsonl(out / "results.jsonl"), trajectories
 
 
-def test_json_answers_ask_for_the_action_s_schema(work: Path) -> None:
-    _, asked, _, steps = _run_against(work, "answer-json", (), "--llm-answer", "json")
+@pytest.mark.parametrize("mode", ["json", "json_object"])
+def test_json_answers_ask_for_the_action_s_schema(work: Path, mode: str) -> None:
+    _, asked, _, steps = _run_against(work, f"answer-{mode}", (), "--llm-answer", mode)
     formats = [r["response_format"] for r in asked]
-    assert all(f["type"] == "json_schema" for f in formats)
-    assert all("action_type" in f["json_schema"]["schema"]["properties"] for f in formats)
+    if mode == "json":  # OpenAI's and vLLM's form
+        assert all(f["type"] == "json_schema" for f in formats)
+        schemas = [f["json_schema"]["schema"] for f in formats]
+    else:  # llama-cpp-python's
+        assert all(f["type"] == "json_object" for f in formats)
+        schemas = [f["schema"] for f in formats]
+    assert all("action_type" in schema["properties"] for schema in schemas)
     assert all("tools" not in r for r in asked)
     assert not [s for s in steps if s["parse_error"]]
 
