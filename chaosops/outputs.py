@@ -379,8 +379,13 @@ def trajectory_records(
 
 
 def atomic_write_lines(path: Path, lines: Iterable[bytes]) -> None:
-    """:func:`atomic_write_bytes` of ``lines`` (each ending in a newline), written
-    as they come: a rewrite of a large file holds one line at a time."""
+    """Write ``lines`` (each ending in a newline) to ``path`` via a temporary file
+    and ``os.replace``, as they come: a rewrite of a large file holds one line
+    at a time.
+
+    The temporary file sits in the same folder (so the rename is atomic) and is
+    created with the usual permissions (umask applies).
+    """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
@@ -397,23 +402,8 @@ def atomic_write_lines(path: Path, lines: Iterable[bytes]) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file and ``os.replace``.
-
-    The temporary file sits in the same folder (so the rename is atomic) and is
-    created with the usual permissions (umask applies).
-    """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "xb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_write_lines`)."""
+    atomic_write_lines(path, (data,))
 
 
 def _trajectory_record(line: bytes) -> dict[str, Any] | None:
