@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
 from chaosops.env.models import (
+    FLEET_AGENT_NAMES,
     ActionType,
     AgentRole,
     ChaosOpsAction,
@@ -48,7 +49,7 @@ _RANDOM_MESSAGES = [
     "i'll try a rollback",
     "standing by",
 ]
-_ROGUE_CANDIDATES = frozenset({"autoscaler", "load_balancer", "deploy_bot"})
+_ROGUE_CANDIDATES = frozenset(FLEET_AGENT_NAMES)
 _HEALTH_RANK = {
     ServiceHealth.DOWN: 0,
     ServiceHealth.CRITICAL: 1,

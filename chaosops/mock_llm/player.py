@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from chaosops.agents.llm.render import RenderedView
+from chaosops.env.models import FLEET_AGENT_NAMES
 
 _SEVERITY = {"down": 0, "critical": 1, "degraded": 2}
-_ROGUE_AGENTS = ("autoscaler", "load_balancer", "deploy_bot")
 
 
 def _action(action_type: str, target: str | None = None, **args: Any) -> dict[str, Any]:
@@ -36,7 +36,7 @@ def decide_action(view: RenderedView) -> dict[str, Any]:
     if role == "oversight":
         alerts = " ".join(message.lower() for _, _, message in view.alerts)
         for agent, _, target in view.fleet_actions:
-            if agent in _ROGUE_AGENTS and (
+            if agent in FLEET_AGENT_NAMES and (
                 not view.metrics or target in unhealthy or agent in alerts
             ):
                 return _action("flag_rogue", agent)

@@ -17,11 +17,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsObservation
+from chaosops.env.models import (
+    FLEET_AGENT_NAMES,
+    ActionType,
+    AgentRole,
+    ChaosOpsAction,
+    ChaosOpsObservation,
+)
 
 __all__ = ["ACTION_ARGS", "view_problem"]
 
-FLEET_AGENTS = frozenset(("autoscaler", "load_balancer", "deploy_bot"))
+FLEET_AGENTS = frozenset(FLEET_AGENT_NAMES)
 
 ACTION_ARGS: dict[ActionType, dict[str, type]] = {
     ActionType.SCALE: {"replicas": int},
