@@ -24,7 +24,6 @@ import argparse
 import collections
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,8 @@ import urllib.request
 from pathlib import Path
 
 import orjson
+
+from chaosops.stats import percentile
 
 ALIAS = "gemma-3-270m"
 CMAKE_ARGS = (
@@ -103,12 +104,12 @@ def run_mode(url: str, mode: str, episodes: int, folder: Path) -> str:
     latencies = sorted(s["latency_ms"] for r in results for s in r["steps"])
     parsed = sum(1 for s in steps if not s["parse_error"] and not s["timed_out"] and not s["error"])
     errors = collections.Counter(str(s["parse_error"])[:60] for s in steps if s["parse_error"])
-    p99 = latencies[max(0, -(-99 * len(latencies) // 100) - 1)] if latencies else 0.0
+    p50, p99 = (percentile(latencies, q) or 0.0 for q in (50, 99))
     return (
         f"{mode:<6} turns {len(steps):>3}  actions {parsed:>3} ({parsed / max(len(steps), 1):5.1%})"
         f"  timeouts {sum(s['timed_out'] for s in steps):>2}"
         f"  errors {sum(bool(s['error']) for s in steps):>2}"
-        f"  latency p50 {statistics.median(latencies) if latencies else 0:7.0f} ms"
+        f"  latency p50 {p50:7.0f} ms"
         f" p99 {p99:7.0f} ms  | commonest parse errors: {errors.most_common(2)}"
     )
 
