@@ -17,8 +17,8 @@ from ._cli import (
     jsonl,
     killed_run,
     llm_run,
+    mock_process,
     spawn,
-    stop,
     wait_for_results,
 )
 
@@ -301,10 +301,7 @@ def test_an_endpoint_that_keeps_failing_stops_the_run(work: Path) -> None:
     """Every completion an HTTP 500 (models still listed): the run stops once
     --llm-max-failures calls in a row failed for good, one line, exit 1, and
     the folder stays resumable (summary complete: false)."""
-    server = spawn("mock-llm", "--port", "0", "--rate-500", "1", cwd=work)
-    try:
-        assert server.stdout is not None
-        url = server.stdout.readline().split(" at ", 1)[1].split()[0]
+    with mock_process(work, "--rate-500", "1") as url:
         out = work / "llm-failing"
         proc = chaosops(
             *llm_run(work, url, out, "--llm-max-failures", "3", "--turn-timeout", "1",
@@ -317,11 +314,6 @@ def test_an_endpoint_that_keeps_failing_stops_the_run(work: Path) -> None:
             "--no-chart", "--json", table, "--llm-max-failures", "3", "--turn-timeout", "1",
             "--log-json", work / "llm-failing-eval.jsonl", cwd=work,
         )  # fmt: skip
-    finally:
-        stop(server)
-        for stream in (server.stdout, server.stderr):
-            if stream is not None:
-                stream.close()
     assert_one_error_line(proc, "LLM calls in a row failed", "HTTP 500", "--llm-max-failures 3",
                           "--resume")  # fmt: skip
     assert proc.returncode == 1
@@ -339,17 +331,9 @@ def test_an_endpoint_that_keeps_failing_stops_the_run(work: Path) -> None:
 def test_unreadable_answers_are_summed_up_not_printed_per_turn(work: Path) -> None:
     """Without --log-json, a model that never answers with an action does not
     flood the terminal with a warning per turn: one note sums them up."""
-    server = spawn("mock-llm", "--port", "0", "--rate-garbage", "1", cwd=work)
-    try:
-        assert server.stdout is not None
-        url = server.stdout.readline().split(" at ", 1)[1].split()[0]
+    with mock_process(work, "--rate-garbage", "1") as url:
         out = work / "llm-garbage"
         proc = chaosops(*llm_run(work, url, out, "--episodes-per-type", "1"), cwd=work)
-    finally:
-        stop(server)
-        for stream in (server.stdout, server.stderr):
-            if stream is not None:
-                stream.close()
     assert proc.returncode == 0, proc.stderr
     steps = jsonl(out / "trajectories.jsonl")
     assert steps and all(s["parse_error"] for s in steps)
