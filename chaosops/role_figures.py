@@ -17,7 +17,7 @@ from rich.table import Table
 
 from chaosops.stats import percentile
 
-__all__ = ["RoleFigures", "render_role_table", "role_figures"]
+__all__ = ["RoleFigures", "RoleTallies", "render_role_table", "role_figures"]
 
 ROLE_ORDER = ("sre", "oversight", "dev", "manager")
 
@@ -61,24 +61,41 @@ class _Tally:
             self.latencies.append(float(latency))
 
 
-def role_figures(records: Iterable[Mapping[str, Any]]) -> list[RoleFigures]:
-    """One :class:`RoleFigures` per (policy, role), policies in order of first
-    appearance, roles in turn order."""
-    tallies: dict[tuple[str, str], _Tally] = {}
-    for record in records:
+class RoleTallies:
+    """The per-role figures as records come in (:meth:`add`), for a caller that
+    reads the records once for several figures; :meth:`figures` at the end."""
+
+    def __init__(self) -> None:
+        self._tallies: dict[tuple[str, str], _Tally] = {}
+
+    def add(self, record: Mapping[str, Any]) -> None:
         policy = str(record.get("policy") or "?")
         players = record.get("roles") or {}
         for step in record.get("steps") or ():
             role = str(step.get("role"))
-            tally = tallies.get((policy, role))
+            tally = self._tallies.get((policy, role))
             if tally is None:
                 player = players.get(role) or {}
-                tally = tallies[(policy, role)] = _Tally(player.get("policy"), player.get("model"))
+                tally = _Tally(player.get("policy"), player.get("model"))
+                self._tallies[(policy, role)] = tally
             tally.add(step)
-    policies = list(dict.fromkeys(policy for policy, _ in tallies))
-    order = {role: i for i, role in enumerate(ROLE_ORDER)}
-    keys = sorted(tallies, key=lambda k: (policies.index(k[0]), order.get(k[1], 99), k[1]))
-    return [_figures(policy, role, tallies[(policy, role)]) for policy, role in keys]
+
+    def figures(self) -> list[RoleFigures]:
+        """One :class:`RoleFigures` per (policy, role), policies in order of first
+        appearance, roles in turn order."""
+        tallies = self._tallies
+        policies = list(dict.fromkeys(policy for policy, _ in tallies))
+        order = {role: i for i, role in enumerate(ROLE_ORDER)}
+        keys = sorted(tallies, key=lambda k: (policies.index(k[0]), order.get(k[1], 99), k[1]))
+        return [_figures(policy, role, tallies[(policy, role)]) for policy, role in keys]
+
+
+def role_figures(records: Iterable[Mapping[str, Any]]) -> list[RoleFigures]:
+    """One :class:`RoleFigures` per (policy, role) of ``records`` (see :class:`RoleTallies`)."""
+    tallies = RoleTallies()
+    for record in records:
+        tallies.add(record)
+    return tallies.figures()
 
 
 def _figures(policy: str, role: str, tally: _Tally) -> RoleFigures:

@@ -32,17 +32,19 @@ class Summary:
 def summarise(
     records: Iterable[Mapping[str, Any]], planned: Sequence[str], config: RunConfig | None = None
 ) -> Summary:
-    """The summary of ``records``: iterated twice, so a :class:`ResultsReader`
-    (a file read a line at a time) keeps memory flat; a list does too."""
+    """The summary of ``records``, read once: a :class:`ResultsReader` (a file
+    read a line at a time) keeps memory flat."""
     from chaosops.evaluation import evaluate_records, ran_to_end, resolved, rows_to_json
-    from chaosops.role_figures import role_figures
+    from chaosops.role_figures import RoleTallies
 
     totals = {"episodes": 0, "resolved": 0, "failed": 0, "timeouts": 0, "errors": 0}
     done: set[str] = set()
+    tallies = RoleTallies()
 
     def counted() -> Iterator[Mapping[str, Any]]:
         for record in records:
             done.add(record["run_key"])
+            tallies.add(record)
             totals["episodes"] += 1
             totals["resolved"] += resolved(record)  # the table's rule
             totals["failed"] += not ran_to_end(record)
@@ -51,7 +53,7 @@ def summarise(
             yield record
 
     rows = evaluate_records(counted())
-    roles = role_figures(records)
+    roles = tallies.figures()
     missing = sum(1 for key in planned if key not in done)
     data = {
         **totals,
@@ -73,8 +75,7 @@ def build_summary(
     (each role's policy and model, each LLM's settings without the key).
 
     Derived from the results records only, so a resumed run ends with the same
-    summary as an uninterrupted one (the turn latencies aside). ``records`` is
-    iterated twice (see :func:`summarise`).
+    summary as an uninterrupted one (the turn latencies aside).
     """
     return summarise(records, planned, config).data
 
