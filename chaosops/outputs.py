@@ -574,19 +574,24 @@ class RunOutputs:
             self.state.dropped_trajectory_lines = self._rewrite_trajectories(episodes)
 
     def _truncate_torn_results(self) -> None:
+        """Cut a torn last line (one killed while written) off results.jsonl: the
+        bytes after the last newline, found reading backwards a block at a time."""
         if not self.results_path.exists():
             return
         with open(self.results_path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - (1 << 20)))
-            tail = handle.read()  # the last line is at most a few MB; its tail end is here
-        end = tail.rfind(b"\n")
-        if end == -1 and size > len(tail):
-            return  # no newline in the last MiB: one huge line; the reader reports it
-        torn = tail[end + 1 :]
-        if torn:  # a torn last line: the episode it described is run again
-            os.truncate(self.results_path, size - len(torn))
+            size = end = handle.seek(0, os.SEEK_END)
+            while end > 0:
+                start = max(0, end - (1 << 16))
+                handle.seek(start)
+                newline = handle.read(end - start).rfind(b"\n")
+                if newline != -1:
+                    end = start + newline + 1
+                    break
+                end = start
+            handle.seek(end)
+            torn = handle.read(size - end)
+        if torn:  # the episode it described is run again
+            os.truncate(self.results_path, end)
             self.state.torn_results_line = bool(torn.strip())
 
     def _count_trajectory_lines(self) -> tuple[Counter[Any], int]:

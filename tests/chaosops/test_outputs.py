@@ -229,15 +229,17 @@ def test_a_failed_write_names_the_file(tmp_path: Path) -> None:
         outputs.close()
 
 
-def test_resume_repairs_torn_lines_and_orphan_trajectories(tmp_path: Path) -> None:
+@pytest.mark.parametrize("args", [b"", b'"args": "' + b"x" * 200_000], ids=["short", "200KB"])
+def test_resume_repairs_torn_lines_and_orphan_trajectories(tmp_path: Path, args: bytes) -> None:
     clean = write_all(tmp_path / "clean", SCENARIOS)
     partial = write_all(tmp_path / "partial", SCENARIOS[:2])
     # a killed run: trajectory lines of a third episode, a torn results line
+    # (also one longer than a block the repair reads backwards)
     orphan = play(SCENARIOS[2], heuristic_policy(0), "orphan")
     with partial.trajectories_path.open("ab") as handle:
         handle.write(b'{"episode_id": "orphan", "turn": 0}\n{"episode_id": "orp')
     with partial.results_path.open("ab") as handle:
-        handle.write(b'{"run_key": "heuristic/x", "ste')
+        handle.write(b'{"run_key": "heuristic/x", ' + args + b'"ste')
     assert orphan.steps
     resumed = write_all(tmp_path / "partial", SCENARIOS, resume=True)
     assert resumed.state.torn_results_line
