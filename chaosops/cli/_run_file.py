@@ -12,7 +12,7 @@ import argparse
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -201,11 +201,8 @@ def apply_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argparse.Na
         args.paths = [str(base / p) for p in run_file.paths]
     if run_file.out is not None and "--out" not in given and args.command == "run":
         args.out = base / run_file.out
-    for field, attribute, options in _TOP:
-        value = getattr(run_file, field)
-        if value is not None and not given.intersection(options):
-            setattr(args, attribute, list(value) if isinstance(value, list) else value)
-            args.from_run_file.update(options)
+    top = {field: getattr(run_file, field) for field, _, _ in _TOP}
+    _fill(args, {field: value for field, value in top.items() if value is not None}, _TOP, given)
     args.role_policy = [*run_file.roles.items(), *args.role_policy]  # the flag's win
     args.role_timeout = [*run_file.role_timeout.items(), *args.role_timeout]
     if run_file.roles:
@@ -223,11 +220,25 @@ def apply_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argparse.Na
     return args
 
 
-def _set_flag_llm(args: argparse.Namespace, entry: LLMEntry, given: set[str]) -> None:
-    for field, attribute, options in LLM_FLAGS:
-        if field in entry.model_fields_set and not given.intersection(options):
-            setattr(args, attribute, getattr(entry, field))
+def _fill(
+    args: argparse.Namespace,
+    values: Mapping[str, Any],
+    table: Sequence[tuple[str, str, tuple[str, ...]]],
+    given: set[str],
+) -> None:
+    """Each ``(field, attribute, options)`` of ``table`` with a value in ``values``
+    goes into ``args`` unless one of its options was given; the options it
+    stands for are noted (``--resume`` compares them as if given)."""
+    for field, attribute, options in table:
+        if field in values and not given.intersection(options):
+            value = values[field]
+            setattr(args, attribute, list(value) if isinstance(value, list) else value)
             args.from_run_file.update(options)
+
+
+def _set_flag_llm(args: argparse.Namespace, entry: LLMEntry, given: set[str]) -> None:
+    _fill(args, {field: getattr(entry, field) for field in entry.model_fields_set}, LLM_FLAGS,
+          given)  # fmt: skip
     if entry.api_key_env is not None and "--llm-api-key" not in given:
         _check_key(entry.api_key_env, Path(args.config), "llm")
         args.llm_api_key_env = entry.api_key_env
