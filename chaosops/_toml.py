@@ -58,7 +58,10 @@ def _text(path: Path, kind: str, error: type[FileProblem]) -> str:
                 path, "", f"{info.st_size} bytes; a {kind} is at most {MAX_TOML_BYTES} bytes"
             )
         with path.open("rb") as handle:
-            data = handle.read(MAX_TOML_BYTES + 1)
+            # read(n) sets aside n bytes first: ask for the size stat gave
+            data = handle.read(info.st_size + 1)
+            if len(data) > info.st_size:  # it grew since stat
+                data += handle.read(MAX_TOML_BYTES + 1 - len(data))
     except FileNotFoundError:
         dangling = " (a link to a missing file)" if path.is_symlink() else ""
         raise error(path, "", f"no such file{dangling}") from None

@@ -28,7 +28,8 @@ Crash safety:
   ``results.jsonl``, keeps the first line of a run key recorded twice, drops
   an episode whose trajectory lost a line (its results line too: it runs
   again), drops trajectory lines of episodes that have no results line, and
-  reports the run keys already done so that they are skipped.
+  reports the plan indices already done so that they are skipped (a bytearray
+  over the plan: resuming holds a few bytes per planned episode).
 
 A *run key* identifies one planned episode: policy, failure type, difficulty,
 seed, max steps and the occurrence index of that scenario in the plan (so a
@@ -41,7 +42,8 @@ import contextlib
 import os
 import tempfile
 import uuid
-from collections import Counter
+import zlib
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -56,6 +58,7 @@ __all__ = [
     "RESULTS_FILE",
     "SUMMARY_FILE",
     "TRAJECTORIES_FILE",
+    "ListedKeys",
     "OutputError",
     "ResumeState",
     "RunOutputs",
@@ -64,6 +67,7 @@ __all__ = [
     "deadline_fields",
     "dumps_line",
     "iter_lines",
+    "parse_run_key",
     "plan_keys",
     "read_results",
     "result_record",
@@ -192,6 +196,47 @@ def run_key(policy: str, scenario: Any, occurrence: int) -> str:
         f"{policy}/{f['failure_type']}/{f['difficulty']}/seed={f['seed']}"
         f"/max_steps={f['max_steps']}/#{occurrence}"
     )
+
+
+def parse_run_key(key: str) -> tuple[str, tuple[str, str, int, int], int] | None:
+    """``(policy, (failure type, difficulty, seed, max steps), occurrence)`` of a
+    run key (see :func:`run_key`), or None for a string that is not one."""
+    parts = key.rsplit("/", 5)
+    if len(parts) != 6:
+        return None
+    policy, failure, tier, seed, max_steps, occurrence = parts
+    try:
+        return (
+            policy,
+            (
+                failure,
+                tier,
+                int(seed.removeprefix("seed=")),
+                int(max_steps.removeprefix("max_steps=")),
+            ),
+            int(occurrence.removeprefix("#")),
+        )
+    except ValueError:
+        return None
+
+
+class ListedKeys(Sequence[str]):
+    """A plan's run keys in a list, each with its position: what
+    :class:`RunOutputs` asks of a plan (the CLI's plans compute theirs)."""
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        self._keys = list(keys)
+        self._positions = {key: index for index, key in reversed(list(enumerate(self._keys)))}
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._keys[index]
+
+    def position(self, key: str) -> int | None:
+        """The plan index of ``key``, None when the plan holds no such episode."""
+        return self._positions.get(key)
 
 
 def plan_keys(policy: str, scenarios: Sequence[Any]) -> list[str]:
@@ -419,9 +464,62 @@ def _trajectory_record(line: bytes) -> dict[str, Any] | None:
     return record
 
 
-def _episode_of(line: bytes) -> Any:
+def _line_identity(line: bytes, keys: Any) -> tuple[int | None, Any, Any]:
+    """(plan index, episode id, step) of a trajectory line; index None for a
+    line that does not read or names no planned episode."""
     record = _trajectory_record(line)
-    return None if record is None else record["episode_id"]
+    if record is None or not isinstance(record.get("run_key"), str):
+        return None, None, None
+    return keys.position(record["run_key"]), record["episode_id"], record["step"]
+
+
+def _owner_tag(episode: Any) -> int:
+    """A 32-bit hash of an episode id, plus one (0 stands for no episode yet)."""
+    return zlib.crc32(str(episode).encode()) + 1
+
+
+class _Tally:
+    """Per planned episode, the trajectory lines read in step order (1, 2, ...)
+    and whose they are (:func:`_owner_tag`; -1 when two episodes wrote lines
+    under one run key): arrays of a few bytes per planned episode."""
+
+    def __init__(self, keys: Any, path: Path | None = None) -> None:
+        self.lines = array("I", bytes(4 * len(keys)))
+        self.owner = array("q", bytes(8 * len(keys)))
+        self.lines_read = 0
+        if path is not None and path.exists():
+            with open(path, "rb") as handle:
+                for line in handle:
+                    self.lines_read += 1
+                    index, episode, step = _line_identity(line, keys)
+                    if index is not None:
+                        self.add(index, episode, step)
+
+    def add(self, index: int, episode: Any, step: Any) -> bool:
+        """Count a line of ``episode``'s when it is the next step of its owner's."""
+        tag = _owner_tag(episode)
+        if self.owner[index] == 0:
+            self.owner[index] = tag
+        elif self.owner[index] != tag:
+            self.owner[index] = -1
+            return False
+        if step != self.lines[index] + 1:
+            return False
+        self.lines[index] += 1
+        return True
+
+    def owns(self, index: int, episode: Any) -> bool:
+        return self.owner[index] == _owner_tag(episode)
+
+    def complete(self, index: int, episode: Any, steps: int) -> bool:
+        """Whether ``episode`` alone wrote lines under ``index``: ``steps`` of them."""
+        if steps == 0:  # an episode that failed before its first step wrote none
+            return self.owner[index] == 0
+        return self.owns(index, episode) and self.lines[index] >= steps
+
+    def lines_of(self, done: bytearray) -> int:
+        """The lines counted for the plan indices in ``done``."""
+        return sum(n for n, kept in zip(self.lines, done, strict=True) if kept)
 
 
 def results_file(path: str | Path) -> Path:
@@ -488,7 +586,7 @@ def read_results(path: str | Path) -> tuple[list[dict[str, Any]], bool]:
 class ResumeState:
     """What :meth:`RunOutputs.open` found in the folder."""
 
-    done_keys: set[str] = field(default_factory=set)
+    done: bytearray = field(default_factory=bytearray)  # 1 at each plan index recorded
     records: int = 0
     torn_results_line: bool = False
     dropped_trajectory_lines: int = 0
@@ -502,7 +600,17 @@ class RunOutputs:
     Use as a context manager, or call :meth:`open` and :meth:`close`.
     """
 
-    def __init__(self, out_dir: str | Path, *, resume: bool = False, fsync: bool = False) -> None:
+    def __init__(
+        self,
+        out_dir: str | Path,
+        *,
+        keys: Sequence[str] = (),
+        resume: bool = False,
+        fsync: bool = False,
+    ) -> None:
+        # the plan's run keys (with ``position(key)``, as ListedKeys); a plain
+        # sequence is listed
+        self.keys: Any = keys if hasattr(keys, "position") else ListedKeys(keys)
         self.out_dir = Path(out_dir)
         self.resume = resume
         self.fsync = fsync
@@ -549,29 +657,39 @@ class RunOutputs:
         kept; an episode whose trajectory lost a line (damaged, or missing) is
         dropped with its results line, to run again; trajectory lines of
         episodes without a results line go. Both files are read a line at a
-        time, and rewritten only when something goes."""
+        time, and rewritten only when something goes; what is held is a few
+        bytes per planned episode."""
         self._truncate_torn_results()
-        lines_of, unread = self._count_trajectory_lines()
-        kept: dict[str, Any] = {}  # run key -> episode id, of the whole episodes kept
+        tally = _Tally(self.keys, self.trajectories_path)
+        done = bytearray(len(self.keys))
         dropped_results = 0
         if self.results_path.exists():
             for record in ResultsReader(self.results_path):
-                key, episode = record["run_key"], record.get("episode_id")
-                if key in kept:
+                index = self._planned(record["run_key"])
+                if done[index]:
                     self.state.duplicate_results += 1
-                elif lines_of.get(episode, 0) < len(record["steps"]):
+                elif not tally.complete(index, record.get("episode_id"), len(record["steps"])):
                     self.state.damaged_episodes += 1
                 else:
-                    kept[key] = episode
+                    done[index] = 1
                     continue
                 dropped_results += 1
         if dropped_results:
-            self._rewrite_results(set(kept))
-        self.state.records = len(kept)
-        self.state.done_keys = set(kept)
-        episodes = set(kept.values())
-        if unread or sum(n for e, n in lines_of.items() if e not in episodes) or dropped_results:
-            self.state.dropped_trajectory_lines = self._rewrite_trajectories(episodes)
+            self._rewrite_results(done)
+        self.state.done = done
+        self.state.records = done.count(1)
+        if dropped_results or tally.lines_read > tally.lines_of(done):
+            self.state.dropped_trajectory_lines = self._rewrite_trajectories(tally, done)
+
+    def _planned(self, key: str) -> int:
+        index = self.keys.position(key)
+        if index is None:
+            raise OutputError(
+                f"{self.results_path} records episode {key}, which the plan does not "
+                "hold; resume with the options of that run",
+                usage=True,
+            )
+        return index
 
     def _truncate_torn_results(self) -> None:
         """Cut a torn last line (one killed while written) off results.jsonl: the
@@ -594,50 +712,37 @@ class RunOutputs:
             os.truncate(self.results_path, end)
             self.state.torn_results_line = bool(torn.strip())
 
-    def _count_trajectory_lines(self) -> tuple[Counter[Any], int]:
-        """The trajectory lines of each episode id, and the lines that do not read."""
-        counts: Counter[Any] = Counter()
-        unread = 0
-        if self.trajectories_path.exists():
-            with open(self.trajectories_path, "rb") as handle:
-                for line in handle:
-                    episode = _episode_of(line)
-                    if episode is None:
-                        unread += 1
-                    else:
-                        counts[episode] += 1
-        return counts, unread
-
-    def _rewrite_results(self, keys: set[str]) -> None:
-        """results.jsonl with the first line of each of ``keys`` only."""
-        seen: set[str] = set()
+    def _rewrite_results(self, done: bytearray) -> None:
+        """results.jsonl with the first line of each plan index in ``done`` only."""
+        written = bytearray(len(done))
 
         def lines() -> Iterator[bytes]:
             for record in ResultsReader(self.results_path):
-                if record["run_key"] in keys and record["run_key"] not in seen:
-                    seen.add(record["run_key"])
+                index = self.keys.position(record["run_key"])
+                if index is not None and done[index] and not written[index]:
+                    written[index] = 1
                     yield dumps_line(record)
 
         atomic_write_lines(self.results_path, lines())
         self._reopen_results()
 
-    def _rewrite_trajectories(self, episodes: set[Any]) -> int:
-        """trajectories.jsonl with the lines of ``episodes`` only (the first of
-        each step); returns how many lines went."""
-        seen: set[tuple[Any, Any]] = set()  # only for the episodes of a repair
+    def _rewrite_trajectories(self, tally: _Tally, done: bytearray) -> int:
+        """trajectories.jsonl with the lines of the episodes in ``done`` only
+        (each step once, in order); returns how many lines went."""
+        kept = _Tally(self.keys)
         dropped = 0
 
         def lines() -> Iterator[bytes]:
             nonlocal dropped
             with open(self.trajectories_path, "rb") as handle:
                 for line in handle:
-                    record = _trajectory_record(line)
-                    key = None if record is None else (record["episode_id"], record["step"])
-                    if key is None or key[0] not in episodes or key in seen:
+                    index, episode, step = _line_identity(line, self.keys)
+                    if index is None or not done[index] or not tally.owns(index, episode):
                         dropped += 1
-                        continue
-                    seen.add(key)
-                    yield line
+                    elif kept.add(index, episode, step):
+                        yield line
+                    else:
+                        dropped += 1
 
         atomic_write_lines(self.trajectories_path, lines())
         return dropped
@@ -764,7 +869,6 @@ class RunOutputs:
             result, policy=policy, key=key, turn_timeout=turn_timeout, roles=roles
         )
         self._write(self._results, dumps_line(record))
-        self.state.done_keys.add(key)
         return record
 
     def write_summary(self, summary: Mapping[str, Any]) -> Path:

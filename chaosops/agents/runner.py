@@ -41,7 +41,7 @@ import functools
 import inspect
 import sys
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -267,8 +267,8 @@ def _timeouts(turn_timeout: TurnTimeoutArg, scenario: Scenario) -> actors.TurnTi
 
 def _check_batch(
     scenarios: Iterable[Scenario], policies: Policies, turn_timeout: TurnTimeoutArg
-) -> list[Scenario]:
-    """The scenarios as a list, once the batch's arguments are checked.
+) -> Sequence[Scenario]:
+    """The scenarios as a sequence, once the batch's arguments are checked.
 
     Checked before any episode starts, so that a wrong argument raises itself
     (a ValueError or TypeError saying what is accepted) instead of failing
@@ -281,7 +281,8 @@ def _check_batch(
             f"scenarios must be an iterable of Scenario objects, got {scenarios!r:.80} "
             "(see chaosops.curriculum.generator.scenarios_for_tier and chaosops.scenarios)"
         )
-    listed = list(scenarios)
+    # a Sequence is kept as it is (a lazy one makes each scenario when asked)
+    listed = scenarios if isinstance(scenarios, Sequence) else list(scenarios)
     for index, scenario in enumerate(listed):
         if not isinstance(scenario, Scenario):
             raise TypeError(f"scenarios[{index}] is {scenario!r:.80}, not a Scenario")

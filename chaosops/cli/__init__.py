@@ -25,6 +25,7 @@ from ._args import build_parser
 from ._errors import CLIError
 from ._main import main
 from ._plan import (
+    Plan,
     PlannedEpisode,
     effective_timeout,
     expand_episodes_per_type,
@@ -38,6 +39,7 @@ from ._run_folder import build_summary
 __all__ = [
     "CLIError",
     "Mismatch",
+    "Plan",
     "PlannedEpisode",
     "build_parser",
     "build_summary",

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import signal
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._config import Deadlines, TurnTimeout
-from ._plan import PlannedEpisode, timeout_groups
+from ._plan import Plan, PlanSlice, timeout_groups
 from ._session import Session
 
 if TYPE_CHECKING:
@@ -34,8 +35,8 @@ class Batch:
     its log events, spans and metric labels), ``model`` the LLM models some
     role asks (``alpha``, ``alpha+beta``; empty for scripted roles)."""
 
-    scenarios: list[Any]
-    indices: list[int]
+    scenarios: Sequence[Any]  # made as the runner asks (a PlanSlice)
+    indices: Sequence[int]
     factory: Callable[[Any], Mapping[Any, Any]]
     turn_timeout: TurnTimeout
     tag: str = ""
@@ -44,21 +45,20 @@ class Batch:
 
 def plan_batches(
     deadlines: Deadlines,
-    planned: Sequence[PlannedEpisode],
-    todo: Sequence[int],
+    plan: Plan,
+    done: Sequence[int],
     factory: Callable[[Any], Mapping[Any, Any]],
     tag: str = "",
     model: str = "",
 ) -> list[Batch]:
-    """The batches running the plan indices ``todo``: one per deadline group of
-    :func:`timeout_groups`, in its order, indices ascending within each."""
-    wanted = set(todo)
+    """The batches running the plan indices not ``done`` (a flag per index):
+    one per deadline group of :func:`timeout_groups`, in its order, indices
+    ascending within each."""
     batches = []
-    for indices, timeout in timeout_groups(deadlines, planned):
-        kept = [i for i in indices if i in wanted]
+    for spans, timeout in timeout_groups(deadlines, plan):
+        kept = array("q", (i for span in spans for i in span if not done[i]))
         if kept:
-            scenarios = [planned[i].scenario for i in kept]
-            batches.append(Batch(scenarios, kept, factory, timeout, tag, model))
+            batches.append(Batch(PlanSlice(plan, kept), kept, factory, timeout, tag, model))
     return batches
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -86,9 +88,135 @@ def load_suites(paths: Sequence[str]) -> list[Any]:
     return suites
 
 
-def expand_episodes_per_type(
-    planned: Sequence[PlannedEpisode], episodes_per_type: int, seed_offset: int = 0
-) -> list[PlannedEpisode]:
+@dataclasses.dataclass(frozen=True)
+class _Group:
+    """Planned episodes that differ by their seed only: a suite entry, or an
+    entry's seeds under ``--episodes-per-type``."""
+
+    template: PlannedEpisode
+    seeds: range
+
+    @property
+    def ident(self) -> tuple[str, str, int]:
+        scenario = self.template.scenario
+        return scenario.failure_type.value, scenario.difficulty.value, scenario.max_steps
+
+
+class Plan(Sequence[PlannedEpisode]):
+    """The planned episodes of a run, in order, each made when asked: memory
+    grows with the suites' entries, not with the episodes they plan."""
+
+    def __init__(self, groups: Sequence[_Group]) -> None:
+        self.groups = [group for group in groups if len(group.seeds)]
+        self._starts = list(accumulate((len(g.seeds) for g in self.groups), initial=0))
+        # which groups may hold a run key's episode: by (failure, tier, max
+        # steps, seed) for a suite entry, by (failure, tier, max steps) for seeds
+        self._holders: dict[tuple[Any, ...], list[int]] = {}
+        for number, group in enumerate(self.groups):
+            ident = group.ident + ((group.seeds[0],) if len(group.seeds) == 1 else ())
+            self._holders.setdefault(ident, []).append(number)
+
+    @classmethod
+    def listing(cls, planned: Iterable[PlannedEpisode]) -> Plan:
+        """The plan of these episodes, one group each."""
+        return cls([_Group(p, range(p.scenario.seed, p.scenario.seed + 1)) for p in planned])
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def __getitem__(self, index: Any) -> Any:
+        group, seed = self._locate(index)
+        scenario = group.template.scenario
+        if seed != scenario.seed:
+            scenario = dataclasses.replace(scenario, seed=seed)
+        return PlannedEpisode(scenario, group.template.suite_timeout)
+
+    def _locate(self, index: int) -> tuple[_Group, int]:
+        if not isinstance(index, int):
+            raise TypeError(f"plan indices are integers, not {index!r:.40}")
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"plan index {index} out of range ({len(self)} episodes)")
+        number = bisect_right(self._starts, index) - 1
+        group = self.groups[number]
+        return group, group.seeds[index - self._starts[number]]
+
+    def spans(self) -> list[tuple[_Group, range]]:
+        """Each group with the plan indices of its episodes."""
+        return [
+            (group, range(self._starts[n], self._starts[n + 1]))
+            for n, group in enumerate(self.groups)
+        ]
+
+    def _candidates(self, ident: tuple[str, str, int], seed: int) -> list[int]:
+        """The groups holding an episode of ``ident`` and ``seed``, in plan order."""
+        single = self._holders.get((*ident, seed), [])
+        ranged = [n for n in self._holders.get(ident, []) if seed in self.groups[n].seeds]
+        return sorted(single + ranged) if single and ranged else single or ranged
+
+    def occurrence(self, index: int) -> int:
+        """How many earlier episodes of the plan have this one's run key fields."""
+        group, seed = self._locate(index)
+        number = bisect_right(self._starts, index if index >= 0 else index + len(self)) - 1
+        return self._candidates(group.ident, seed).index(number)
+
+    def position(self, ident: tuple[str, str, int], seed: int, occurrence: int) -> int | None:
+        """The plan index of the ``occurrence``-th episode of ``ident`` and ``seed``."""
+        found = self._candidates(ident, seed)
+        if not 0 <= occurrence < len(found):
+            return None
+        number = found[occurrence]
+        return self._starts[number] + self.groups[number].seeds.index(seed)
+
+    def keys(self, label: str) -> PlanKeys:
+        """The run keys of this plan's episodes, played as ``label``."""
+        return PlanKeys(self, label)
+
+
+class PlanKeys(Sequence[str]):
+    """A plan's run keys (:func:`chaosops.outputs.run_key`), each made when
+    asked, and the position of a key in the plan."""
+
+    def __init__(self, plan: Plan, label: str) -> None:
+        self.plan = plan
+        self.label = label
+
+    def __len__(self) -> int:
+        return len(self.plan)
+
+    def __getitem__(self, index: Any) -> Any:
+        from chaosops.outputs import run_key
+
+        return run_key(self.label, self.plan[index].scenario, self.plan.occurrence(index))
+
+    def position(self, key: str) -> int | None:
+        """The plan index of ``key``, None when it names no planned episode."""
+        from chaosops.outputs import parse_run_key
+
+        parsed = parse_run_key(key)
+        if parsed is None or parsed[0] != self.label:
+            return None
+        _, (failure, tier, seed, max_steps), occurrence = parsed
+        return self.plan.position((failure, tier, max_steps), seed, occurrence)
+
+
+class PlanSlice(Sequence[Any]):
+    """The scenarios at some plan indices, made as each is asked for (a runner
+    batch)."""
+
+    def __init__(self, plan: Plan, indices: Sequence[int]) -> None:
+        self.plan = plan
+        self.indices = indices
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.plan[self.indices[index]].scenario
+
+
+def expand_episodes_per_type(planned: Plan, episodes_per_type: int, seed_offset: int = 0) -> Plan:
     """Replace the suites' seeds with ``episodes_per_type`` seeds per entry.
 
     An entry is a (failure type, tier) pair, in order of first appearance; its
@@ -103,9 +231,11 @@ def expand_episodes_per_type(
 
     pools = _tier_pools()
     templates: dict[tuple[str, str], PlannedEpisode] = {}
-    for item in planned:
-        key = (item.scenario.failure_type.value, item.scenario.difficulty.value)
-        templates.setdefault(key, item)
+    for group in planned.groups:
+        scenario = group.template.scenario
+        templates.setdefault(
+            (scenario.failure_type.value, scenario.difficulty.value), group.template
+        )
     total = len(templates) * episodes_per_type
     if total > MAX_SUITE_SCENARIOS:
         raise _too_many(
@@ -114,7 +244,7 @@ def expand_episodes_per_type(
             f"{episodes_per_type}",
         )
     extra: dict[str, list[str]] = {}
-    out = []
+    groups = []
     for (failure, tier), template in templates.items():
         pool = pools.get(tier, [])
         if failure in pool:
@@ -123,69 +253,76 @@ def expand_episodes_per_type(
             others = extra.setdefault(tier, [])
             others.append(failure)
             i = len(pool) + others.index(failure)
-        for r in range(episodes_per_type):
-            scenario = dataclasses.replace(template.scenario, seed=seed_offset + 97 * i + 31 * r)
-            out.append(PlannedEpisode(scenario, template.suite_timeout))
-    _check_seeds(out, seed_offset)
-    return out
+        first = seed_offset + 97 * i
+        groups.append(_Group(template, range(first, first + 31 * episodes_per_type, 31)))
+    plan = Plan(groups)
+    _check_seeds(plan, seed_offset)
+    return plan
 
 
-def plan_episodes(config: RunConfig) -> list[PlannedEpisode]:
+def plan_episodes(config: RunConfig) -> Plan:
     """The episodes of a ``run`` or ``eval`` invocation, in suite order, with
     ``--episodes-per-type`` and ``--seed-offset`` applied, then ``--tier``,
     ``--failure-type`` and ``--limit``."""
     return _subset(_seeded(config), config)
 
 
-def _subset(planned: list[PlannedEpisode], config: RunConfig) -> list[PlannedEpisode]:
+def _subset(planned: Plan, config: RunConfig) -> Plan:
     """The planned episodes ``--tier``, ``--failure-type`` and ``--limit`` keep;
     refuses (exit 2) a selection that keeps none."""
     kept = [
-        p
-        for p in planned
-        if (not config.tiers or str(p.scenario.difficulty) in config.tiers)
-        and (not config.failure_types or str(p.scenario.failure_type) in config.failure_types)
+        group
+        for group in planned.groups
+        if (not config.tiers or str(group.template.scenario.difficulty) in config.tiers)
+        and (
+            not config.failure_types
+            or str(group.template.scenario.failure_type) in config.failure_types
+        )
     ]
-    if planned and not kept:
+    if planned.groups and not kept:
         chosen = [f"--tier {t}" for t in config.tiers]
         chosen += [f"--failure-type {f}" for f in config.failure_types]
         raise CLIError(
             f"no scenario of the suites matches {' '.join(chosen)}; "
             "`chaosops scenarios` lists what they hold"
         )
-    return kept[: config.limit] if config.limit is not None else kept
+    if config.limit is None:
+        return Plan(kept)
+    cut, room = [], config.limit
+    for group in kept:
+        cut.append(_Group(group.template, group.seeds[:room]))
+        room -= len(cut[-1].seeds)
+    return Plan(cut)
 
 
-def _seeded(config: RunConfig) -> list[PlannedEpisode]:
-    planned = [
+def _seeded(config: RunConfig) -> Plan:
+    plan = Plan.listing(
         PlannedEpisode(entry.scenario, entry.turn_timeout)
         for suite in load_suites(config.paths)
         for entry in suite.entries
-    ]
+    )
     if config.episodes_per_type is not None:
-        return expand_episodes_per_type(planned, config.episodes_per_type, config.seed_offset)
+        return expand_episodes_per_type(plan, config.episodes_per_type, config.seed_offset)
     if config.seed_offset:
-        planned = [
-            PlannedEpisode(
-                dataclasses.replace(p.scenario, seed=p.scenario.seed + config.seed_offset),
-                p.suite_timeout,
-            )
-            for p in planned
-        ]
-        _check_seeds(planned, config.seed_offset)
-    return planned
+        offset = config.seed_offset
+        plan = Plan([_Group(g.template, range(g.seeds[0] + offset, g.seeds[0] + offset + 1))
+                     for g in plan.groups])  # fmt: skip
+        _check_seeds(plan, offset)
+    return plan
 
 
-def _check_seeds(planned: Sequence[PlannedEpisode], seed_offset: int) -> None:
+def _check_seeds(plan: Plan, seed_offset: int) -> None:
     """Refuse (exit 2) a ``--seed-offset`` that puts a seed outside 0..MAX_SEED,
     the range of a suite file's seeds."""
     from chaosops.scenarios import MAX_SEED
 
-    for item in planned:
-        if not 0 <= item.scenario.seed <= MAX_SEED:
+    for group in plan.groups:
+        outside = [seed for seed in (group.seeds[0], group.seeds[-1]) if not 0 <= seed <= MAX_SEED]
+        if outside:
+            scenario = group.template.scenario
             raise CLIError(
-                f"--seed-offset {seed_offset} gives seed {item.scenario.seed} "
-                f"({item.scenario.failure_type.value}, {item.scenario.difficulty.value}); "
+                f"--seed-offset {seed_offset} gives seed {outside[0]} "
+                f"({scenario.failure_type.value}, {scenario.difficulty.value}); "
                 f"seeds are integers from 0 to {MAX_SEED}"
             )
 
@@ -197,21 +334,20 @@ def effective_timeout(
     return deadlines.for_suite(suite_timeout)
 
 
-def timeout_groups(
-    deadlines: Deadlines, planned: Sequence[PlannedEpisode]
-) -> list[tuple[list[int], TurnTimeout]]:
-    """Indices of ``planned`` grouped by deadline, in order of first appearance.
+def timeout_groups(deadlines: Deadlines, plan: Plan) -> list[tuple[list[range], TurnTimeout]]:
+    """The plan's indices grouped by deadline (as spans of consecutive
+    indices), in order of first appearance.
 
     The runner takes one deadline per batch, so each group runs as its own
     batch, one after the other (with the canonical suites there is one group).
     """
-    groups: dict[Any, tuple[list[int], TurnTimeout]] = {}
-    for index, item in enumerate(planned):
-        timeout = deadlines.for_suite(item.suite_timeout)
+    groups: dict[Any, tuple[list[range], TurnTimeout]] = {}
+    for group, span in plan.spans():
+        timeout = deadlines.for_suite(group.template.suite_timeout)
         key = (
             tuple(sorted((getattr(k, "value", k), v) for k, v in timeout.items()))
             if isinstance(timeout, dict)
             else timeout
         )
-        groups.setdefault(key, ([], timeout))[0].append(index)
+        groups.setdefault(key, ([], timeout))[0].append(span)
     return list(groups.values())

@@ -17,7 +17,7 @@ from chaosops.outputs import RUN_FILE
 from ._batches import Batch, Stop, execute, plan_batches
 from ._config import RunConfig
 from ._errors import CLIError
-from ._plan import PlannedEpisode, plan_episodes
+from ._plan import Plan, PlanKeys, plan_episodes
 from ._run_folder import (
     check_resume,
     plan_digest,
@@ -35,19 +35,19 @@ class Play:
     """One run configuration as it is played: its plan keys and output folder."""
 
     config: RunConfig
-    planned: list[PlannedEpisode]
-    keys: list[str]
+    planned: Plan
+    keys: PlanKeys
     outputs: Any  # chaosops.outputs.RunOutputs
     recorded: dict[str, Any] | None = None  # the folder's run.json, when resumed
     llms: dict[str, Any] = field(default_factory=dict)
     factory: Any = None  # scenario -> role map
-    done: set[str] = field(default_factory=set)  # run keys already in the folder
+    done: bytearray = field(default_factory=bytearray)  # 1 at each plan index done
     wrote_run_file: bool = False
     summary: Any = None  # _run_folder.Summary, once played
 
-    def todo(self) -> list[int]:
-        """The plan indices still to play."""
-        return [i for i, key in enumerate(self.keys) if key not in self.done]
+    def todo(self) -> int:
+        """How many planned episodes are still to play."""
+        return len(self.keys) - self.done.count(1)
 
     @property
     def files(self) -> list[Path]:
@@ -57,7 +57,7 @@ class Play:
                 self.config.out / RUN_FILE]  # fmt: skip
 
 
-def same_plan(entries: Sequence[RunConfig]) -> list[PlannedEpisode]:
+def same_plan(entries: Sequence[RunConfig]) -> Plan:
     """The plan every entry plays; refuses (exit 2) entries that plan differently
     (a comparison is of the same scenarios)."""
     plans = [plan_episodes(entry) for entry in entries]
@@ -72,13 +72,13 @@ def same_plan(entries: Sequence[RunConfig]) -> list[PlannedEpisode]:
     return plans[0]
 
 
-def open_play(config: RunConfig, planned: list[PlannedEpisode]) -> Play:
+def open_play(config: RunConfig, planned: Plan) -> Play:
     """The play of ``config``, its folder checked (writes nothing): a new folder
     holds no run; with ``--resume``, its run has these options."""
-    from chaosops.outputs import RunOutputs, plan_keys
+    from chaosops.outputs import RunOutputs
 
-    keys = plan_keys(config.label, [p.scenario for p in planned])
-    outputs = RunOutputs(config.out, resume=config.resume, fsync=config.fsync)
+    keys = planned.keys(config.label)
+    outputs = RunOutputs(config.out, keys=keys, resume=config.resume, fsync=config.fsync)
     play = Play(config, planned, keys, outputs)
     if config.resume:
         if config.out.is_dir():
@@ -113,7 +113,7 @@ def _open(play: Play) -> None:
         state = play.outputs.open()
     except OutputError as exc:
         raise CLIError(str(exc), code=2 if exc.usage else 1) from None
-    play.done = state.done_keys
+    play.done = state.done or bytearray(len(play.keys))
     if play.recorded is None and state.records == 0:
         # a new run (or one begun before run.json existed with nothing done):
         # its options, for --resume to compare, before the first episode
@@ -122,7 +122,7 @@ def _open(play: Play) -> None:
         play.wrote_run_file = True
     if play.config.resume:
         note(
-            f"resuming {play.config.out}: {len(state.done_keys & set(play.keys))} of "
+            f"resuming {play.config.out}: {state.records} of "
             f"{len(play.keys)} episodes already done"
             + (", torn last results line dropped" if state.torn_results_line else "")
             + (f", {state.duplicate_results} repeated results line(s) dropped (the first "
@@ -141,9 +141,8 @@ def play_all(
     from ._progress import ProgressBar
 
     try:
-        todo = {play.config.label: play.todo() for play in plays}
         progress = ProgressBar(
-            enabled=config.progress, total=sum(map(len, todo.values())), label=label
+            enabled=config.progress, total=sum(play.todo() for play in plays), label=label
         )
         by_label = {play.config.label: play for play in plays}
         render = renderer()
@@ -160,7 +159,7 @@ def play_all(
             batch
             for play in plays
             for batch in plan_batches(play.config.deadlines, play.planned,
-                                      todo[play.config.label], play.factory,
+                                      play.done, play.factory,
                                       tag=play.config.label, model=play.config.models)
         ]  # fmt: skip
         stop = execute(

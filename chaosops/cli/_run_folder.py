@@ -14,7 +14,7 @@ from chaosops.outputs import RUN_FILE
 
 from ._config import RunConfig
 from ._errors import CLIError
-from ._plan import PlannedEpisode
+from ._plan import Plan, PlanKeys
 from ._resume import RECORDED
 from ._run_file import LLM_FLAGS
 
@@ -35,15 +35,18 @@ def summarise(
     """The summary of ``records``, read once: a :class:`ResultsReader` (a file
     read a line at a time) keeps memory flat."""
     from chaosops.evaluation import evaluate_records, ran_to_end, resolved, rows_to_json
+    from chaosops.outputs import ListedKeys
     from chaosops.role_figures import RoleTallies
 
     totals = {"episodes": 0, "resolved": 0, "failed": 0, "timeouts": 0, "errors": 0}
-    done: set[str] = set()
+    keys = planned if hasattr(planned, "position") else ListedKeys(planned)
+    done = bytearray(len(keys))  # a flag per planned episode
     tallies = RoleTallies()
 
     def counted() -> Iterator[Mapping[str, Any]]:
         for record in records:
-            done.add(record["run_key"])
+            if (index := keys.position(record["run_key"])) is not None:
+                done[index] = 1
             tallies.add(record)
             totals["episodes"] += 1
             totals["resolved"] += resolved(record)  # the table's rule
@@ -54,7 +57,7 @@ def summarise(
 
     rows = evaluate_records(counted())
     roles = tallies.figures()
-    missing = sum(1 for key in planned if key not in done)
+    missing = len(done) - done.count(1)
     data = {
         **totals,
         "planned": len(planned),
@@ -102,34 +105,30 @@ def refuse_existing(path: Path, advice: str, *, folder: Path | None = None) -> N
     raise CLIError(f"{where}; {advice}", code=2)
 
 
-def plan_digest(planned: Sequence[PlannedEpisode]) -> str:
-    """A fingerprint of the planned scenarios (order aside) and the suites' deadlines."""
+def plan_digest(plan: Plan) -> str:
+    """A fingerprint of the plan's groups of episodes (order aside): each
+    group's scenario, deadlines and seeds."""
     import orjson
 
     from chaosops.outputs import scenario_fields
 
-    # each entry copied: a bytes object from orjson keeps the whole buffer it
-    # was written in (about 4 KB), 400 MB for a plan of 100,000 episodes
     entries = sorted(
-        bytes(
-            memoryview(
-                orjson.dumps(
-                    [
-                        scenario_fields(p.scenario),
-                        sorted(
-                            (str(getattr(k, "value", k)), v)
-                            for k, v in (p.suite_timeout or {}).items()
-                        ),
-                    ]
-                )
-            )
+        orjson.dumps(
+            [
+                {**scenario_fields(group.template.scenario), "seed": None},
+                sorted(
+                    (str(getattr(k, "value", k)), v)
+                    for k, v in (group.template.suite_timeout or {}).items()
+                ),
+                [group.seeds.start, group.seeds.stop, group.seeds.step],
+            ]
         )
-        for p in planned
+        for group in plan.groups
     )
     return hashlib.sha256(b"\n".join(entries)).hexdigest()[:16]
 
 
-def run_options(config: RunConfig, planned: Sequence[PlannedEpisode]) -> dict[str, Any]:
+def run_options(config: RunConfig, planned: Plan) -> dict[str, Any]:
     """The content of ``run.json``: what decides the episodes and their outcomes
     (not ``--concurrency``, the LLM endpoint, logging or progress)."""
     options: dict[str, Any] = {
@@ -194,7 +193,7 @@ _MUST_MATCH = tuple(
 
 
 def check_resume(
-    out: Path, options: Mapping[str, Any], keys: Sequence[str], label: str | None = None
+    out: Path, options: Mapping[str, Any], keys: PlanKeys, label: str | None = None
 ) -> dict[str, Any] | None:
     """Refuse (:class:`CLIError`, exit 2) to resume the run in ``out`` with other
     options than it was started with; nothing is written. Returns the recorded
@@ -249,21 +248,22 @@ def check_resume(
 
     if not (out / RESULTS_FILE).exists():
         return recorded
-    planned, policies, stray = set(keys), set(), []
+    policies: set[str] = set()
+    stray, strays = None, 0  # the first record not in the plan, and how many
     try:
         for record in ResultsReader(out / RESULTS_FILE):  # a line at a time
             policies.add(str(record.get("policy")))
-            if record["run_key"] not in planned:
-                stray.append(record["run_key"])
+            if keys.position(record["run_key"]) is None:
+                stray, strays = stray or record["run_key"], strays + 1
     except OutputError as exc:
         raise CLIError(str(exc), code=2 if exc.usage else 1) from None
     label = label or options["policy"]  # what the records call the policy that played
     if policies and sorted(policies) != [label]:
         raise refuse("--policy", ", ".join(sorted(policies)), label)
-    if stray:
+    if stray is not None:
         raise refuse(
             "the plan (PATH, --episodes-per-type, --seed-offset)",
-            f"episode {stray[0]}" + (f" and {len(stray) - 1} more" if len(stray) > 1 else ""),
+            f"episode {stray}" + (f" and {strays - 1} more" if strays > 1 else ""),
             f"a plan without it ({len(keys)} episodes of {_suites_shown(options)})",
         )
     return recorded

@@ -13,10 +13,10 @@ import pytest
 
 from chaosops.agents.llm import build_messages
 from chaosops.agents.policies import heuristic_policy, oracle_policy
-from chaosops.cli import PlannedEpisode, expand_episodes_per_type, replay_records
+from chaosops.cli import Plan, PlannedEpisode, expand_episodes_per_type, replay_records
 from chaosops.curriculum.generator import scenarios_for_tier
 from chaosops.env.environment import ChaosOpsEnvironment
-from chaosops.env.models import DifficultyTier, FailureType
+from chaosops.env.models import FailureType
 from chaosops.env.world_sim import Scenario
 from chaosops.outputs import (
     OutputError,
@@ -87,10 +87,10 @@ def write_all(
     out: Path, scenarios: list[Scenario], *, resume: bool = False, fsync: bool = False
 ) -> RunOutputs:
     keys = plan_keys("heuristic", scenarios)
-    outputs = RunOutputs(out, resume=resume, fsync=fsync)
+    outputs = RunOutputs(out, keys=keys, resume=resume, fsync=fsync)
     with outputs:
         for i, (scenario, key) in enumerate(zip(scenarios, keys, strict=True)):
-            if key in outputs.state.done_keys:
+            if outputs.state.done and outputs.state.done[i]:
                 continue
             result = play(scenario, heuristic_policy(scenario.seed), f"ep-{i}")
             outputs.write_episode(result, policy="heuristic", key=key, render=build_messages)
@@ -285,14 +285,14 @@ def test_replay_matches_and_detects_tampering(tmp_path: Path) -> None:
 
 
 def test_episodes_per_type_matches_scenarios_for_tier() -> None:
-    planned = [PlannedEpisode(s) for s in scenarios_for_tier("medium", episodes_per_type=5)]
+    planned = Plan.listing(
+        PlannedEpisode(s) for s in scenarios_for_tier("medium", episodes_per_type=5)
+    )
     got = [p.scenario for p in expand_episodes_per_type(planned, 2, seed_offset=7)]
     assert got == scenarios_for_tier("medium", episodes_per_type=2, seed_offset=7)
-    custom = [
-        PlannedEpisode(
-            Scenario.from_type(FailureType.DNS_OUTAGE, seed=5, difficulty=DifficultyTier.HARD)
-        )
-    ]
+    custom = Plan.listing(
+        [PlannedEpisode(Scenario.from_type(FailureType.DNS_OUTAGE, seed=5, difficulty="hard"))]
+    )
     [only] = expand_episodes_per_type(custom, 1)
     assert only.scenario.seed == 97 * 4  # after the hard pool's four failures
 
@@ -355,3 +355,27 @@ def test_a_lone_surrogate_in_an_answer_is_escaped_not_fatal(tmp_path: Path) -> N
     [written] = lines(outputs.results_path)
     assert written["steps"][0]["action"]["target"] == "db\\ud800"
     assert len(lines(outputs.trajectories_path)) == len(result.steps)
+
+
+def test_lines_of_two_episodes_under_one_key_run_that_episode_again(tmp_path: Path) -> None:
+    write_all(tmp_path, SCENARIOS)
+    key = plan_keys("heuristic", SCENARIOS)[1]
+    # another episode's line under the key of a finished one (two writers: not
+    # ours to pick which is whole): that episode runs again, the others stay
+    stranger = {"episode_id": "stranger", "run_key": key, "step": 1}
+    with (tmp_path / "trajectories.jsonl").open("ab") as handle:
+        handle.write(orjson.dumps(stranger) + b"\n")
+    resumed = RunOutputs(tmp_path, keys=plan_keys("heuristic", SCENARIOS), resume=True)
+    with resumed:
+        assert resumed.state.damaged_episodes == 1
+        assert list(resumed.state.done) == [1, 0] + [1] * (len(SCENARIOS) - 2)
+    kept = {r["episode_id"] for r in lines(resumed.trajectories_path)}
+    assert "ep-1" not in kept and "stranger" not in kept and "ep-0" in kept
+
+
+def test_a_results_line_outside_the_plan_is_refused(tmp_path: Path) -> None:
+    write_all(tmp_path, SCENARIOS)
+    with pytest.raises(OutputError, match="does not hold") as info:
+        RunOutputs(tmp_path, keys=plan_keys("heuristic", SCENARIOS[:2]), resume=True).open()
+    assert info.value.usage
+    assert len(lines(tmp_path / "results.jsonl")) == len(SCENARIOS)  # nothing lost

@@ -10,6 +10,7 @@ import pytest
 from chaosops.agents.policies import heuristic_policy
 from chaosops.cli import (
     CLIError,
+    Plan,
     PlannedEpisode,
     build_parser,
     effective_timeout,
@@ -55,12 +56,16 @@ def test_deadline_precedence() -> None:
 
 def test_groups_keep_first_appearance_order() -> None:
     scenarios = scenarios_for_tier("easy", episodes_per_type=1)
-    planned = [
-        PlannedEpisode(scenarios[0], {SRE: 1.0}),
-        PlannedEpisode(scenarios[1]),
-        PlannedEpisode(scenarios[2], {SRE: 1.0}),
+    planned = Plan.listing(
+        [
+            PlannedEpisode(scenarios[0], {SRE: 1.0}),
+            PlannedEpisode(scenarios[1]),
+            PlannedEpisode(scenarios[2], {SRE: 1.0}),
+        ]
+    )
+    groups = [
+        ([i for span in spans for i in span], t) for spans, t in timeout_groups(args(), planned)
     ]
-    groups = timeout_groups(args(), planned)
     assert groups == [([0, 2], {SRE: 1.0}), ([1], None)]
 
 
@@ -161,3 +166,56 @@ def test_a_url_is_shown_without_its_secrets(url: str, shown: str) -> None:
     from chaosops._urls import shown_url
 
     assert shown_url(url) == shown
+
+
+def plan_of(*argv: str) -> Plan:
+    from chaosops.cli._plan import plan_episodes
+
+    return plan_episodes(config_from_args(build_parser().parse_args(["run", *argv])))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [(), ("--seed-offset", "3"), ("--episodes-per-type", "7", "--tier", "hard", "--limit", "20")],
+    ids=["suites", "offset", "per-type"],
+)
+def test_plan_keys_are_the_listed_keys_and_find_their_positions(argv: tuple[str, ...]) -> None:
+    from chaosops.outputs import plan_keys
+
+    plan = plan_of(*argv)
+    listed = [p.scenario for p in plan]
+    keys = plan.keys("heuristic")
+    assert list(keys) == plan_keys("heuristic", listed)
+    assert [keys.position(key) for key in keys] == list(range(len(plan)))
+    assert keys.position(keys[0].replace("heuristic/", "random/", 1)) is None
+    assert keys.position(keys[0][:-1] + "9") is None  # an occurrence the plan lacks
+    assert keys.position("not a key") is None
+
+
+def test_a_suite_listing_a_scenario_twice_plans_it_twice(tmp_path: Path) -> None:
+    (tmp_path / "twice.toml").write_text(
+        'name = "twice"\ndifficulty = "easy"\n\n'
+        '[[scenarios]]\nfailure_type = "db_deadlock"\nseeds = [4, 5, 4]\n'
+    )
+    plan = plan_of(str(tmp_path / "twice.toml"))
+    keys = plan.keys("p")
+    assert [k.split("/", 3)[3] for k in keys] == [
+        "seed=4/max_steps=12/#0", "seed=5/max_steps=12/#0", "seed=4/max_steps=12/#1"
+    ]  # fmt: skip
+    assert [keys.position(k) for k in keys] == [0, 1, 2]
+
+
+def test_a_large_plan_is_not_held_episode_by_episode() -> None:
+    import tracemalloc
+
+    plan_of("--episodes-per-type", "1").keys("oracle")[0]  # imports and suites read once
+    tracemalloc.start()
+    try:
+        plan = plan_of("--episodes-per-type", "90000")  # 990,000 episodes
+        keys = plan.keys("oracle")
+        last = keys[len(plan) - 1]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(plan) == 990_000 and keys.position(last) == len(plan) - 1
+    assert peak < 2_000_000, peak  # listed, it took about 300 bytes an episode
