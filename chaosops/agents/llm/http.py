@@ -22,6 +22,7 @@ import os
 import random
 import ssl
 import time
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -137,14 +138,27 @@ def warm_up() -> None:
     _ssl_context()
 
 
-def _session(key: str, limit: int) -> aiohttp.ClientSession:
-    """An HTTP session of ``limit`` connections, the key as a bearer token."""
+def _session(key: str, limit: int, endpoint: str) -> aiohttp.ClientSession:
+    """An HTTP session of ``limit`` connections, the key as a bearer token,
+    through the proxy the environment names for ``endpoint``, if any."""
+    proxy = _env_proxy(endpoint)
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=limit, ssl=_ssl_context()),
         headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
         timeout=aiohttp.ClientTimeout(total=None),  # the turn's cancel scope bounds it
-        trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as the SDK honoured them
+        proxy=proxy,
+        proxy_auth=None if proxy is None else aiohttp.BasicAuth.from_url(yarl.URL(proxy)),
     )
+
+
+def _env_proxy(endpoint: str) -> str | None:
+    """The proxy HTTP(S)_PROXY names for ``endpoint``, unless NO_PROXY excludes
+    it. Read once per session: aiohttp's trust_env asks again on every request,
+    in a thread, and adds ~/.netrc logins that clash with the bearer token."""
+    parts = urlsplit(endpoint)
+    if parts.hostname is None or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
 
 
 @dataclass
@@ -172,7 +186,7 @@ class ChatClient:
         state = self._state
         if state is None or state.key is not key:
             s = self.settings
-            session = _session(self.key, s.max_in_flight)
+            session = _session(self.key, s.max_in_flight, s.endpoint)
             state = self._state = _LoopState(key, session, anyio.CapacityLimiter(s.max_in_flight))
             self._url = f"{_without_credentials(s.endpoint).rstrip('/')}/chat/completions"
         return state
@@ -330,7 +344,7 @@ async def check_endpoint(
             f"invalid LLM endpoint URL {url!r}: expected http(s)://host[:port]/v1"
         )
     page, failure = None, None
-    async with _session(key, 4) as session:
+    async with _session(key, 4, base_url) as session:
         with anyio.move_on_after(timeout) as scope:
             try:
                 models = f"{_without_credentials(base_url).rstrip('/')}/models"

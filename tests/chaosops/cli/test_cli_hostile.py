@@ -10,6 +10,8 @@ import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 import pytest
@@ -36,7 +38,11 @@ def _app(mode: str) -> Starlette:
         await request.body()
         if mode == "never":
             await asyncio.sleep(60)
-        text = {"huge": "x" * (5 << 20), "echo": request.headers.get("authorization", "")}[mode]
+        text = {
+            "huge": "x" * (5 << 20),
+            "echo": request.headers.get("authorization", ""),
+            "proxy": '{"action_type": "noop", "target": null, "args": {}}',
+        }[mode]
         answer = {
             "model": MODEL,
             "choices": [
@@ -53,12 +59,31 @@ def _app(mode: str) -> Starlette:
                                                                  methods=["POST"])])  # fmt: skip
 
 
+PROXIED: list[str] = []
+
+
+def _as_proxy(app: Any, seen: list[str]) -> Any:
+    """``app`` answering as an HTTP proxy does: a request names the whole URL
+    (absolute form), recorded in ``seen``, and is served from its path."""
+
+    async def proxy(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            seen.append(scope["path"])
+            scope = {**scope, "path": urlsplit(scope["path"]).path}
+        await app(scope, receive, send)
+
+    return proxy
+
+
 @pytest.fixture
 def hostile(request: pytest.FixtureRequest) -> Iterator[str]:
     """A server behaving as ``request.param`` says, in a thread; yields its base URL."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(_app(request.param), log_level="error"))
+    app: Any = _app(request.param)
+    if request.param == "proxy":
+        app = _as_proxy(app, PROXIED)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="error"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
@@ -134,3 +159,36 @@ def test_a_suite_that_is_no_regular_file_or_nests_too_deep_is_one_line(tmp_path:
         assert proc.returncode == 2
         assert_one_error_line(proc, path, needle)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("hostile", ["proxy"], indirect=True)
+def test_the_proxy_the_environment_names_carries_the_requests(
+    work: Path, hostile: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    PROXIED.clear()
+    monkeypatch.setenv("HTTP_PROXY", hostile.removesuffix("/v1"))
+    monkeypatch.setenv("NO_PROXY", "")
+    out = work / "proxied"
+    # a host no resolver knows: only the proxy can answer for it
+    proc = chaosops(*llm_run(work, "http://llm.invalid:9/v1", out, "--limit", "1"), cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    assert PROXIED[0] == "http://llm.invalid:9/v1/models"
+    assert "http://llm.invalid:9/v1/chat/completions" in PROXIED
+    monkeypatch.setenv("NO_PROXY", "llm.invalid")  # now asked directly: no such host
+    proc = chaosops(*llm_run(work, "http://llm.invalid:9/v1", work / "direct"), cwd=work)
+    assert_one_error_line(proc, "llm.invalid")
+
+
+@pytest.mark.parametrize("hostile", ["echo"], indirect=True)
+def test_a_netrc_login_for_the_host_does_not_clash_with_the_key(
+    work: Path, hostile: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    netrc = work / "netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password elsewhere\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    out = work / "netrc-run"
+    proc = chaosops(*llm_run(work, hostile, out, "--limit", "1"), cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    sent = {s["completion"] for s in jsonl(out / "trajectories.jsonl") if s["completion"]}
+    assert sent and all(text.startswith("Bearer ") for text in sent)  # our key, not netrc's
