@@ -55,6 +55,7 @@ import orjson
 import actors
 
 __all__ = [
+    "LOG_FILE",
     "RESULTS_FILE",
     "SUMMARY_FILE",
     "TRAJECTORIES_FILE",
@@ -78,6 +79,8 @@ __all__ = [
     "trajectory_records",
 ]
 
+LOG_FILE = "log.jsonl"
+"""The run's JSON log, in its folder unless ``--log-json`` says otherwise."""
 RESULTS_FILE = "results.jsonl"
 TRAJECTORIES_FILE = "trajectories.jsonl"
 SUMMARY_FILE = "summary.json"

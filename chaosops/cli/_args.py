@@ -267,7 +267,8 @@ def _add_watch_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-json",
         metavar="PATH",
-        help="write structured JSON logs to PATH ('-' for stdout; the table then goes to stderr)",
+        help="write structured JSON logs to PATH ('-' for stdout, the table then going to "
+        "stderr; 'off' for none). Default for run: OUT/log.jsonl",
     )
     parser.add_argument(
         "--metrics-port",
@@ -442,9 +443,49 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sc.add_argument("paths", nargs="*", metavar="PATH", help="suite files or folders")
 
+    _add_viewer_parsers(sub)
+
     # listed for --help; its options are parsed by _mock.cmd_mock_llm
     sub.add_parser("mock-llm", help="local OpenAI-compatible server for demos and tests")
     return parser
+
+
+def _add_viewer_parsers(sub: Any) -> None:
+    watch = sub.add_parser(
+        "watch",
+        help="live dashboard of a run, read from its folder",
+        description="Follow a run from its output folder (another process may be writing "
+        "it): episodes done, in flight, turns by role, figures by tier, the latest "
+        "episodes. With --episode, play one episode frame by frame. Ctrl-C leaves.",
+    )
+    watch.add_argument("folder", nargs="?", metavar="RUN_DIR", help="default: runs/latest")
+    watch.add_argument("--episode", metavar="ID", help="an episode id (or its first characters)")
+    watch.add_argument("--every", type=_seconds, default=0.5, metavar="S",
+                       help="seconds between two reads of the folder (default 0.5)")  # fmt: skip
+    watch.add_argument("--delay", type=_non_negative, default=1.0, metavar="S",
+                       help="seconds between two frames of --episode (default 1)")  # fmt: skip
+
+    view = sub.add_parser(
+        "view",
+        help="local web viewer of runs: episodes, transcripts, comparisons",
+        description="Serve a web viewer of the run folders given (on 127.0.0.1 unless "
+        "--host): each run's episodes, filtered and sorted; an episode's transcript; "
+        "two runs compared. The URL is printed; Ctrl-C stops it.",
+    )
+    view.add_argument("folders", nargs="*", metavar="RUN_DIR", help="default: runs/latest")
+    view.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    view.add_argument("--port", type=_int_from(0, 65535), default=0,
+                      help="port (default 0: a free one)")  # fmt: skip
+
+    tr = sub.add_parser(
+        "transcript",
+        help="one episode as plain text",
+        description="Print one episode of a run as plain text: each step's role, the view "
+        "it saw, its answer, the action applied and the reward.",
+    )
+    tr.add_argument("folder", metavar="RUN_DIR")
+    tr.add_argument("--episode", required=True, metavar="ID",
+                    help="an episode id (or its first characters)")  # fmt: skip
 
 
 def _add_run_parser(sub: Any) -> None:

@@ -194,7 +194,7 @@ def _config(args: argparse.Namespace, policies: Sequence[str]) -> RunConfig:
         llm=_llm_settings(args),
         llm_max_failures=args.llm_max_failures,
         telemetry=Telemetry(
-            log_json=args.log_json,
+            log_json=_log_target(args),
             metrics_port=args.metrics_port,
             metrics_host=args.metrics_host,
             metrics_linger=args.metrics_linger,
@@ -207,6 +207,18 @@ def _config(args: argparse.Namespace, policies: Sequence[str]) -> RunConfig:
         chart=getattr(args, "chart", None),
         draw_chart=not getattr(args, "no_chart", False),
     )
+
+
+def _log_target(args: argparse.Namespace) -> str | None:
+    """``--log-json``: ``off`` for none; a run writes its log into its folder by
+    default, where ``chaosops watch`` and ``view`` find its episodes in flight."""
+    from chaosops.outputs import LOG_FILE
+
+    if args.log_json == "off":
+        return None
+    if args.log_json is None and args.command == "run" and args.out is not None:
+        return str(Path(args.out) / LOG_FILE)
+    return args.log_json
 
 
 def _llm_settings(args: argparse.Namespace) -> LLMSettings:

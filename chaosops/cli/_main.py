@@ -20,7 +20,7 @@ from ._session import Session
 from ._telemetry import finish
 from ._terminal import note
 
-_COMMANDS = ("run", "eval", "replay", "scenarios")
+_COMMANDS = ("run", "eval", "replay", "scenarios", "watch", "view", "transcript")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -78,6 +78,8 @@ def _dispatch(args: argparse.Namespace, entries: Sequence[RunConfig] = ()) -> in
         return cmd_replay(args.results)
     if args.command == "scenarios":
         return cmd_scenarios(args.paths)
+    if args.command in ("watch", "view", "transcript"):
+        return _viewer(args)
     _check_event_loop()
     config = config_from_args(args)
     session = Session()
@@ -89,6 +91,17 @@ def _dispatch(args: argparse.Namespace, entries: Sequence[RunConfig] = ()) -> in
         return _report(exc)  # said before the metrics' linger, not after it
     finally:
         finish(config.telemetry, session)  # the metrics' linger, the last spans sent
+
+
+def _viewer(args: argparse.Namespace) -> int:
+    from ._view import cmd_view
+    from ._watch import cmd_transcript, cmd_watch
+
+    if args.command == "watch":
+        return cmd_watch(args.folder, args.episode, args.every, args.delay)
+    if args.command == "transcript":
+        return cmd_transcript(args.folder, args.episode)
+    return cmd_view(args.folders, args.host, args.port)
 
 
 def _report(exc: CLIError) -> int:

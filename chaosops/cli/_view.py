@@ -1,0 +1,51 @@
+"""``chaosops view RUN_DIR...``: the web viewer of run folders, on loopback
+unless ``--host`` says otherwise."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+
+from ._errors import CLIError
+from ._watch import open_index
+
+
+def cmd_view(folders: Sequence[str], host: str, port: int) -> int:
+    import uvicorn
+
+    from chaosops.viewer.web import build_app
+
+    indexes = [open_index(folder) for folder in folders or [None]]
+    sock = _bound(host, port)
+    shown_host = f"[{host}]" if ":" in host else host
+    # on stdout, as mock-llm's URL: a script reads it there
+    url = f"http://{shown_host}:{sock.getsockname()[1]}/"
+    print(f"chaosops view serving {len(indexes)} run(s) at {url} ; Ctrl-C stops it", flush=True)
+    server = uvicorn.Server(uvicorn.Config(build_app(indexes), log_level="warning"))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        for index in indexes:
+            index.close()
+    return 0
+
+
+def _bound(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``:``port``; one line (exit 2) when it cannot be had."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except socket.gaierror as exc:
+        raise CLIError(f"--host {host}: {exc.strerror}") from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise CLIError(
+            f"--port {port}: cannot listen on {host}:{port}: {exc.strerror or exc}"
+            + ("; give another --port, or 0 for a free one" if port else "")
+        ) from None
+    sock.listen(128)
+    return sock

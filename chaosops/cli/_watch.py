@@ -1,0 +1,106 @@
+"""``chaosops watch [RUN_DIR]`` and ``chaosops transcript RUN_DIR --episode ID``:
+a run followed from its folder, one episode frame by frame or as text."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from ._errors import CLIError
+
+
+def open_index(folder: str | None) -> Any:
+    """The :class:`RunIndex` of ``folder`` (default: the latest run); one line
+    (exit 2) for a folder that is not a run."""
+    from chaosops.viewer.index import NotARun, RunIndex
+
+    from ._folders import LATEST, latest_run
+
+    path = Path(folder) if folder else latest_run()
+    if path is None:
+        raise CLIError(f"no run in {LATEST}; give a run folder: chaosops watch RUN_DIR")
+    try:
+        return RunIndex(path)
+    except NotARun as exc:
+        raise CLIError(str(exc)) from None
+
+
+def episode_row(index: Any, wanted: str) -> Any:
+    """The finished episode ``wanted`` names (its id, or a unique start of it)."""
+    row = index.row(wanted)
+    if row is None and len(wanted) >= 6:
+        found = [r for r in index.rows if r.episode_id.startswith(wanted)]
+        row = found[0] if len(found) == 1 else None
+    if row is None:
+        raise CLIError(
+            f"no finished episode {wanted!r} in {index.folder} ({len(index.rows)} episodes; "
+            "`chaosops view` or results.jsonl lists their ids)"
+        )
+    return row
+
+
+def cmd_watch(folder: str | None, episode: str | None, every_s: float, delay_s: float) -> int:
+    from rich.console import Console
+
+    index = open_index(folder)
+    console = Console()
+    try:
+        if episode:
+            _play_episode(console, index, episode, delay_s, every_s)
+        else:
+            _follow_run(console, index, every_s)
+    except KeyboardInterrupt:  # the usual way to leave: nothing to report
+        pass
+    finally:
+        index.close()
+    return 0
+
+
+def _follow_run(console: Any, index: Any, every_s: float) -> None:
+    from chaosops.viewer.dashboard import Rate, follow, run_view
+
+    rate = Rate()
+
+    def render() -> Any:
+        index.refresh()
+        return run_view(index, rate.add(len(index.rows)))
+
+    follow(console, render, index.finished, every_s)
+
+
+def _play_episode(console: Any, index: Any, wanted: str, delay_s: float, every_s: float) -> None:
+    """Wait while the episode is in flight, then show its frames one by one."""
+    from rich.live import Live
+
+    from chaosops.viewer.dashboard import frame_view
+    from chaosops.viewer.frames import frames
+
+    while index.row(wanted) is None and wanted in index.in_flight:
+        time.sleep(every_s)
+        index.refresh()
+    row = episode_row(index, wanted)
+    shown = list(frames(index.record(row)))
+    title = f"{row.episode_id}  {row.scenario}"
+    if not console.is_terminal:
+        for frame in shown:
+            console.print(frame_view(frame, title))
+        return
+    with Live(frame_view(shown[0], title), console=console, refresh_per_second=4) as live:
+        for frame in shown[1:]:
+            time.sleep(delay_s)
+            live.update(frame_view(frame, title))
+
+
+def cmd_transcript(folder: str, episode: str) -> int:
+    import sys
+
+    from chaosops.viewer.transcript import transcript
+
+    index = open_index(folder)
+    try:
+        row = episode_row(index, episode)
+        sys.stdout.write(transcript(index.record(row), index.trajectory(row.episode_id)))
+    finally:
+        index.close()
+    return 0
