@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chaosops.outputs import RUN_FILE
+from chaosops.outputs import LOG_FILE, RUN_FILE
 
 from ._batches import stop_code, withheld_note
 from ._config import RunConfig
@@ -28,8 +28,19 @@ def cmd_run(config: RunConfig, session: Session) -> int:
     # the folder is made (and before an empty log file is left behind)
     play.llms = prepare_llms(config.llms_in_play, config.config_file)
     play.factory = role_map_factory(config.policy_by_role, play.llms, play.planned)
-    table_stream = configure_logs(config.telemetry.log_json, play.files, session)
+    log = config.telemetry.log_json
+    # a log in the run's folder is opened once the folder is ours (locked):
+    # a refused run leaves no file there; a log elsewhere fails first
+    in_folder = log is not None and Path(log) == config.out / LOG_FILE
+    if not in_folder:
+        table_stream = configure_logs(log, play.files, session)
     open_folders([play])
+    if in_folder:
+        try:
+            table_stream = configure_logs(log, play.files, session)
+        except CLIError:
+            play.outputs.close()
+            raise
     if config.point_latest:
         _point_latest(config.out)
     try:
