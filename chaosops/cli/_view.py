@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from ._errors import CLIError
-from ._watch import open_index
+from ._watch import open_index, run_path
 
 
 def cmd_view(folders: Sequence[str], host: str, port: int) -> int:
@@ -15,7 +17,14 @@ def cmd_view(folders: Sequence[str], host: str, port: int) -> int:
 
     from chaosops.viewer.web import build_app
 
-    indexes = [open_index(folder) for folder in folders or [None]]
+    # a folder named twice (to compare a run with itself) is indexed once
+    opened: dict[Path, Any] = {}
+    indexes = []
+    for folder in folders or [None]:
+        path = run_path(folder).resolve()
+        if path not in opened:
+            opened[path] = open_index(path)
+        indexes.append(opened[path])
     sock = _bound(host, port)
     shown_host = f"[{host}]" if ":" in host else host
     # on stdout, as mock-llm's URL: a script reads it there
@@ -26,7 +35,7 @@ def cmd_view(folders: Sequence[str], host: str, port: int) -> int:
         server.run(sockets=[sock])
     finally:
         sock.close()
-        for index in indexes:
+        for index in opened.values():
             index.close()
     return 0
 

@@ -10,18 +10,23 @@ from typing import Any
 from ._errors import CLIError
 
 
-def open_index(folder: str | None) -> Any:
-    """The :class:`RunIndex` of ``folder`` (default: the latest run); one line
-    (exit 2) for a folder that is not a run."""
-    from chaosops.viewer.index import NotARun, RunIndex
-
+def run_path(folder: str | None) -> Path:
+    """``folder``, or the latest run when it is None."""
     from ._folders import LATEST, latest_run
 
     path = Path(folder) if folder else latest_run()
     if path is None:
-        raise CLIError(f"no run in {LATEST}; give a run folder: chaosops watch RUN_DIR")
+        raise CLIError(f"no run in {LATEST}; give a run folder")
+    return path
+
+
+def open_index(folder: str | Path | None) -> Any:
+    """The :class:`RunIndex` of ``folder`` (default: the latest run); one line
+    (exit 2) for a folder that is not a run."""
+    from chaosops.viewer.index import NotARun, RunIndex
+
     try:
-        return RunIndex(path)
+        return RunIndex(run_path(None if folder is None else str(folder)))
     except NotARun as exc:
         raise CLIError(str(exc)) from None
 

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import os
 import threading
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from sys import intern
 from typing import Any
 
 import orjson
@@ -41,7 +43,6 @@ class EpisodeRow:
 
     number: int  # its place in results.jsonl
     episode_id: str
-    run_key: str
     policy: str
     models: str  # the models that played ("" for scripted policies)
     failure_type: str
@@ -54,7 +55,6 @@ class EpisodeRow:
     mttr: int | None
     timeouts: int
     errors: int
-    wall_s: float
     offset: int  # of its results line
     length: int
 
@@ -67,23 +67,21 @@ class EpisodeRow:
     def of(cls, number: int, record: dict[str, Any], offset: int, length: int) -> EpisodeRow:
         roles = record.get("roles") or {}
         models = sorted({str(r["model"]) for r in roles.values() if r and r.get("model")})
-        return cls(
+        return cls(  # the strings many rows share are held once (interned)
             number=number,
             episode_id=str(record.get("episode_id")),
-            run_key=str(record["run_key"]),
-            policy=str(record.get("policy")),
-            models="+".join(models),
-            failure_type=str(record.get("failure_type")),
-            difficulty=str(record.get("difficulty")),
+            policy=intern(str(record.get("policy"))),
+            models=intern("+".join(models)),
+            failure_type=intern(str(record.get("failure_type"))),
+            difficulty=intern(str(record.get("difficulty"))),
             seed=int(record.get("seed") or 0),
-            status=str(record.get("status", "ok")),
+            status=intern(str(record.get("status", "ok"))),
             resolved=bool(record.get("resolved")),
             reward=float(record.get("cumulative_reward") or 0.0),
             steps=len(record.get("steps") or ()),
             mttr=record.get("mttr_steps"),
             timeouts=int(record.get("timeouts") or 0),
             errors=int(record.get("errors") or 0),
-            wall_s=float(record.get("wall_s") or 0.0),
             offset=offset,
             length=length,
         )
@@ -125,8 +123,8 @@ class _Tail:
         self._inode: int | None = None
         self.replaced = False  # the file was rewritten (or cut) since the last read
 
-    def lines(self, limit: int = 64 << 20) -> Iterator[tuple[int, bytes]]:
-        """``(offset, line)`` of each whole new line (at most ``limit`` bytes a call)."""
+    def lines(self, chunk: int = 8 << 20) -> Iterator[tuple[int, bytes]]:
+        """``(offset, line)`` of each whole line written since the last call."""
         try:
             info = self.path.stat()
         except FileNotFoundError:
@@ -135,20 +133,19 @@ class _Tail:
             self.replaced = True
             return
         self._inode = info.st_ino
-        if info.st_size == self.offset:
-            return
         with open(self.path, "rb") as handle:
             handle.seek(self.offset)
-            data = handle.read(min(info.st_size - self.offset, limit))
-        end = data.rfind(b"\n") + 1
-        if end == 0 and len(data) == limit:  # one line longer than a read: take it whole
-            end = len(data)
-        position = 0
-        while position < end:
-            stop = data.find(b"\n", position, end) + 1 or end
-            yield self.offset + position, data[position:stop]
-            position = stop
-        self.offset += end
+            pending = b""  # the start of a line longer than what was read so far
+            while self.offset + len(pending) < info.st_size:
+                data = pending + handle.read(min(chunk, info.st_size - self.offset - len(pending)))
+                end = data.rfind(b"\n") + 1
+                position = 0
+                while position < end:
+                    stop = data.find(b"\n", position, end) + 1
+                    yield self.offset + position, data[position:stop]
+                    position = stop
+                self.offset += end
+                pending = data[end:]
 
 
 class RunIndex:
@@ -176,7 +173,7 @@ class RunIndex:
         self.tiers: dict[tuple[str, str], TierTally] = {}
         self.in_flight: dict[str, InFlight] = {}
         self._results = _Tail(self.folder / RESULTS_FILE)
-        self._blocks = _Blocks(self.folder / TRAJECTORIES_FILE)
+        self._blocks = _Blocks(self.folder / TRAJECTORIES_FILE, self.by_id)
         log = self.folder / LOG_FILE
         start = max(0, log.stat().st_size - LOG_WINDOW) if log.exists() else 0
         self._log = _Tail(log, start)
@@ -280,11 +277,15 @@ class RunIndex:
 
 class _Blocks:
     """Byte spans of each episode's block of trajectory lines, found by a
-    background thread that reads the file as it grows."""
+    background thread that reads the file as it grows. A span is kept by the
+    episode's row number (8 bytes), or by its id until its results line is
+    indexed."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, rows: dict[str, int]) -> None:
         self.path = path
-        self.spans: dict[str, tuple[int, int]] = {}
+        self._rows = rows  # the index's episode id -> row number
+        self._spans = array("q")  # by row number: start << 32 | length, -1 unknown
+        self._waiting: dict[str, int] = {}  # blocks of episodes not indexed yet
         self._tail = _Tail(path)
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -301,16 +302,13 @@ class _Blocks:
         self._stopped = True
 
     def _read(self) -> None:
-        while not self._stopped:
-            found = False
-            for offset, line in self._tail.lines(limit=16 << 20):
-                found = True
-                self._add(offset, line)
-            self._close_block()
-            with self._changed:
-                self._changed.notify_all()
-            if not found:
+        for offset, line in self._tail.lines():
+            if self._stopped:
                 return
+            self._add(offset, line)
+        self._close_block()
+        with self._changed:
+            self._changed.notify_all()
 
     def _add(self, offset: int, line: bytes) -> None:
         start = line.find(b'"episode_id":"')
@@ -327,18 +325,33 @@ class _Blocks:
             self._current = (episode, offset, offset + len(line))
 
     def _close_block(self) -> None:
-        if self._current is not None:
-            episode, start, end = self._current
-            self.spans[episode] = (start, end)
-            self._current = None
+        if self._current is None:
+            return
+        episode, start, end = self._current
+        self._current = None
+        packed = start << 32 | (end - start)
+        number = self._rows.get(episode)
+        if number is None:
+            self._waiting[episode] = packed
+            return
+        if len(self._spans) <= number:
+            self._spans.extend([-1] * (number + 1 - len(self._spans)))
+        self._spans[number] = packed
+
+    def _packed(self, episode_id: str) -> int | None:
+        number = self._rows.get(episode_id)
+        if number is not None and number < len(self._spans) and self._spans[number] >= 0:
+            return self._spans[number]
+        return self._waiting.get(episode_id)
 
     def span(self, episode_id: str, wait_s: float) -> tuple[int, int] | None:
         """The span of ``episode_id``'s block, waiting for the reader to reach it."""
         with self._changed:
             self._changed.wait_for(
-                lambda: episode_id in self.spans or not self._busy(), timeout=wait_s
+                lambda: self._packed(episode_id) is not None or not self._busy(), timeout=wait_s
             )
-        return self.spans.get(episode_id)
+        packed = self._packed(episode_id)
+        return None if packed is None else (packed >> 32, (packed >> 32) + (packed & 0xFFFFFFFF))
 
     def _busy(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
