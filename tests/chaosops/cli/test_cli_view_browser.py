@@ -96,6 +96,8 @@ def test_the_episode_list_of_a_small_run(page: Any, viewer: str, runs: tuple[Pat
     assert [r[0] for r in rows] == [r["episode_id"] for r in records]
     assert {r[4] for r in rows} == {"yes"}  # the oracle resolves every one
     assert page.query_selector("svg.chart rect") is not None  # reward by tier
+    assert [row[:3] for row in cells(page, "#summary")] == [["oracle", "easy", "20"],
+                                                          ["oracle", "medium", "4"]]  # fmt: skip
 
 
 def test_one_episode_s_steps_in_order(page: Any, viewer: str, runs: tuple[Path, Path]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import shutil
 import socket
+import time
 from pathlib import Path
 
 import orjson
@@ -17,7 +18,7 @@ from chaosops.viewer.dashboard import frame_view, run_view
 from chaosops.viewer.frames import frames
 from chaosops.viewer.index import RunIndex
 
-from ._cli import assert_one_error_line, chaosops, jsonl
+from ._cli import assert_one_error_line, chaosops, interrupt, jsonl, spawn
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +135,15 @@ def test_bad_input_is_one_line(oracle_run: Path, work: Path, tmp_path: Path) -> 
         port = taken.getsockname()[1]
         proc = chaosops("view", oracle_run, "--port", str(port), cwd=work)
         assert_one_error_line(proc, f"--port {port}", "give another --port")
+
+
+def test_ctrl_c_leaves_the_dashboard_of_a_running_run(oracle_run: Path, work: Path) -> None:
+    running = work / "running"
+    running.mkdir()
+    shutil.copy(oracle_run / "run.json", running / "run.json")
+    (running / "results.jsonl").write_bytes((oracle_run / "results.jsonl").read_bytes()[:100])
+    proc = spawn("watch", running, "--every", "0.1", cwd=work)
+    time.sleep(1.5)  # following: the run has not ended
+    assert proc.poll() is None
+    stderr = interrupt(proc)
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr
