@@ -45,6 +45,7 @@ class _State:
         self.run_id: str | None = None
         self.file: IO[Any] | None = None  # a file we opened and must close
         self.logger: Any = None
+        self.sink: Any = None  # what the rendered lines are written to
 
 
 STATE = _State()
@@ -208,7 +209,7 @@ def configure_logging(
         logger_factory=lambda *_: logger,
         cache_logger_on_first_use=True,
     )
-    STATE.run_id, STATE.threshold = run_id, threshold
+    STATE.run_id, STATE.threshold, STATE.sink = run_id, threshold, logger
     # The bound logger itself, not a lazy proxy; it shares the configured
     # processor list, so structlog.testing.capture_logs sees its events.
     STATE.logger = structlog.get_logger("actors").bind()
@@ -265,6 +266,22 @@ def _close_file() -> None:
         STATE.file = None
 
 
+def write_lines(lines: list[str]) -> None:
+    """Write log lines rendered elsewhere (JSON, by another process of the same
+    run, e.g. a cluster worker) to the configured target, each whole."""
+    sink = STATE.sink
+    if sink is None:
+        return
+    binary = isinstance(sink, _LineFile)
+    for line in lines:
+        sink.msg(line.encode() if binary else line)
+
+
+def level_name() -> str:
+    """The configured threshold as a level name (``info``, ``warning``...)."""
+    return next((name for name, number in _LEVELS.items() if number == STATE.threshold), "warning")
+
+
 def disable_logging() -> None:
     """Stop logging: the log file :func:`configure_logging` opened is closed
     (every line already written stays), structlog is back to its defaults,
@@ -274,3 +291,4 @@ def disable_logging() -> None:
     STATE.threshold = WARNING
     STATE.run_id = None
     STATE.logger = None
+    STATE.sink = None

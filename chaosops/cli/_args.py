@@ -244,7 +244,19 @@ def _add_plan_options(parser: argparse.ArgumentParser) -> None:
         type=_positive_int,
         default=64,
         metavar="N",
-        help="episodes in flight at once (>= 1, default 64)",
+        help="episodes in flight at once (>= 1, default 64; with --ray, in all the workers)",
+    )
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the episodes on Ray worker actors: 'local' (an instance for this run, on "
+        "127.0.0.1), 'auto' or HOST:PORT (a running cluster); needs the 'ray' extra",
+    )
+    parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        metavar="N",
+        help="Ray worker actors (default: one per CPU of the cluster); with --ray",
     )
     parser.add_argument(
         "--turn-timeout",

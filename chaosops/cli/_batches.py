@@ -41,6 +41,7 @@ class Batch:
     turn_timeout: TurnTimeout
     tag: str = ""
     model: str = ""  # the LLM models its roles ask, as the metrics' "model" label
+    recipe: Any = None  # what Ray workers build the role maps from (PolicyRecipe)
 
 
 def plan_batches(
@@ -50,6 +51,7 @@ def plan_batches(
     factory: Callable[[Any], Mapping[Any, Any]],
     tag: str = "",
     model: str = "",
+    recipe: Any = None,
 ) -> list[Batch]:
     """The batches running the plan indices not ``done`` (a flag per index):
     one per deadline group of :func:`timeout_groups`, in its order, indices
@@ -58,7 +60,8 @@ def plan_batches(
     for spans, timeout in timeout_groups(deadlines, plan):
         kept = array("q", (i for span in spans for i in span if not done[i]))
         if kept:
-            batches.append(Batch(PlanSlice(plan, kept), kept, factory, timeout, tag, model))
+            slice_ = PlanSlice(plan, kept)
+            batches.append(Batch(slice_, kept, factory, timeout, tag, model, recipe))
     return batches
 
 
@@ -121,6 +124,7 @@ async def run_batches(
     close: Sequence[Any] = (),
     health: Callable[[], str | None] | None = None,
     failing: Callable[[], bool] | None = None,
+    cluster: Any = None,
 ) -> Stop:
     """Run the batches one after the other, calling ``on_result(batch, plan_index,
     result)`` as each episode finishes.
@@ -145,8 +149,6 @@ async def run_batches(
     """
     import anyio
 
-    from chaosops.agents.runner import open_batch
-
     session = session or Session()
     stop = Stop()
     delivery = _Delivery(on_result, failing)
@@ -157,13 +159,7 @@ async def run_batches(
             if health is not None:
                 tg.start_soon(_watch_health, tg.cancel_scope, stop, health)
             for batch in batches:
-                async with open_batch(
-                    batch.scenarios,
-                    batch.factory,
-                    concurrency=concurrency,
-                    turn_timeout=batch.turn_timeout,
-                    fields={"policy": batch.tag, "model": batch.model} if batch.tag else None,
-                ) as results:
+                async with _open(batch, concurrency, cluster) as results:
                     if on_batch is not None:
                         on_batch(results)
                     async for index, result in results:
@@ -182,6 +178,21 @@ async def run_batches(
     return stop
 
 
+def _open(batch: Batch, concurrency: int, cluster: Any) -> Any:
+    """The batch's stream of results: in this process, or on the Ray workers of
+    ``cluster`` (a ClusterOptions; this process connected to it)."""
+    fields = {"policy": batch.tag, "model": batch.model} if batch.tag else None
+    if cluster is None:
+        from chaosops.agents.runner import open_batch
+
+        return open_batch(batch.scenarios, batch.factory, concurrency=concurrency,
+                          turn_timeout=batch.turn_timeout, fields=fields)  # fmt: skip
+    from chaosops.agents.cluster import EpisodeJob, open_cluster_batch
+
+    job = EpisodeJob(batch.recipe, batch.turn_timeout, fields)
+    return open_cluster_batch(batch.scenarios, job, cluster, concurrency=concurrency)
+
+
 def execute(
     batches: Sequence[Batch],
     session: Session,
@@ -191,16 +202,18 @@ def execute(
     progress: Any,
     llms: Sequence[Any] = (),
     max_failures: int = 0,
+    cluster: Any = None,
 ) -> Stop:
     """:func:`run_batches` in a fresh event loop, shown on ``progress`` (a
     ``ProgressBar``), closing the LLM policies at the end, and stopping once
-    ``max_failures`` (> 0) calls in a row of one of them failed for good."""
+    ``max_failures`` (> 0) calls in a row of one of them failed for good (in
+    this process: not on ``cluster``'s workers, whose LLM policies are their own)."""
     from functools import partial
 
     import actors
 
     session.ran = True
-    health = _endpoint_health(llms, max_failures)
+    health = None if cluster is not None else _endpoint_health(llms, max_failures)
     with progress:
         return actors.run(
             partial(
@@ -216,6 +229,7 @@ def execute(
                 failing=None
                 if health is None
                 else (lambda: any(llm.failures_in_a_row > 0 for llm in llms)),
+                cluster=cluster,
             )
         )
 

@@ -91,6 +91,17 @@ class RunConfig:
     named_llms: tuple[tuple[str, LLMSettings], ...] = ()  # the run file's [llm.NAME]
     config_file: str | None = None  # --config
     name: str | None = None  # --name: the outputs' policy, over the label below
+    ray: str | None = None  # --ray ADDRESS: the episodes on Ray worker actors
+    workers: int | None = None  # --workers: Ray worker actors (None: one per CPU)
+
+    @property
+    def cluster(self) -> Any:
+        """``--ray`` and ``--workers`` as ClusterOptions; None without ``--ray``."""
+        if self.ray is None:
+            return None
+        from actors.cluster import ClusterOptions
+
+        return ClusterOptions(self.ray, self.workers)
 
     @property
     def policy(self) -> str:
@@ -201,6 +212,8 @@ def _config(args: argparse.Namespace, policies: Sequence[str]) -> RunConfig:
             otlp_endpoint=args.otlp_endpoint,
         ),
         progress=not args.no_progress,
+        ray=args.ray,
+        workers=args.workers,
         resume=getattr(args, "resume", False),
         fsync=getattr(args, "fsync", False),
         json=getattr(args, "json", None),

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ._batches import stop_code, withheld_note
+from ._cluster import recipe
 from ._config import RunConfig
 from ._errors import CLIError
 from ._plays import Play, open_folders, open_play, play_all, same_plan, trouble
@@ -76,6 +77,7 @@ def cmd_eval(config: RunConfig, entries: Sequence[RunConfig], session: Session) 
     for play in plays:
         play.llms = prepare_llms(play.config.llms_in_play, play.config.config_file)
         play.factory = role_map_factory(play.config.policy_by_role, play.llms, planned)
+        play.recipe = recipe(play.config)
     own = [p for p in (json_path, chart) if p is not None]
     own += [path for play in plays for path in play.files]
     table_stream = configure_logs(config.telemetry.log_json, own, session)

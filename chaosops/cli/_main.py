@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Sequence
 
 from ._args import build_parser
+from ._cluster import on_cluster
 from ._config import RunConfig, config_from_args, eval_entries
 from ._errors import PROG, CLIError, one_line, os_error_in, os_error_line
 from ._eval import cmd_eval
@@ -84,9 +86,11 @@ def _dispatch(args: argparse.Namespace, entries: Sequence[RunConfig] = ()) -> in
     config = config_from_args(args)
     session = Session()
     try:
-        if config.command == "eval":
-            return cmd_eval(config, entries, session)
-        return cmd_run(config, session)
+        with on_cluster(config) as config:
+            if config.command == "eval":
+                entries = [dataclasses.replace(e, workers=config.workers) for e in entries]
+                return cmd_eval(config, entries, session)
+            return cmd_run(config, session)
     except CLIError as exc:
         return _report(exc)  # said before the metrics' linger, not after it
     finally:

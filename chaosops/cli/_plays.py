@@ -41,6 +41,7 @@ class Play:
     recorded: dict[str, Any] | None = None  # the folder's run.json, when resumed
     llms: dict[str, Any] = field(default_factory=dict)
     factory: Any = None  # scenario -> role map
+    recipe: Any = None  # what Ray workers build the role maps from (with --ray)
     done: bytearray = field(default_factory=bytearray)  # 1 at each plan index done
     wrote_run_file: bool = False
     summary: Any = None  # _run_folder.Summary, once played
@@ -160,12 +161,13 @@ def play_all(
             for play in plays
             for batch in plan_batches(play.config.deadlines, play.planned,
                                       play.done, play.factory,
-                                      tag=play.config.label, model=play.config.models)
+                                      tag=play.config.label, model=play.config.models,
+                                      recipe=play.recipe)
         ]  # fmt: skip
         stop = execute(
             batches, session, concurrency=config.concurrency, on_result=on_result,
             progress=progress, llms=[llm for play in plays for llm in play.llms.values()],
-            max_failures=config.llm_max_failures,
+            max_failures=config.llm_max_failures, cluster=config.cluster,
         )  # fmt: skip
         for play in plays:
             write_summary(play)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from chaosops.agents.llm.settings import LLMSettings
@@ -155,3 +156,51 @@ def prepare_llms(llms: Mapping[str, LLMSettings], run_file: str | None = None) -
             anyio.run(_check_llm, settings)
             checked.add((settings.endpoint, settings.model))
     return {name: LLMPolicy.from_settings(settings) for name, settings in llms.items()}
+
+
+@dataclass(frozen=True)
+class PolicyRecipe:
+    """What a Ray worker builds the role maps from: each role's policy name and
+    the LLMs' settings (their in-flight limits already shared out among the
+    workers); the user's modules are found from ``cwd`` as here."""
+
+    policy_by_role: tuple[tuple[str, str], ...]
+    llms: tuple[tuple[str, LLMSettings], ...]
+    cwd: str
+
+    @classmethod
+    def of(cls, policy_by_role: Mapping[str, str], llms: Mapping[str, LLMSettings],
+           workers: int) -> PolicyRecipe:  # fmt: skip
+        import dataclasses
+        import os
+
+        shared = tuple(
+            (name, dataclasses.replace(s, max_in_flight=max(1, s.max_in_flight // workers)))
+            for name, s in llms.items()
+        )
+        return cls(tuple(policy_by_role.items()), shared, os.getcwd())
+
+    def __call__(self) -> _WorkerPolicies:
+        import sys
+
+        from chaosops.agents.llm import LLMPolicy
+
+        if self.cwd not in sys.path:
+            sys.path.insert(0, self.cwd)
+        llms = {name: LLMPolicy.from_settings(settings) for name, settings in self.llms}
+        return _WorkerPolicies(role_map_factory(dict(self.policy_by_role), llms, ()), llms)
+
+
+class _WorkerPolicies:
+    """A worker's role maps per scenario, and its LLM policies to close."""
+
+    def __init__(self, factory: Callable[[Any], Mapping[Any, Any]], llms: Mapping[str, Any]):
+        self.factory = factory
+        self.llms = llms
+
+    def __call__(self, scenario: Any) -> Mapping[Any, Any]:
+        return self.factory(scenario)
+
+    async def aclose(self) -> None:
+        for llm in self.llms.values():
+            await llm.aclose()

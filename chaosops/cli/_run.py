@@ -8,6 +8,7 @@ from typing import Any
 from chaosops.outputs import LOG_FILE, RUN_FILE
 
 from ._batches import stop_code, withheld_note
+from ._cluster import recipe
 from ._config import RunConfig
 from ._errors import CLIError, os_error_in, os_error_line
 from ._plan import plan_episodes
@@ -28,6 +29,7 @@ def cmd_run(config: RunConfig, session: Session) -> int:
     # the folder is made (and before an empty log file is left behind)
     play.llms = prepare_llms(config.llms_in_play, config.config_file)
     play.factory = role_map_factory(config.policy_by_role, play.llms, play.planned)
+    play.recipe = recipe(config)
     log = config.telemetry.log_json
     # a log in the run's folder is opened once the folder is ours (locked):
     # a refused run leaves no file there; a log elsewhere fails first

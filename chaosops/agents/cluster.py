@@ -1,0 +1,161 @@
+"""Batches of episodes on a Ray cluster (:mod:`actors.cluster`): the job each
+worker builds, and the driver's count of what the workers played.
+
+A worker gets a :class:`EpisodeJob`: picklable, holding what to build the
+policies from (a factory, or a recipe such as the CLI's LLM settings), never a
+live client. It plays each scenario with :func:`arun_episode` in the worker's
+event loop, so deadlines are enforced there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import actors
+from actors.cluster import ClusterOptions, connect, import_ray, open_cluster_jobs
+
+__all__ = [
+    "ClusterOptions",
+    "EpisodeJob",
+    "count_result",
+    "open_cluster_batch",
+    "run_cluster_batch",
+    "run_on_cluster",
+]
+
+
+@dataclass(frozen=True)
+class EpisodeJob:
+    """What a worker plays episodes with: ``make_policies()`` (called once in
+    the worker) gives a role map or a factory ``scenario -> role map``."""
+
+    make_policies: Callable[[], Any]
+    turn_timeout: Any = None
+    fields: Mapping[str, Any] | None = None
+
+    def __call__(self) -> _Played:
+        return _Played(self.make_policies(), self.turn_timeout, dict(self.fields or {}))
+
+
+class _Played:
+    """The job in the worker: one episode per call, on a fresh environment."""
+
+    def __init__(self, policies: Any, turn_timeout: Any, fields: dict[str, Any]) -> None:
+        self.policies = policies
+        self.turn_timeout = turn_timeout
+        self.fields = fields
+
+    async def __call__(self, scenario: Any) -> Any:
+        from chaosops.agents.runner import _policies_for, arun_episode
+        from chaosops.env.environment import ChaosOpsEnvironment
+
+        return await arun_episode(
+            ChaosOpsEnvironment(),
+            scenario,
+            _policies_for(self.policies, scenario),
+            turn_timeout=self.turn_timeout,
+            fields=self.fields,
+        )
+
+    async def aclose(self) -> None:
+        close = getattr(self.policies, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def count_result(result: Any, fields: Mapping[str, Any] | None) -> None:
+    """Count an episode a worker played in this process's metrics (the
+    driver's Prometheus endpoint counts every worker's episodes and turns)."""
+    from chaosops.agents.runner import _count_episode
+
+    meter = actors.current_meter()
+    if meter is None:
+        return
+    episode = meter.episode(fields)
+    for step in result.steps:
+        outcome = "timed_out" if step.timed_out else ("ok" if step.error is None else "error")
+        episode.turn(step.role, outcome, step.latency_s, step.info)
+    episode.finished(result.status)
+    if result.status == "ok":
+        _count_episode(meter, result, fields or {})
+
+
+@asynccontextmanager
+async def open_cluster_batch(
+    scenarios: Sequence[Any],
+    job: EpisodeJob,
+    options: ClusterOptions,
+    *,
+    concurrency: int,
+    on_pids: Callable[[list[int]], None] | None = None,
+) -> AsyncIterator[actors.JobResults[Any]]:
+    """:func:`chaosops.agents.runner.open_batch` on the connected cluster:
+    ``(index, result)`` as episodes finish, counted in this process's metrics."""
+    ray = import_ray()
+    workers = options.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    meter = actors.current_meter()
+    if meter is not None:
+        meter.planned(len(scenarios), job.fields)
+    async with open_cluster_jobs(
+        scenarios, job, workers=workers, concurrency=concurrency,
+        failed=lambda result: result.status != "ok", on_pids=on_pids,
+    ) as results:  # fmt: skip
+        yield _Counted(results, job.fields)
+
+
+class _Counted:
+    """The workers' results, each counted in the metrics as it is read."""
+
+    def __init__(self, results: actors.JobResults[Any], fields: Mapping[str, Any] | None) -> None:
+        self._results = results
+        self._fields = fields
+
+    def __getattr__(self, name: str) -> Any:  # total, started, finished, in_flight...
+        return getattr(self._results, name)
+
+    def __aiter__(self) -> _Counted:
+        return self
+
+    async def __anext__(self) -> tuple[int, Any]:
+        index, result = await self._results.__anext__()
+        count_result(result, self._fields)
+        return index, result
+
+
+async def run_cluster_batch(
+    scenarios: Sequence[Any],
+    policies: Any,
+    options: ClusterOptions,
+    *,
+    concurrency: int,
+    turn_timeout: Any = None,
+    fields: Mapping[str, Any] | None = None,
+) -> list[Any]:
+    """:func:`chaosops.agents.runner.arun_batch` on Ray workers: results in the
+    order of ``scenarios``; this process connects for the batch unless it is."""
+    job = EpisodeJob(partial(_given, policies), turn_timeout, fields)
+    results: list[Any] = [None] * len(scenarios)
+    with run_on_cluster(options):
+        async with open_cluster_batch(scenarios, job, options, concurrency=concurrency) as stream:
+            async for index, result in stream:
+                results[index] = result
+    return results
+
+
+def _given(policies: Any) -> Any:
+    return policies
+
+
+def run_on_cluster(options: ClusterOptions) -> Any:
+    """The connection for a batch (:func:`actors.cluster.connect`), unless
+    this process is connected already."""
+    ray = import_ray()
+    if ray.is_initialized():
+        from contextlib import nullcontext
+
+        return nullcontext(ray)
+    return connect(options.address)

@@ -1,0 +1,44 @@
+"""``--ray ADDRESS`` and ``--workers N``: the command connected to a Ray cluster
+(see :mod:`actors.cluster`), or refused in one line."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ._config import RunConfig
+from ._errors import CLIError
+
+
+@contextmanager
+def on_cluster(config: RunConfig) -> Iterator[RunConfig]:
+    """``config`` for the block, connected to its cluster when it names one, with
+    ``workers`` settled (one per CPU of the cluster unless given)."""
+    if config.ray is None:
+        if config.workers is not None:
+            raise CLIError("--workers needs --ray ADDRESS (local, auto or HOST:PORT)")
+        yield config
+        return
+    from actors.cluster import ClusterError, RayMissing, connect, import_ray
+
+    try:
+        import_ray()
+    except RayMissing as exc:
+        raise CLIError(f"--ray: {exc}; or run without --ray") from None
+    try:
+        with connect(config.ray) as ray:
+            workers = config.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+            yield dataclasses.replace(config, workers=workers)
+    except ClusterError as exc:
+        raise CLIError(str(exc), code=1) from None
+
+
+def recipe(config: RunConfig) -> Any:
+    """What the Ray workers build the role maps from; None without ``--ray``."""
+    if config.ray is None:
+        return None
+    from ._policies import PolicyRecipe
+
+    return PolicyRecipe.of(config.policy_by_role, config.llms_in_play, config.workers or 1)

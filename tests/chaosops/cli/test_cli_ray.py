@@ -1,0 +1,248 @@
+"""``--ray``: the same run on Ray worker actors, with the same outputs and
+guarantees. Ray starts with each command (``--ray local``: on 127.0.0.1 only,
+stopped after) or with the test (a cluster of several nodes on this machine)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ._cli import TIMEOUT, assert_one_error_line, chaosops, interrupt, jsonl, spawn
+
+# before Ray is imported (it reads it then): this test's own Ray nodes on 127.0.0.1
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+ray = pytest.importorskip("ray", reason="Ray is not installed (the 'ray' extra)")
+psutil = pytest.importorskip("psutil")
+
+SLOW_POLICY = '''\
+import anyio
+from chaosops.agents.policies import heuristic_policy
+from chaosops.env.models import AgentRole
+
+def factory(scenario):
+    """The heuristic policy, 50 ms a turn: a run lasts long enough to be hurt."""
+    inner = heuristic_policy(seed=scenario.seed)
+
+    async def policy(observation, role):
+        await anyio.sleep(0.05)
+        return inner(observation, role)
+
+    return dict.fromkeys(AgentRole, policy)
+'''
+SLOW = ("--policy", "slowpolicy:factory", "--no-progress", "--concurrency", "4")
+
+
+@pytest.fixture(scope="module")
+def slow(work: Path) -> Path:
+    (work / "slowpolicy.py").write_text(SLOW_POLICY)
+    return work
+
+
+def outcomes(folder: Path) -> dict[str, tuple[float, list[Any]]]:
+    """Each episode's reward and applied actions, by run key; fails on a repeated key."""
+    records = jsonl(folder / "results.jsonl")
+    keys = [r["run_key"] for r in records]
+    assert len(keys) == len(set(keys)), "an episode recorded twice"
+    return {r["run_key"]: (r["cumulative_reward"], [s["action"] for s in r["steps"]])
+            for r in records}  # fmt: skip
+
+
+def until_results(folder: Path, count: int, proc: Any) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline and proc.poll() is None:
+        path = folder / "results.jsonl"
+        if path.exists() and len(path.read_bytes().splitlines()) >= count:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{count} results not reached (exit {proc.poll()})")
+
+
+def ray_workers() -> list[Any]:
+    return [
+        p for p in psutil.process_iter(["cmdline"])
+        if any("ray::_Worker" in part for part in (p.info["cmdline"] or []))
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def local_run(slow: Path) -> Path:
+    out = slow / "local"
+    proc = chaosops("run", *SLOW, "--out", out, cwd=slow)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_a_ray_run_equals_a_local_one_and_logs_each_worker(slow: Path, local_run: Path) -> None:
+    out = slow / "on-ray"
+    proc = chaosops("run", *SLOW, "--ray", "local", "--workers", "2", "--out", out, cwd=slow)
+    assert proc.returncode == 0, proc.stderr
+    assert outcomes(out) == outcomes(local_run) and len(outcomes(out)) == 55
+    turns = [e for e in jsonl(out / "log.jsonl") if e["event"] == "turn"]
+    assert {e["worker"] for e in turns} == {0, 1}  # one log stream, naming its worker
+    run_id = {e["run_id"] for e in jsonl(out / "log.jsonl")}
+    assert len(run_id) == 1  # the workers' lines carry the run's id
+    assert not ray_workers()  # nothing of Ray left running
+
+
+def test_a_killed_worker_s_episodes_run_on_the_others(slow: Path, local_run: Path) -> None:
+    out = slow / "worker-killed"
+    proc = spawn("run", *SLOW, "--ray", "local", "--workers", "2", "--out", out, cwd=slow)
+    try:
+        until_results(out, 5, proc)
+        victims = ray_workers()
+        assert len(victims) == 2
+        victims[0].send_signal(signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            interrupt(proc)
+    assert proc.returncode == 0, stderr
+    assert outcomes(out) == outcomes(local_run)  # none lost, none twice, the same play
+
+
+def test_a_ray_run_killed_midway_resumes(slow: Path, local_run: Path) -> None:
+    started = time.time()
+    out = slow / "driver-killed"
+    proc = spawn("run", *SLOW, "--ray", "local", "--workers", "2", "--out", out, cwd=slow)
+    try:
+        until_results(out, 10, proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=TIMEOUT)
+    finally:
+        _reap_ray_left_by_a_killed_driver(started)
+    done = len(jsonl(out / "results.jsonl"))
+    assert 10 <= done < 55
+    resumed = chaosops("run", "--resume", "--out", out, "--ray", "local", cwd=slow)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{done} of 55 episodes already done" in resumed.stderr
+    assert outcomes(out) == outcomes(local_run)
+    # and a local resume of a Ray run's folder finds it complete
+    again = chaosops("run", "--resume", "--out", out, cwd=slow)
+    assert again.returncode == 0 and "55 of 55 episodes already done" in again.stderr
+
+
+def _reap_ray_left_by_a_killed_driver(since: float) -> None:
+    """A SIGKILLed driver cannot stop its local Ray: its reaper stops the head,
+    two agents may linger. The test's own, started after ``since``, go."""
+    time.sleep(1)
+    for process in psutil.process_iter(["cmdline", "create_time"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if cmdline.startswith("ray::") and process.info["create_time"] >= since:
+            process.kill()
+
+
+def test_ctrl_c_stops_the_run_and_its_workers(slow: Path) -> None:
+    out = slow / "interrupted"
+    proc = spawn("run", *SLOW, "--ray", "local", "--workers", "2", "--out", out, cwd=slow)
+    until_results(out, 3, proc)
+    stderr = interrupt(proc)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    time.sleep(1)
+    assert not ray_workers()
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if "raylet" in " ".join(p.info["cmdline"] or [])]  # fmt: skip
+
+
+def test_the_driver_s_metrics_count_every_worker(slow: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = slow / "metered"
+    proc = spawn("run", "--policy", "heuristic", "--no-progress", "--ray", "local",
+                 "--workers", "2", "--metrics-port", "0", "--metrics-linger", "60",
+                 "--out", out, cwd=slow)  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        url = proc.stderr.readline().rsplit(" ", 1)[1].strip()
+        while "serving the final metrics" not in proc.stderr.readline():
+            assert proc.poll() is None
+        import urllib.request
+
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+    finally:
+        interrupt(proc)
+    sums: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
+    steps = sum(len(r["steps"]) for r in jsonl(out / "results.jsonl"))
+    assert sums["chaosops_episodes_finished_total"] == 55
+    assert sums["chaosops_turns_total"] == steps
+
+
+@pytest.fixture
+def cluster() -> Iterator[Any]:
+    """A Ray cluster of three nodes on this machine (a head without CPUs, two of one CPU)."""
+    from ray.cluster_utils import Cluster
+
+    made = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    nodes = [made.add_node(num_cpus=1) for _ in range(2)]
+    made.wait_for_nodes()
+    try:
+        yield made, nodes
+    finally:
+        made.shutdown()
+
+
+def test_a_lost_node_s_episodes_run_on_the_others(
+    slow: Path, local_run: Path, cluster: tuple[Any, list[Any]]
+) -> None:
+    made, nodes = cluster
+    assert made.address.startswith("127.0.0.1:")
+    out = slow / "node-lost"
+    proc = spawn("run", *SLOW, "--ray", made.address, "--out", out, cwd=slow)
+    try:
+        until_results(out, 5, proc)
+        made.remove_node(nodes[0])
+        _, stderr = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            interrupt(proc)
+    assert proc.returncode == 0, stderr
+    assert outcomes(out) == outcomes(local_run)
+
+
+def test_a_bad_address_and_a_missing_extra_are_one_line(slow: Path, tmp_path: Path) -> None:
+    proc = chaosops("run", "--ray", "127.0.0.1:1", "--out", slow / "nowhere", cwd=slow)
+    assert_one_error_line(proc, "cannot reach the Ray cluster at 127.0.0.1:1")
+    assert proc.returncode == 1 and not (slow / "nowhere").exists()
+    proc = chaosops("run", "--ray", "somewhere", "--out", slow / "nowhere", cwd=slow)
+    assert_one_error_line(proc, "'somewhere'", "local, auto or HOST:PORT")
+    proc = chaosops("run", "--workers", "2", "--out", slow / "nowhere", cwd=slow)
+    assert_one_error_line(proc, "--workers needs --ray")
+    # a Python where Ray cannot be imported
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "__init__.py").write_text("raise ImportError('no ray here')\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    import subprocess
+
+    missing = subprocess.run(
+        [sys.executable, "-m", "chaosops.cli", "run", "--ray", "local", "--out", slow / "nowhere"],
+        capture_output=True, text=True, cwd=slow, env=env, timeout=TIMEOUT, check=False,
+    )  # fmt: skip
+    assert_one_error_line(missing, "the 'ray' extra", "pip install")
+    assert missing.returncode == 2 and not (slow / "nowhere").exists()
+
+
+def test_the_python_batch_api_takes_the_same_option() -> None:
+    from actors.cluster import ClusterOptions
+    from chaosops.agents.runner import run_batch
+    from chaosops.cli import policy_factory
+    from chaosops.curriculum.generator import scenarios_for_tier
+
+    scenarios = scenarios_for_tier("medium", episodes_per_type=2)
+    here = run_batch(scenarios, policy_factory("heuristic"), concurrency=4)
+    there = run_batch(scenarios, policy_factory("heuristic"), concurrency=4,
+                      cluster=ClusterOptions("local", workers=2))  # fmt: skip
+    assert [(r.scenario, r.cumulative_reward, [s.action for s in r.steps]) for r in there] == [
+        (r.scenario, r.cumulative_reward, [s.action for s in r.steps]) for r in here
+    ]
+    assert not ray.is_initialized()  # connected for the batch only
