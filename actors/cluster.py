@@ -3,9 +3,11 @@ as :func:`actors.open_jobs` does, with the jobs run by worker actors.
 
 Each worker is an async Ray actor with its own event loop. It builds its job
 once from a picklable ``make_job()`` (no live client crosses a process), runs
-up to its share of the concurrency, and returns each result with the log lines
+up to its share of the concurrency, and returns results with the log lines
 its jobs wrote, each naming the worker. Work is handed out as a worker's slots
-free up, never split up front: a slow worker takes fewer jobs. A worker that
+free up, never split up front: a slow worker takes fewer jobs. Jobs go in
+chunks sized so that a call lasts 0.5 to 2 s (:data:`CALL_S`): quick jobs do
+not pay a call's overhead each. A worker that
 dies (its process killed, its node lost) has its unfinished jobs run again by
 the others; a job's result is delivered once.
 
@@ -20,6 +22,7 @@ import logging
 import math
 import os
 import socket
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -152,14 +155,22 @@ class _Worker:
                 self._lines, pretty=False, level=log["level"], run_id=log.get("run_id")
             )
 
-    async def run(self, index: int, item: Any) -> tuple[int, Any, list[str]]:
+    async def run(self, chunk: list[tuple[int, Any]]) -> tuple[list[tuple[int, Any]], list[str]]:
+        """Run a chunk of jobs at once; their ``(index, result)`` and the log lines."""
         import structlog
 
         if self._job is None:
             self._job = self._make_job()
         structlog.contextvars.bind_contextvars(worker=self.number)
-        result = await self._job(item)
-        return index, result, self._lines.take()
+        done: list[tuple[int, Any]] = []
+
+        async def one(index: int, item: Any) -> None:
+            done.append((index, await self._job(item)))
+
+        async with anyio.create_task_group() as tg:
+            for index, item in chunk:
+                tg.start_soon(one, index, item)
+        return done, self._lines.take()
 
     def pid(self) -> int:
         return os.getpid()
@@ -176,6 +187,12 @@ def _actor_class(ray: Any) -> Any:
     return ray.remote(num_cpus=1, max_restarts=0)(_Worker)
 
 
+CALL_S = (0.5, 2.0)
+"""A worker's calls are paced to last this long (seconds): chunks of jobs
+grow while calls are shorter (a call's overhead outweighs quick jobs) and
+shrink while longer (a chunk's slots free up only when its last job ends)."""
+
+
 @dataclass
 class _Pool:
     """The workers and what each is running: the dispatcher's state."""
@@ -183,6 +200,7 @@ class _Pool:
     actors: list[Any]
     slots: int
     busy: list[int] = field(default_factory=list)
+    chunk: list[int] = field(default_factory=list)  # jobs per call, by worker
     dead: set[int] = field(default_factory=set)
 
     def free(self) -> Iterator[int]:
@@ -191,6 +209,14 @@ class _Pool:
         for worker in sorted(alive, key=lambda w: self.busy[w]):
             if self.busy[worker] < self.slots:
                 yield worker
+
+    def pace(self, worker: int, took_s: float) -> None:
+        """The next chunk's size, from how long this call took (see CALL_S)."""
+        low, high = CALL_S
+        if took_s < low:
+            self.chunk[worker] = min(self.chunk[worker] * 2, max(1, self.slots // 2))
+        elif took_s > high:
+            self.chunk[worker] = max(1, self.chunk[worker] // 2)
 
 
 @asynccontextmanager
@@ -221,8 +247,10 @@ async def open_cluster_jobs(
     log = {"level": _logging.level_name(), "run_id": _logging.STATE.run_id}
     if not _logging.log_enabled(_logging.WARNING):
         log = {}
+    slots = max(1, math.ceil(concurrency / count))
     pool = _Pool([actor.remote(w, make_job, log) for w in range(count)],
-                 slots=max(1, math.ceil(concurrency / count)), busy=[0] * count)  # fmt: skip
+                 slots=slots, busy=[0] * count,
+                 chunk=[max(1, slots // 4)] * count)  # fmt: skip
     if on_pids is not None:
         on_pids(list(await _gather([a.pid.remote() for a in pool.actors])))
     send, receive = anyio.create_memory_object_stream[tuple[int, Any]](max(1, concurrency))
@@ -252,25 +280,29 @@ async def _dispatch(
     done = anyio.Event()
     remaining = [len(items)]
 
-    async def call(tg: Any, worker: int, index: int) -> None:
+    async def call(tg: Any, worker: int, indices: list[int]) -> None:
+        started = time.monotonic()
         try:
-            _, result, lines = await pool.actors[worker].run.remote(index, items[index])
-        except Exception as exc:  # the worker died (RayActorError): run it elsewhere
+            chunk = [(index, items[index]) for index in indices]
+            done, lines = await pool.actors[worker].run.remote(chunk)
+        except Exception as exc:  # the worker died (RayActorError): run them elsewhere
             if not _worker_died(exc):
                 raise
             pool.dead.add(worker)
-            queue.appendleft(index)
-            results.started -= 1
+            queue.extendleft(reversed(indices))
+            results.started -= len(indices)
         else:
+            pool.pace(worker, time.monotonic() - started)
             if on_lines is not None and lines:
                 on_lines(lines)
-            results.finished += 1
-            results.failed += bool(failed is not None and failed(result))
-            remaining[0] -= 1
-            await send.send((index, result))
+            for index, result in done:
+                results.finished += 1
+                results.failed += bool(failed is not None and failed(result))
+                remaining[0] -= 1
+                await send.send((index, result))
         finally:
-            pool.busy[worker] -= 1
-            results._running -= 1
+            pool.busy[worker] -= len(indices)
+            results._running -= len(indices)
         fill(tg)
 
     def fill(tg: Any) -> None:
@@ -281,11 +313,12 @@ async def _dispatch(
             raise ClusterError(f"every Ray worker died; {remaining[0]} job(s) not run")
         for worker in pool.free():
             while queue and pool.busy[worker] < pool.slots:
-                index = queue.popleft()
-                pool.busy[worker] += 1
-                results.started += 1
-                results._running += 1
-                tg.start_soon(call, tg, worker, index)
+                size = min(pool.chunk[worker], pool.slots - pool.busy[worker], len(queue))
+                indices = [queue.popleft() for _ in range(size)]
+                pool.busy[worker] += size
+                results.started += size
+                results._running += size
+                tg.start_soon(call, tg, worker, indices)
 
     async with send, anyio.create_task_group() as tg:
         fill(tg)

@@ -53,18 +53,35 @@ class _Played:
         from chaosops.agents.runner import _policies_for, arun_episode
         from chaosops.env.environment import ChaosOpsEnvironment
 
-        return await arun_episode(
+        result = await arun_episode(
             ChaosOpsEnvironment(),
             scenario,
             _policies_for(self.policies, scenario),
             turn_timeout=self.turn_timeout,
             fields=self.fields,
         )
+        _render_prompts(result)
+        return result
 
     async def aclose(self) -> None:
         close = getattr(self.policies, "aclose", None)
         if close is not None:
             await close()
+
+
+def _render_prompts(result: Any) -> None:
+    """Each step's prompt rendered here, in the worker, where the driver would
+    render it for trajectories.jsonl (the driver's CPU is what all the workers
+    share)."""
+    from chaosops.agents.llm.render import build_messages
+
+    for step in result.steps:
+        info = step.info or {}
+        if info.get("prompt") is None:
+            try:
+                step.info = {**info, "prompt": build_messages(step.observation, step.role)}
+            except Exception:  # the driver renders it again, and reports a failure
+                continue
 
 
 def count_result(result: Any, fields: Mapping[str, Any] | None) -> None:

@@ -246,3 +246,25 @@ def test_the_python_batch_api_takes_the_same_option() -> None:
         (r.scenario, r.cumulative_reward, [s.action for s in r.steps]) for r in here
     ]
     assert not ray.is_initialized()  # connected for the batch only
+
+
+def test_llm_policies_are_built_in_the_workers_within_one_in_flight_limit(slow: Path) -> None:
+    import json
+    import urllib.request
+
+    from ._cli import mock_process
+
+    out = slow / "llm-on-ray"
+    with mock_process(slow, "--latency", "60ms") as url:
+        proc = chaosops("run", "--policy", "llm", "--llm-base-url", url, "--tier", "easy",
+                        "--episodes-per-type", "3", "--concurrency", "16",
+                        "--llm-max-in-flight", "4", "--no-progress", "--ray", "local",
+                        "--workers", "2", "--out", out, cwd=slow)  # fmt: skip
+        with urllib.request.urlopen(url.removesuffix("/v1") + "/stats", timeout=5) as answer:
+            stats = json.loads(answer.read())
+    assert proc.returncode == 0, proc.stderr
+    records = jsonl(out / "results.jsonl")
+    assert len(records) == 12 and stats["requests"] >= 12
+    assert 2 <= stats["peak_in_flight"] <= 4  # 2 a worker: the limit holds across the cluster
+    models = {r["roles"]["sre"]["model"] for r in records}
+    assert models == {"chaosops-mock"}
