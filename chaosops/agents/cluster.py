@@ -9,7 +9,7 @@ event loop, so deadlines are enforced there.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -21,9 +21,10 @@ from actors.cluster import ClusterOptions, connect, import_ray, open_cluster_job
 __all__ = [
     "ClusterOptions",
     "EpisodeJob",
+    "arun_batch",
     "count_result",
     "open_cluster_batch",
-    "run_cluster_batch",
+    "run_batch",
     "run_on_cluster",
 ]
 
@@ -36,18 +37,23 @@ class EpisodeJob:
     make_policies: Callable[[], Any]
     turn_timeout: Any = None
     fields: Mapping[str, Any] | None = None
+    traces_url: str | None = None  # spans exported from the worker, over OTLP/HTTP
 
     def __call__(self) -> _Played:
-        return _Played(self.make_policies(), self.turn_timeout, dict(self.fields or {}))
+        tracer = _export_spans(self.traces_url) if self.traces_url else None
+        return _Played(self.make_policies(), self.turn_timeout, dict(self.fields or {}), tracer)
 
 
 class _Played:
     """The job in the worker: one episode per call, on a fresh environment."""
 
-    def __init__(self, policies: Any, turn_timeout: Any, fields: dict[str, Any]) -> None:
+    def __init__(
+        self, policies: Any, turn_timeout: Any, fields: dict[str, Any], tracer: Any = None
+    ) -> None:
         self.policies = policies
         self.turn_timeout = turn_timeout
         self.fields = fields
+        self.tracer = tracer  # the worker's TracerProvider, flushed when it closes
 
     async def __call__(self, scenario: Any) -> Any:
         from chaosops.agents.runner import _policies_for, arun_episode
@@ -67,6 +73,26 @@ class _Played:
         close = getattr(self.policies, "aclose", None)
         if close is not None:
             await close()
+        if self.tracer is not None:
+            self.tracer.shutdown()  # what is queued is sent first
+
+
+def _export_spans(url: str) -> Any:
+    """Episodes and turns traced in this worker, exported to ``url`` (the
+    driver checked that it answers) every second, as the driver does."""
+    import os
+
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "chaosops"})
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    exporter = OTLPSpanExporter(endpoint=url, timeout=5)
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=1000))
+    actors.configure_tracing(provider, name="chaosops")
+    return provider
 
 
 def _render_prompts(result: Any) -> None:
@@ -143,24 +169,52 @@ class _Counted:
         return index, result
 
 
-async def run_cluster_batch(
-    scenarios: Sequence[Any],
+async def arun_batch(
+    scenarios: Iterable[Any],
     policies: Any,
-    options: ClusterOptions,
     *,
-    concurrency: int,
+    cluster: ClusterOptions,
+    concurrency: int = 64,
     turn_timeout: Any = None,
     fields: Mapping[str, Any] | None = None,
 ) -> list[Any]:
-    """:func:`chaosops.agents.runner.arun_batch` on Ray workers: results in the
-    order of ``scenarios``; this process connects for the batch unless it is."""
+    """:func:`chaosops.agents.runner.arun_batch` on Ray worker actors: results
+    in the order of ``scenarios``. ``policies`` (a role map or a factory) is
+    pickled to each worker: a factory that makes its clients when called ships
+    well, a live client does not. This process connects for the batch unless
+    it is connected already."""
+    listed = list(scenarios)
     job = EpisodeJob(partial(_given, policies), turn_timeout, fields)
-    results: list[Any] = [None] * len(scenarios)
-    with run_on_cluster(options):
-        async with open_cluster_batch(scenarios, job, options, concurrency=concurrency) as stream:
+    results: list[Any] = [None] * len(listed)
+    with run_on_cluster(cluster):
+        async with open_cluster_batch(listed, job, cluster, concurrency=concurrency) as stream:
             async for index, result in stream:
                 results[index] = result
     return results
+
+
+def run_batch(
+    scenarios: Iterable[Any],
+    policies: Any,
+    *,
+    cluster: ClusterOptions,
+    concurrency: int = 64,
+    turn_timeout: Any = None,
+    fields: Mapping[str, Any] | None = None,
+) -> list[Any]:
+    """Synchronous :func:`arun_batch` (the same options as
+    :func:`chaosops.agents.runner.run_batch`, and ``cluster``)."""
+    return actors.run(
+        partial(
+            arun_batch,
+            scenarios,
+            policies,
+            cluster=cluster,
+            concurrency=concurrency,
+            turn_timeout=turn_timeout,
+            fields=fields,
+        )
+    )
 
 
 def _given(policies: Any) -> Any:

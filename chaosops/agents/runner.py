@@ -44,7 +44,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 import actors
 from chaosops.env.environment import DEFAULT_TURN_ORDER, ChaosOpsEnvironment
@@ -57,9 +57,6 @@ from chaosops.env.models import (
 )
 from chaosops.env.world_sim import Scenario, copy_with, fast_construct
 from chaosops.rewards.reward_fn import StepRewardBreakdown
-
-if TYPE_CHECKING:
-    from actors.cluster import ClusterOptions
 
 __all__ = [
     "EpisodeResult",
@@ -527,15 +524,10 @@ async def arun_batch(
     env_factory: Callable[[], ChaosOpsEnvironment] = ChaosOpsEnvironment,
     gc_freeze: bool = True,
     fields: Mapping[str, Any] | None = None,
-    cluster: ClusterOptions | None = None,
 ) -> list[EpisodeResult]:
     """Run one episode per scenario (each on a fresh environment), at most
     ``concurrency`` at a time; results in the order of ``scenarios``.
-
-    ``cluster`` (:class:`actors.cluster.ClusterOptions`, needs the ``ray``
-    extra): the episodes run on Ray worker actors, ``policies`` built in each
-    worker from its pickled copy (a factory that makes its clients when called
-    ships well; a live client does not); see :mod:`chaosops.agents.cluster`.
+    (:mod:`chaosops.agents.cluster` has the same on Ray worker actors.)
 
     ``policies`` is a role map or a factory ``scenario -> role map``. With
     deterministic policies and no deadline, the results equal running the
@@ -559,16 +551,8 @@ async def arun_batch(
     batch, which is why a batch that makes such garbage (requests cancelled at
     their deadline) freezes less. See ``actors.gc_frozen``.
     """
-    checked = _check_batch(scenarios, policies, turn_timeout)
-    if cluster is not None:
-        from chaosops.agents.cluster import run_cluster_batch
-
-        return await run_cluster_batch(
-            checked, policies, cluster, concurrency=concurrency, turn_timeout=turn_timeout,
-            fields=fields,
-        )  # fmt: skip
     return await actors.run_jobs(
-        checked,
+        _check_batch(scenarios, policies, turn_timeout),
         **_jobs_kwargs(policies, turn_timeout, env_factory, concurrency, gc_freeze, fields),
     )
 
@@ -670,10 +654,8 @@ def run_batch(
     env_factory: Callable[[], ChaosOpsEnvironment] = ChaosOpsEnvironment,
     gc_freeze: bool = True,
     fields: Mapping[str, Any] | None = None,
-    cluster: ClusterOptions | None = None,
 ) -> list[EpisodeResult]:
-    """Synchronous :func:`arun_batch`: results in the order of ``scenarios``
-    (``cluster``: on Ray worker actors, see :func:`arun_batch`).
+    """Synchronous :func:`arun_batch`: results in the order of ``scenarios``.
 
     ``policies``: a role map, or (recommended) a factory ``scenario -> role
     map``; a shared map of stateful policies sees the turns of concurrent
@@ -692,6 +674,5 @@ def run_batch(
             env_factory=env_factory,
             gc_freeze=gc_freeze,
             fields=fields,
-            cluster=cluster,
         )
     )

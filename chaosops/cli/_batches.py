@@ -42,6 +42,7 @@ class Batch:
     tag: str = ""
     model: str = ""  # the LLM models its roles ask, as the metrics' "model" label
     recipe: Any = None  # what Ray workers build the role maps from (PolicyRecipe)
+    traces_url: str | None = None  # where Ray workers export their spans (--otlp-endpoint)
 
 
 def plan_batches(
@@ -52,6 +53,7 @@ def plan_batches(
     tag: str = "",
     model: str = "",
     recipe: Any = None,
+    traces_url: str | None = None,
 ) -> list[Batch]:
     """The batches running the plan indices not ``done`` (a flag per index):
     one per deadline group of :func:`timeout_groups`, in its order, indices
@@ -61,7 +63,7 @@ def plan_batches(
         kept = array("q", (i for span in spans for i in span if not done[i]))
         if kept:
             slice_ = PlanSlice(plan, kept)
-            batches.append(Batch(slice_, kept, factory, timeout, tag, model, recipe))
+            batches.append(Batch(slice_, kept, factory, timeout, tag, model, recipe, traces_url))
     return batches
 
 
@@ -189,7 +191,7 @@ def _open(batch: Batch, concurrency: int, cluster: Any) -> Any:
                           turn_timeout=batch.turn_timeout, fields=fields)  # fmt: skip
     from chaosops.agents.cluster import EpisodeJob, open_cluster_batch
 
-    job = EpisodeJob(batch.recipe, batch.turn_timeout, fields)
+    job = EpisodeJob(batch.recipe, batch.turn_timeout, fields, traces_url=batch.traces_url)
     return open_cluster_batch(batch.scenarios, job, cluster, concurrency=concurrency)
 
 

@@ -162,7 +162,7 @@ def play_all(
             for batch in plan_batches(play.config.deadlines, play.planned,
                                       play.done, play.factory,
                                       tag=play.config.label, model=play.config.models,
-                                      recipe=play.recipe)
+                                      recipe=play.recipe, traces_url=_traces_url(config))
         ]  # fmt: skip
         stop = execute(
             batches, session, concurrency=config.concurrency, on_result=on_result,
@@ -175,6 +175,15 @@ def play_all(
         for play in plays:
             play.outputs.close()
     return stop, progress
+
+
+def _traces_url(config: RunConfig) -> str | None:
+    """Where Ray workers export their spans: the driver's ``--otlp-endpoint``."""
+    if config.ray is None or config.telemetry.otlp_endpoint is None:
+        return None
+    from ._telemetry import traces_url
+
+    return traces_url(config.telemetry.otlp_endpoint)
 
 
 def write_summary(play: Play) -> None:

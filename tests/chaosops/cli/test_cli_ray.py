@@ -233,15 +233,14 @@ def test_a_bad_address_and_a_missing_extra_are_one_line(slow: Path, tmp_path: Pa
 
 
 def test_the_python_batch_api_takes_the_same_option() -> None:
-    from actors.cluster import ClusterOptions
-    from chaosops.agents.runner import run_batch
+    from chaosops.agents import cluster, runner
     from chaosops.cli import policy_factory
     from chaosops.curriculum.generator import scenarios_for_tier
 
     scenarios = scenarios_for_tier("medium", episodes_per_type=2)
-    here = run_batch(scenarios, policy_factory("heuristic"), concurrency=4)
-    there = run_batch(scenarios, policy_factory("heuristic"), concurrency=4,
-                      cluster=ClusterOptions("local", workers=2))  # fmt: skip
+    here = runner.run_batch(scenarios, policy_factory("heuristic"), concurrency=4)
+    there = cluster.run_batch(scenarios, policy_factory("heuristic"), concurrency=4,
+                              cluster=cluster.ClusterOptions("local", workers=2))  # fmt: skip
     assert [(r.scenario, r.cumulative_reward, [s.action for s in r.steps]) for r in there] == [
         (r.scenario, r.cumulative_reward, [s.action for s in r.steps]) for r in here
     ]
@@ -268,3 +267,22 @@ def test_llm_policies_are_built_in_the_workers_within_one_in_flight_limit(slow: 
     assert 2 <= stats["peak_in_flight"] <= 4  # 2 a worker: the limit holds across the cluster
     models = {r["roles"]["sre"]["model"] for r in records}
     assert models == {"chaosops-mock"}
+
+
+def test_spans_are_exported_from_the_workers(slow: Path) -> None:
+    from .otlp_collector import Collector, attributes
+
+    collector = Collector()
+    out = slow / "traced-on-ray"
+    try:
+        proc = chaosops("run", "--policy", "heuristic", "--tier", "hard", "--no-progress",
+                        "--ray", "local", "--workers", "2", "--otlp-endpoint", collector.url,
+                        "--out", out, cwd=slow)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        records = jsonl(out / "results.jsonl")
+        episodes = [attributes(s) for s in collector.spans if s.name == "episode"]
+        turns = [s for s in collector.spans if s.name == "turn"]
+    finally:
+        collector.close()
+    assert sorted(e["episode.id"] for e in episodes) == sorted(r["episode_id"] for r in records)
+    assert len(turns) == sum(len(r["steps"]) for r in records)
