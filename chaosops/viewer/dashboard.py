@@ -41,10 +41,11 @@ class Rate:
 def run_view(index: RunIndex, rate: float = 0.0) -> Group:
     """The dashboard of a run: counters, turns by role, figures by tier, the
     latest finished episodes and those in flight."""
-    return Group(_header(index, rate), _roles(index), _tiers(index), _latest(index))
+    roles = index.roles.figures()  # sorts every latency: once a frame
+    return Group(_header(index, rate, roles), _roles(roles), _tiers(index), _latest(index))
 
 
-def _header(index: RunIndex, rate: float) -> Panel:
+def _header(index: RunIndex, rate: float, roles: list[Any]) -> Panel:
     planned = index.planned()
     done = len(index.rows)
     share = f" ({done / planned:.0%})" if planned else ""
@@ -52,18 +53,18 @@ def _header(index: RunIndex, rate: float) -> Panel:
     text = Text()
     text.append(f"{done} of {planned if planned is not None else '?'} episodes done{share}")
     text.append(f"   in flight {len(index.in_flight)}   {rate:.1f} episodes/s   {state}")
-    timeouts = sum(r.timeouts for r in index.roles.figures())
-    errors = sum(r.errors for r in index.roles.figures())
+    timeouts = sum(r.timeouts for r in roles)
+    errors = sum(r.errors for r in roles)
     text.append(f"\nturns timed out {timeouts}, failed {errors}")
     return Panel(text, title=f"chaosops watch: {index.folder}", expand=False)
 
 
-def _roles(index: RunIndex) -> Table:
+def _roles(roles: list[Any]) -> Table:
     table = Table(title="turns by role", title_justify="left")
     for column in ("policy", "role", "played by", "turns", "timed out", "errors", "p50 ms",
                    "p99 ms"):  # fmt: skip
         table.add_column(column, justify="right" if column[0] in "tep" else "left")
-    for f in index.roles.figures():
+    for f in roles:
         played = f.played_by or "-"
         if f.model:
             played += f" ({f.model})"
