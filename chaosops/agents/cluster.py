@@ -193,28 +193,9 @@ async def arun_batch(
     return results
 
 
-def run_batch(
-    scenarios: Iterable[Any],
-    policies: Any,
-    *,
-    cluster: ClusterOptions,
-    concurrency: int = 64,
-    turn_timeout: Any = None,
-    fields: Mapping[str, Any] | None = None,
-) -> list[Any]:
-    """Synchronous :func:`arun_batch` (the same options as
-    :func:`chaosops.agents.runner.run_batch`, and ``cluster``)."""
-    return actors.run(
-        partial(
-            arun_batch,
-            scenarios,
-            policies,
-            cluster=cluster,
-            concurrency=concurrency,
-            turn_timeout=turn_timeout,
-            fields=fields,
-        )
-    )
+def run_batch(scenarios: Iterable[Any], policies: Any, **options: Any) -> list[Any]:
+    """Synchronous :func:`arun_batch`, with its options (``cluster`` among them)."""
+    return actors.run(partial(arun_batch, scenarios, policies, **options))
 
 
 def _given(policies: Any) -> Any:
