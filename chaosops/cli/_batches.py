@@ -127,6 +127,7 @@ async def run_batches(
     health: Callable[[], str | None] | None = None,
     failing: Callable[[], bool] | None = None,
     cluster: Any = None,
+    observe: Callable[[Batch, Any], None] | None = None,
 ) -> Stop:
     """Run the batches one after the other, calling ``on_result(batch, plan_index,
     result)`` as each episode finishes.
@@ -165,6 +166,12 @@ async def run_batches(
                     if on_batch is not None:
                         on_batch(results)
                     async for index, result in results:
+                        if observe is not None:  # before delivery asks whether calls fail
+                            observe(batch, result)
+                            if health is not None and (reason := health()) is not None:
+                                stop.reason = reason  # at once: a chunk's results come together
+                                tg.cancel_scope.cancel()
+                                break
                         delivery.deliver(batch, batch.indices[index], result)
             tg.cancel_scope.cancel()
         if stop.reason is None:
@@ -205,17 +212,27 @@ def execute(
     llms: Sequence[Any] = (),
     max_failures: int = 0,
     cluster: Any = None,
+    llm_roles: Mapping[str, set[str]] | None = None,
 ) -> Stop:
     """:func:`run_batches` in a fresh event loop, shown on ``progress`` (a
     ``ProgressBar``), closing the LLM policies at the end, and stopping once
-    ``max_failures`` (> 0) calls in a row of one of them failed for good (in
-    this process: not on ``cluster``'s workers, whose LLM policies are their own)."""
+    ``max_failures`` (> 0) calls in a row of one of them failed for good.
+    On ``cluster`` the calls are the workers': the LLM turns (the roles
+    ``llm_roles`` names by batch tag) that failed in a row are counted instead,
+    in the results as they come (:class:`TurnFailures`)."""
     from functools import partial
 
     import actors
 
     session.ran = True
-    health = None if cluster is not None else _endpoint_health(llms, max_failures)
+    health, failing, observe = _endpoint_health(llms, max_failures), None, None
+    if health is not None:  # held back only where a run of failures can stop the batches
+        failing = lambda: any(llm.failures_in_a_row > 0 for llm in llms)  # noqa: E731
+    if cluster is not None:
+        failures = TurnFailures(llm_roles or {})
+        health = failures.check(max_failures) if llms and max_failures > 0 else None
+        failing = (lambda: failures.in_a_row > 0) if health is not None else None
+        observe = failures.observe
     with progress:
         return actors.run(
             partial(
@@ -227,13 +244,43 @@ def execute(
                 on_batch=progress.watch,
                 close=list(llms),
                 health=health,
-                # held back only where a run of failures can stop the batches
-                failing=None
-                if health is None
-                else (lambda: any(llm.failures_in_a_row > 0 for llm in llms)),
+                failing=failing,
                 cluster=cluster,
+                observe=observe,
             )
         )
+
+
+class TurnFailures:
+    """The LLM turns that failed in a row, counted in the results as they come
+    (under ``--ray``, where the calls are the workers' own)."""
+
+    def __init__(self, llm_roles: Mapping[str, set[str]]) -> None:
+        self.llm_roles = llm_roles  # batch tag -> the roles an LLM plays
+        self.in_a_row = 0
+        self.last = ""
+
+    def observe(self, batch: Batch, result: Any) -> None:
+        roles = self.llm_roles.get(batch.tag, set())
+        for step in result.steps:
+            if str(step.role) not in roles:
+                continue
+            if step.timed_out or step.error is not None:
+                self.in_a_row += 1
+                self.last = step.error or "timed out"
+            else:
+                self.in_a_row = 0
+
+    def check(self, max_failures: int) -> Callable[[], str | None]:
+        def reason() -> str | None:
+            if self.in_a_row < max_failures:
+                return None
+            return (
+                f"{self.in_a_row} LLM turns in a row failed on the Ray workers (last: "
+                f"{self.last}): stopped by --llm-max-failures {max_failures}"
+            )
+
+        return reason
 
 
 def _endpoint_health(llms: Sequence[Any], max_failures: int) -> Callable[[], str | None] | None:

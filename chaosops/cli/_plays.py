@@ -168,6 +168,7 @@ def play_all(
             batches, session, concurrency=config.concurrency, on_result=on_result,
             progress=progress, llms=[llm for play in plays for llm in play.llms.values()],
             max_failures=config.llm_max_failures, cluster=config.cluster,
+            llm_roles={play.config.label: _llm_roles(play.config) for play in plays},
         )  # fmt: skip
         for play in plays:
             write_summary(play)
@@ -175,6 +176,12 @@ def play_all(
         for play in plays:
             play.outputs.close()
     return stop, progress
+
+
+def _llm_roles(config: RunConfig) -> set[str]:
+    """The roles an LLM plays."""
+    llms = config.llms_in_play
+    return {role for role, name in config.policy_by_role.items() if name in llms}
 
 
 def _traces_url(config: RunConfig) -> str | None:

@@ -286,3 +286,19 @@ def test_spans_are_exported_from_the_workers(slow: Path) -> None:
         collector.close()
     assert sorted(e["episode.id"] for e in episodes) == sorted(r["episode_id"] for r in records)
     assert len(turns) == sum(len(r["steps"]) for r in records)
+
+
+def test_an_endpoint_that_keeps_failing_stops_a_ray_run(slow: Path) -> None:
+    from ._cli import mock_process
+
+    out = slow / "llm-failing-on-ray"
+    with mock_process(slow, "--rate-500", "1") as url:
+        proc = chaosops("run", "--policy", "llm", "--llm-base-url", url, "--tier", "easy",
+                        "--episodes-per-type", "5", "--llm-retries", "0", "--llm-max-failures",
+                        "3", "--no-progress", "--ray", "local", "--workers", "2",
+                        "--out", out, cwd=slow)  # fmt: skip
+    assert_one_error_line(proc, "LLM turns in a row failed on the Ray workers", "HTTP 500",
+                          "--llm-max-failures 3", "--resume")  # fmt: skip
+    assert proc.returncode == 1
+    # what finished while every call failed is not kept: --resume plays it again
+    assert not [r for r in jsonl(out / "results.jsonl") if r["errors"]]
