@@ -4,6 +4,7 @@ stopped after) or with the test (a cluster of several nodes on this machine)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -302,3 +303,32 @@ def test_an_endpoint_that_keeps_failing_stops_a_ray_run(slow: Path) -> None:
     assert proc.returncode == 1
     # what finished while every call failed is not kept: --resume plays it again
     assert not [r for r in jsonl(out / "results.jsonl") if r["errors"]]
+
+
+def test_the_progress_bar_counts_every_worker() -> None:
+    import anyio
+
+    from actors.cluster import connect
+    from chaosops.agents.cluster import ClusterOptions, EpisodeJob, open_cluster_batch
+    from chaosops.cli import policy_factory
+    from chaosops.cli._progress import ProgressBar
+    from chaosops.curriculum.generator import scenarios_for_tier
+
+    scenarios = scenarios_for_tier("hard", episodes_per_type=4)
+    bar = ProgressBar(enabled=False, total=len(scenarios), label="ray")
+    in_flight: list[int] = []
+
+    async def play() -> None:
+        job = EpisodeJob(functools.partial(policy_factory, "heuristic"))
+        async with open_cluster_batch(scenarios, job, ClusterOptions("local", 2),
+                                      concurrency=8) as results:  # fmt: skip
+            bar.watch(results)
+            async for _, result in results:
+                in_flight.append(bar.in_flight)
+                bar.advance(result)
+        bar.watch(None)
+
+    with connect("local"):
+        anyio.run(play)
+    assert bar.done == len(scenarios) and bar.in_flight == 0
+    assert max(in_flight) > 1  # the workers' episodes in flight, as the bar reads them
