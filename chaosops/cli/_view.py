@@ -21,10 +21,10 @@ def cmd_view(folders: Sequence[str], host: str, port: int) -> int:
     opened: dict[Path, Any] = {}
     indexes = []
     for folder in folders or [None]:
-        path = run_path(folder).resolve()
-        if path not in opened:
-            opened[path] = open_index(path)
-        indexes.append(opened[path])
+        for path in _runs_in(run_path(folder).resolve()):
+            if path not in opened:
+                opened[path] = open_index(path)
+            indexes.append(opened[path])
     sock = _bound(host, port)
     shown_host = f"[{host}]" if ":" in host else host
     # on stdout, as mock-llm's URL: a script reads it there
@@ -38,6 +38,22 @@ def cmd_view(folders: Sequence[str], host: str, port: int) -> int:
         for index in opened.values():
             index.close()
     return 0
+
+
+def _runs_in(folder: Path) -> list[Path]:
+    """``folder``, or the run folders of its entries when it holds an evaluation
+    (``eval.json``, each entry a folder beside it)."""
+    import orjson
+
+    summary = folder / "eval.json"
+    if (folder / "results.jsonl").exists() or not summary.is_file():
+        return [folder]
+    try:
+        entries = orjson.loads(summary.read_bytes()).get("entries") or []
+        runs = [folder / Path(str(entry["folder"])).name for entry in entries]
+    except (OSError, orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
+        return [folder]  # not ours: open_index says what it is
+    return [run for run in runs if run.is_dir()] or [folder]
 
 
 def _bound(host: str, port: int) -> socket.socket:
