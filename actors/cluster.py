@@ -262,6 +262,11 @@ async def open_cluster_jobs(
             async with receive:
                 yield results
             tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:  # every worker died: one error, not a group
+        lost = group.subgroup(ClusterError)
+        if lost is None:
+            raise
+        raise _first(lost) from None
     finally:
         with anyio.CancelScope(shield=True):
             await _stop(ray, pool, on_lines)
@@ -284,7 +289,7 @@ async def _dispatch(
         started = time.monotonic()
         try:
             chunk = [(index, items[index]) for index in indices]
-            done, lines = await pool.actors[worker].run.remote(chunk)
+            played, lines = await pool.actors[worker].run.remote(chunk)
         except Exception as exc:  # the worker died (RayActorError): run them elsewhere
             if not _worker_died(exc):
                 raise
@@ -295,7 +300,7 @@ async def _dispatch(
             pool.pace(worker, time.monotonic() - started)
             if on_lines is not None and lines:
                 on_lines(lines)
-            for index, result in done:
+            for index, result in played:
                 results.finished += 1
                 results.failed += bool(failed is not None and failed(result))
                 remaining[0] -= 1
@@ -323,6 +328,11 @@ async def _dispatch(
     async with send, anyio.create_task_group() as tg:
         fill(tg)
         await done.wait()
+
+
+def _first(group: BaseExceptionGroup[Any]) -> BaseException:
+    inner = group.exceptions[0]
+    return _first(inner) if isinstance(inner, BaseExceptionGroup) else inner
 
 
 def _worker_died(exc: BaseException) -> bool:

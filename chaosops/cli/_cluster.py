@@ -33,6 +33,13 @@ def on_cluster(config: RunConfig) -> Iterator[RunConfig]:
             yield dataclasses.replace(config, workers=workers)
     except ClusterError as exc:
         raise CLIError(str(exc), code=1) from None
+    except BaseExceptionGroup as group:  # every worker died, inside the run's task group
+        lost = group.subgroup(ClusterError)
+        if lost is None:
+            raise
+        while isinstance(lost, BaseExceptionGroup):
+            lost = lost.exceptions[0]
+        raise CLIError(f"{lost}; what finished is kept: run again with --resume", code=1) from None
 
 
 def recipe(config: RunConfig) -> Any:

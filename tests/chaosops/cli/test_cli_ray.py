@@ -332,3 +332,21 @@ def test_the_progress_bar_counts_every_worker() -> None:
         anyio.run(play)
     assert bar.done == len(scenarios) and bar.in_flight == 0
     assert max(in_flight) > 1  # the workers' episodes in flight, as the bar reads them
+
+
+def test_a_run_whose_every_worker_died_stops_in_one_line(slow: Path) -> None:
+    out = slow / "all-workers-killed"
+    proc = spawn("run", *SLOW, "--ray", "local", "--workers", "1", "--out", out, cwd=slow)
+    try:
+        until_results(out, 3, proc)
+        for worker in ray_workers():
+            worker.send_signal(signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            interrupt(proc)
+    lines = stderr.strip().splitlines()
+    assert proc.returncode == 1 and "Traceback" not in stderr, stderr
+    assert lines[-1].startswith("chaosops: error: every Ray worker died;"), stderr
+    done = jsonl(out / "results.jsonl")
+    assert 3 <= len(done) < 55  # what finished is kept for --resume
