@@ -155,6 +155,7 @@ class Viewer:
             {
                 "episodes": len(index.rows),
                 "in_flight": len(index.in_flight),
+                "turns_in_flight": sum(len(e.turns) for e in index.in_flight.values()),
                 "finished": index.finished(),
             }
         )

@@ -1,6 +1,6 @@
 // Pages of a run being written follow it: poll the run's state every two
-// seconds; when episodes finish, reload the episode list (run page) or the
-// page itself (an episode in flight).
+// seconds; when episodes finish or turns are played, reload the episode list
+// (run page) or the page itself (an episode in flight).
 (function () {
   const watched = document.querySelector("[data-state]");
   if (!watched) return;
@@ -9,7 +9,7 @@
     try {
       const response = await fetch(watched.dataset.state, { cache: "no-store" });
       const state = await response.json();
-      const now = state.episodes + "/" + state.in_flight;
+      const now = [state.episodes, state.in_flight, state.turns_in_flight].join("/");
       if (last !== null && now !== last) {
         if (watched.dataset.reload) { location.reload(); return; }
         const url = new URL(location.href);

@@ -159,3 +159,19 @@ def test_a_page_follows_a_run_being_written(
         handle.write(b"".join(lines[3:8]) + lines[8][:50])  # the last line still torn
     page.wait_for_function("document.querySelectorAll('table.episodes tbody tr').length == 8")
     assert len(cells(page, "table.episodes")) == 8
+
+
+def test_an_episode_in_flight_shows_its_turns_so_far(page: Any, viewer: str, live: Path) -> None:
+    episode = "d" * 32
+    started = {"event": "episode_started", "episode_id": episode, "failure_type": "dns_outage",
+               "difficulty": "hard", "seed": 4}  # fmt: skip
+    with (live / "log.jsonl").open("ab") as handle:
+        handle.write(orjson.dumps(started) + b"\n")
+    page.goto(f"{viewer}/run/2/episode/{episode}")
+    assert "in flight, 0 turn(s) so far" in page.inner_text("#in-flight")
+    turn = {"event": "turn", "episode_id": episode, "step": 1, "role": "sre",
+            "action_type": "restart", "target": "db", "reward": -5.0}  # fmt: skip
+    with (live / "log.jsonl").open("ab") as handle:
+        handle.write(orjson.dumps(turn) + b"\n")
+    page.wait_for_selector("#in-flight >> text=1 turn(s) so far")  # the page follows
+    assert page.inner_text("li.step .action") == "action: restart db"
