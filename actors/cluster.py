@@ -33,6 +33,7 @@ import anyio
 
 from . import _logging
 from ._batch import JobResults
+from ._gc import gc_frozen
 
 __all__ = [
     "ClusterError",
@@ -167,9 +168,10 @@ class _Worker:
         async def one(index: int, item: Any) -> None:
             done.append((index, await self._job(item)))
 
-        async with anyio.create_task_group() as tg:
-            for index, item in chunk:
-                tg.start_soon(one, index, item)
+        with gc_frozen():  # as a local batch: collections stay short while jobs run
+            async with anyio.create_task_group() as tg:
+                for index, item in chunk:
+                    tg.start_soon(one, index, item)
         return done, self._lines.take()
 
     def pid(self) -> int:

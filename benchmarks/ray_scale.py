@@ -1,18 +1,20 @@
 """Figure 7: one process against Ray with 1 and 2 workers, on this machine.
 
 Scripted episodes (the heuristic policy over the canonical suites, trajectories
-written, no JSON log): episodes per second with start-up excluded (a large run
-minus a small one, over the episodes between them), and the driver's CPU per
-episode (the ``chaosops`` process itself; the workers are Ray's processes).
+written, no JSON log): episodes per second while the run is steady (between
+its 10th and 90th percent of results written: start-up and tail left out), and
+the driver's CPU per episode (the ``chaosops`` process itself, a large run's
+minus a small one's; the workers are Ray's processes).
 Then LLM-bound episodes through the mock server (50 ms a call), as measured.
 Ray runs on 127.0.0.1 only (``--ray local``). Progress goes to stderr::
 
-    python benchmarks/ray_scale.py [--per-type 300]
+    python benchmarks/ray_scale.py [--per-type 600]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -26,8 +28,9 @@ ENTRIES = 11
 
 
 def _run(folder: Path, per_type: int, *extra: str) -> tuple[float, float]:
-    """Wall seconds and the command's own CPU seconds of one run."""
-    started = time.perf_counter()
+    """The steady rate of one run, episodes/s between its 10th and 90th
+    percent of results written (start-up and the tail left out), and the
+    command's own CPU seconds."""
     policy = () if "--policy" in extra else ("--policy", "heuristic")
     proc = subprocess.Popen(
         [sys.executable, "-m", "chaosops.cli", "run", *policy,
@@ -35,21 +38,46 @@ def _run(folder: Path, per_type: int, *extra: str) -> tuple[float, float]:
          "--out", str(folder), *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    _, status, usage = os.wait4(proc.pid, 0)
+    planned, seen = None, []  # (time, results written)
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)  # its CPU, once it has ended
+        if pid:
+            break
+        time.sleep(0.02)
+        try:
+            planned = planned or json.loads((folder / "run.json").read_bytes())["planned"]
+            seen.append((time.perf_counter(), _lines(folder / "results.jsonl")))
+        except (OSError, ValueError, KeyError):
+            continue
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"run failed: {proc.stderr.read() if proc.stderr else ''}")
-    return time.perf_counter() - started, usage.ru_utime + usage.ru_stime
+    seen.append((time.perf_counter(), _lines(folder / "results.jsonl")))
+    return _steady_rate(seen, planned or 1), usage.ru_utime + usage.ru_stime
+
+
+def _lines(path: Path) -> int:
+    with open(path, "rb") as handle:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
+
+
+def _steady_rate(seen: list[tuple[float, int]], planned: int) -> float:
+    first = next((t, n) for t, n in seen if n >= planned * 0.1)
+    last = next((t, n) for t, n in seen if n >= planned * 0.9)
+    if last[0] <= first[0]:  # too quick to tell (the small run)
+        return float("nan")
+    return (last[1] - first[1]) / (last[0] - first[0])
 
 
 def measure(name: str, per_type: int, *extra: str, entries: int = ENTRIES) -> tuple[float, float]:
-    """Episodes per second and the driver's CPU ms per episode, start-up excluded
-    (``entries``: the (failure type, tier) entries the run plays)."""
+    """Episodes per second, steady (see :func:`_run`), and the driver's CPU ms
+    per episode, start-up excluded (a large run's CPU minus a small one's;
+    ``entries``: the (failure type, tier) entries the run plays)."""
     print(f"  {name}...", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        small = _run(Path(tmp) / "small", 1, *extra)
+        small = _run(Path(tmp) / "small", 2, *extra)
         large = _run(Path(tmp) / "large", per_type, *extra)
-    episodes = (per_type - 1) * entries
-    return episodes / (large[0] - small[0]), (large[1] - small[1]) / episodes * 1e3
+    episodes = (per_type - 2) * entries
+    return large[0], (large[1] - small[1]) / episodes * 1e3
 
 
 @contextmanager
@@ -82,7 +110,7 @@ def llm_bound(per_type: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--per-type", type=int, default=300)
+    parser.add_argument("--per-type", type=int, default=600)
     per_type = parser.parse_args().per_type
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     rows = [

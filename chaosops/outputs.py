@@ -874,6 +874,16 @@ class RunOutputs:
         self._write(self._results, dumps_line(record))
         return record
 
+    def write_lines(self, trajectory: bytes, results_line: bytes) -> None:
+        """Append an episode whose lines were made elsewhere (a Ray worker, by
+        :func:`trajectory_records` and :func:`result_record`), in the same
+        order as :meth:`write_episode`: trajectory lines, then the results line."""
+        if self._results is None or self._trajectories is None:
+            raise RuntimeError("RunOutputs.write_lines() before open()")
+        if trajectory:
+            self._write(self._trajectories, trajectory)
+        self._write(self._results, results_line)
+
     def write_summary(self, summary: Mapping[str, Any]) -> Path:
         """Write ``summary.json`` atomically; returns its path."""
         data = orjson.dumps(summary, default=_default, option=orjson.OPT_INDENT_2) + b"\n"

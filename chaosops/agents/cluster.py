@@ -11,16 +11,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import partial
 from typing import Any
 
 import actors
 from actors.cluster import ClusterOptions, connect, import_ray, open_cluster_jobs
+from chaosops.agents.runner import EpisodeResult
 
 __all__ = [
     "ClusterOptions",
     "EpisodeJob",
+    "Outputs",
+    "WrittenResult",
     "arun_batch",
     "count_result",
     "open_cluster_batch",
@@ -38,10 +41,31 @@ class EpisodeJob:
     turn_timeout: Any = None
     fields: Mapping[str, Any] | None = None
     traces_url: str | None = None  # spans exported from the worker, over OTLP/HTTP
+    outputs: Outputs | None = None  # the worker makes the output lines (items: scenario, key)
 
     def __call__(self) -> _Played:
         tracer = _export_spans(self.traces_url) if self.traces_url else None
-        return _Played(self.make_policies(), self.turn_timeout, dict(self.fields or {}), tracer)
+        played = _Played(self.make_policies(), self.turn_timeout, dict(self.fields or {}), tracer)
+        played.outputs = self.outputs
+        return played
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What a worker needs to make an episode's output lines: the policy its
+    records name and what played each role (see chaosops.outputs)."""
+
+    policy: str
+    roles: Mapping[str, Any] | None = None
+
+
+@dataclass(slots=True, eq=False)
+class WrittenResult(EpisodeResult):
+    """An episode a worker played, with its output lines made there
+    (``trajectories.jsonl`` lines, ``results.jsonl`` line) and its steps kept
+    without observations or prompts: the driver appends the lines as they are."""
+
+    lines: tuple[bytes, bytes] = (b"", b"")
 
 
 class _Played:
@@ -54,11 +78,13 @@ class _Played:
         self.turn_timeout = turn_timeout
         self.fields = fields
         self.tracer = tracer  # the worker's TracerProvider, flushed when it closes
+        self.outputs: Outputs | None = None
 
-    async def __call__(self, scenario: Any) -> Any:
+    async def __call__(self, item: Any) -> Any:
         from chaosops.agents.runner import _policies_for, arun_episode
         from chaosops.env.environment import ChaosOpsEnvironment
 
+        scenario, key = item if self.outputs is not None else (item, None)
         result = await arun_episode(
             ChaosOpsEnvironment(),
             scenario,
@@ -66,8 +92,10 @@ class _Played:
             turn_timeout=self.turn_timeout,
             fields=self.fields,
         )
-        _render_prompts(result)
-        return result
+        if self.outputs is None:
+            _render_prompts(result)
+            return result
+        return _written(result, key, self.outputs, self.turn_timeout)
 
     async def aclose(self) -> None:
         close = getattr(self.policies, "aclose", None)
@@ -93,6 +121,25 @@ def _export_spans(url: str) -> Any:
     provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=1000))
     actors.configure_tracing(provider, name="chaosops")
     return provider
+
+
+def _written(result: EpisodeResult, key: str, outputs: Outputs, turn_timeout: Any) -> Any:
+    """``result`` with its output lines made here, in the worker: the driver's
+    CPU is what all the workers share."""
+    from chaosops.agents.llm.render import build_messages
+    from chaosops.outputs import dumps_line, result_record, trajectory_records
+
+    records = trajectory_records(result, policy=outputs.policy, key=key, render=build_messages)
+    record = result_record(
+        result, policy=outputs.policy, key=key, turn_timeout=turn_timeout, roles=outputs.roles
+    )
+    for step in result.steps:  # what the driver still reads: roles, outcomes, usage
+        step.observation = None
+        info = step.info or {}
+        step.info = {k: info[k] for k in ("usage", "parse_error") if k in info}
+    kept = {f.name: getattr(result, f.name) for f in fields(EpisodeResult)}
+    lines = (b"".join(map(dumps_line, records)), dumps_line(record))
+    return WrittenResult(**kept, lines=lines)
 
 
 def _render_prompts(result: Any) -> None:

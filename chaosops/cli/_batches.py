@@ -41,8 +41,19 @@ class Batch:
     turn_timeout: TurnTimeout
     tag: str = ""
     model: str = ""  # the LLM models its roles ask, as the metrics' "model" label
-    recipe: Any = None  # what Ray workers build the role maps from (PolicyRecipe)
-    traces_url: str | None = None  # where Ray workers export their spans (--otlp-endpoint)
+    remote: Remote | None = None  # what Ray workers need (with --ray)
+
+
+@dataclasses.dataclass(frozen=True)
+class Remote:
+    """What a batch's Ray workers need: the recipe of the role maps
+    (:class:`PolicyRecipe`), the run keys and what played (the workers make
+    the output lines), and where their spans go (``--otlp-endpoint``)."""
+
+    recipe: Any
+    keys: Any  # the play's PlanKeys
+    roles: Mapping[str, Any] | None = None
+    traces_url: str | None = None
 
 
 def plan_batches(
@@ -52,8 +63,7 @@ def plan_batches(
     factory: Callable[[Any], Mapping[Any, Any]],
     tag: str = "",
     model: str = "",
-    recipe: Any = None,
-    traces_url: str | None = None,
+    remote: Remote | None = None,
 ) -> list[Batch]:
     """The batches running the plan indices not ``done`` (a flag per index):
     one per deadline group of :func:`timeout_groups`, in its order, indices
@@ -63,7 +73,7 @@ def plan_batches(
         kept = array("q", (i for span in spans for i in span if not done[i]))
         if kept:
             slice_ = PlanSlice(plan, kept)
-            batches.append(Batch(slice_, kept, factory, timeout, tag, model, recipe, traces_url))
+            batches.append(Batch(slice_, kept, factory, timeout, tag, model, remote))
     return batches
 
 
@@ -196,10 +206,28 @@ def _open(batch: Batch, concurrency: int, cluster: Any) -> Any:
 
         return open_batch(batch.scenarios, batch.factory, concurrency=concurrency,
                           turn_timeout=batch.turn_timeout, fields=fields)  # fmt: skip
-    from chaosops.agents.cluster import EpisodeJob, open_cluster_batch
+    from chaosops.agents.cluster import EpisodeJob, Outputs, open_cluster_batch
 
-    job = EpisodeJob(batch.recipe, batch.turn_timeout, fields, traces_url=batch.traces_url)
-    return open_cluster_batch(batch.scenarios, job, cluster, concurrency=concurrency)
+    remote = batch.remote
+    assert remote is not None, "a batch for Ray workers is planned with their Remote"
+    outputs = Outputs(batch.tag, remote.roles)
+    job = EpisodeJob(remote.recipe, batch.turn_timeout, fields, remote.traces_url, outputs)
+    return open_cluster_batch(_Keyed(batch), job, cluster, concurrency=concurrency)
+
+
+class _Keyed(Sequence[Any]):
+    """A batch's ``(scenario, run key)`` pairs, made as the dispatcher asks."""
+
+    def __init__(self, batch: Batch) -> None:
+        self.batch = batch
+
+    def __len__(self) -> int:
+        return len(self.batch.indices)
+
+    def __getitem__(self, index: Any) -> Any:
+        batch = self.batch
+        assert batch.remote is not None
+        return batch.scenarios[index], batch.remote.keys[batch.indices[index]]
 
 
 def execute(

@@ -14,7 +14,7 @@ from typing import Any
 
 from chaosops.outputs import RUN_FILE
 
-from ._batches import Batch, Stop, execute, plan_batches
+from ._batches import Batch, Remote, Stop, execute, plan_batches
 from ._config import RunConfig
 from ._errors import CLIError
 from ._plan import Plan, PlanKeys, plan_episodes
@@ -150,10 +150,13 @@ def play_all(
 
         def on_result(batch: Batch, index: int, result: Any) -> None:
             play = by_label[batch.tag]
-            play.outputs.write_episode(
-                result, policy=batch.tag, key=play.keys[index], render=render,
-                turn_timeout=batch.turn_timeout, roles=play.config.players,
-            )  # fmt: skip
+            if getattr(result, "lines", None):  # made by a Ray worker
+                play.outputs.write_lines(*result.lines)
+            else:
+                play.outputs.write_episode(
+                    result, policy=batch.tag, key=play.keys[index], render=render,
+                    turn_timeout=batch.turn_timeout, roles=play.config.players,
+                )  # fmt: skip
             progress.advance(result)
 
         batches = [
@@ -162,7 +165,7 @@ def play_all(
             for batch in plan_batches(play.config.deadlines, play.planned,
                                       play.done, play.factory,
                                       tag=play.config.label, model=play.config.models,
-                                      recipe=play.recipe, traces_url=_traces_url(config))
+                                      remote=_remote(play))
         ]  # fmt: skip
         stop = execute(
             batches, session, concurrency=config.concurrency, on_result=on_result,
@@ -184,13 +187,16 @@ def _llm_roles(config: RunConfig) -> set[str]:
     return {role for role, name in config.policy_by_role.items() if name in llms}
 
 
-def _traces_url(config: RunConfig) -> str | None:
-    """Where Ray workers export their spans: the driver's ``--otlp-endpoint``."""
-    if config.ray is None or config.telemetry.otlp_endpoint is None:
+def _remote(play: Play) -> Remote | None:
+    """What the play's Ray workers need; None without ``--ray``."""
+    config = play.config
+    if config.ray is None:
         return None
     from ._telemetry import traces_url
 
-    return traces_url(config.telemetry.otlp_endpoint)
+    endpoint = config.telemetry.otlp_endpoint
+    spans = traces_url(endpoint) if endpoint is not None else None
+    return Remote(play.recipe, play.keys, config.players, spans)
 
 
 def write_summary(play: Play) -> None:
