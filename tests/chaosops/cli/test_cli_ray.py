@@ -85,6 +85,12 @@ def test_a_ray_run_equals_a_local_one_and_logs_each_worker(slow: Path, local_run
     proc = chaosops("run", *SLOW, "--ray", "local", "--workers", "2", "--out", out, cwd=slow)
     assert proc.returncode == 0, proc.stderr
     assert outcomes(out) == outcomes(local_run) and len(outcomes(out)) == 55
+    # the workers made the trajectory lines: the same as the local run's
+    steps = lambda folder: {  # noqa: E731
+        (t["run_key"], t["step"]): (t["prompt"], t["completion"], t["action"], t["reward"])
+        for t in jsonl(folder / "trajectories.jsonl")
+    }
+    assert steps(out) == steps(local_run)
     turns = [e for e in jsonl(out / "log.jsonl") if e["event"] == "turn"]
     assert {e["worker"] for e in turns} == {0, 1}  # one log stream, naming its worker
     run_id = {e["run_id"] for e in jsonl(out / "log.jsonl")}
