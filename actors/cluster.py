@@ -9,7 +9,8 @@ free up, never split up front: a slow worker takes fewer jobs. Jobs go in
 chunks sized so that a call lasts 0.5 to 2 s (:data:`CALL_S`): quick jobs do
 not pay a call's overhead each. A worker that
 dies (its process killed, its node lost) has its unfinished jobs run again by
-the others; a job's result is delivered once.
+the others, and a new worker is started in its place where the cluster has
+room; a job's result is delivered once.
 
 Needs Ray (the ``ray`` extra). :func:`connect` joins a cluster, or starts one
 on this machine on loopback only.
@@ -195,15 +196,28 @@ grow while calls are shorter (a call's overhead outweighs quick jobs) and
 shrink while longer (a chunk's slots free up only when its last job ends)."""
 
 
+REPLACE_S = 30.0
+"""How long a worker started in place of a dead one may take to come up (the
+cluster may have no room left for it, its node lost): past it, it is given up."""
+
+
 @dataclass
 class _Pool:
     """The workers and what each is running: the dispatcher's state."""
 
-    actors: list[Any]
+    spawn: Callable[[int], Any]  # worker number -> a new worker actor
     slots: int
+    actors: list[Any] = field(default_factory=list)
     busy: list[int] = field(default_factory=list)
     chunk: list[int] = field(default_factory=list)  # jobs per call, by worker
     dead: set[int] = field(default_factory=set)
+    coming: int = 0  # workers starting in place of dead ones
+    spare: int = 0  # how many more may be started so: one per worker asked for
+
+    def add(self, actor: Any) -> None:
+        self.actors.append(actor)
+        self.busy.append(0)
+        self.chunk.append(max(1, self.slots // 4))
 
     def free(self) -> Iterator[int]:
         """Workers with a free slot, least busy first."""
@@ -219,6 +233,32 @@ class _Pool:
             self.chunk[worker] = min(self.chunk[worker] * 2, max(1, self.slots // 2))
         elif took_s > high:
             self.chunk[worker] = max(1, self.chunk[worker] // 2)
+
+    async def replace(self, then: Callable[[], None]) -> None:
+        """Start a worker in place of a dead one, if any may still be, then call
+        ``then`` (to hand it work, or to find that none is left). One that does
+        not come up within :data:`REPLACE_S` is given up."""
+        if self.spare <= 0:
+            return then()
+        ray = import_ray()
+        self.spare -= 1
+        actor = self.spawn(len(self.actors) + self.coming)  # the next worker number
+        self.coming += 1
+        ready = False
+        try:
+            with anyio.move_on_after(REPLACE_S):
+                await actor.pid.remote()
+                ready = True
+        except Exception as exc:  # it died too: the others go on
+            if not _worker_died(exc):
+                raise
+        finally:
+            self.coming -= 1
+            if not ready:
+                ray.kill(actor, no_restart=True)
+        if ready:
+            self.add(actor)
+        then()
 
 
 @asynccontextmanager
@@ -249,10 +289,11 @@ async def open_cluster_jobs(
     log = {"level": _logging.level_name(), "run_id": _logging.STATE.run_id}
     if not _logging.log_enabled(_logging.WARNING):
         log = {}
-    slots = max(1, math.ceil(concurrency / count))
-    pool = _Pool([actor.remote(w, make_job, log) for w in range(count)],
-                 slots=slots, busy=[0] * count,
-                 chunk=[max(1, slots // 4)] * count)  # fmt: skip
+    pool = _Pool(lambda number: actor.remote(number, make_job, log),
+                 slots=max(1, math.ceil(concurrency / count)))  # fmt: skip
+    for number in range(count):
+        pool.add(pool.spawn(number))
+    pool.spare = count
     if on_pids is not None:
         on_pids(list(await _gather([a.pid.remote() for a in pool.actors])))
     send, receive = anyio.create_memory_object_stream[tuple[int, Any]](max(1, concurrency))
@@ -298,6 +339,7 @@ async def _dispatch(
             pool.dead.add(worker)
             queue.extendleft(reversed(indices))
             results.started -= len(indices)
+            tg.start_soon(pool.replace, lambda: fill(tg))
         else:
             pool.pace(worker, time.monotonic() - started)
             if on_lines is not None and lines:
@@ -316,7 +358,7 @@ async def _dispatch(
         if remaining[0] == 0:
             done.set()
             return
-        if len(pool.dead) == len(pool.actors):
+        if len(pool.dead) == len(pool.actors) and not pool.coming:
             raise ClusterError(f"every Ray worker died; {remaining[0]} job(s) not run")
         for worker in pool.free():
             while queue and pool.busy[worker] < pool.slots:
@@ -330,6 +372,7 @@ async def _dispatch(
     async with send, anyio.create_task_group() as tg:
         fill(tg)
         await done.wait()
+        tg.cancel_scope.cancel()  # a worker still starting is not needed any more
 
 
 def _first(group: BaseExceptionGroup[Any]) -> BaseException:

@@ -112,6 +112,9 @@ def test_a_killed_worker_s_episodes_run_on_the_others(slow: Path, local_run: Pat
             interrupt(proc)
     assert proc.returncode == 0, stderr
     assert outcomes(out) == outcomes(local_run)  # none lost, none twice, the same play
+    # a worker started in its place took episodes too (its lines name it: worker 2)
+    workers = {e.get("worker") for e in jsonl(out / "log.jsonl") if e["event"] == "turn"}
+    assert 2 in workers, workers
 
 
 def test_a_ray_run_killed_midway_resumes(slow: Path, local_run: Path) -> None:
@@ -345,8 +348,11 @@ def test_a_run_whose_every_worker_died_stops_in_one_line(slow: Path) -> None:
     proc = spawn("run", *SLOW, "--ray", "local", "--workers", "1", "--out", out, cwd=slow)
     try:
         until_results(out, 3, proc)
-        for worker in ray_workers():
-            worker.send_signal(signal.SIGKILL)
+        deadline = time.monotonic() + TIMEOUT
+        while proc.poll() is None and time.monotonic() < deadline:  # it, then its replacement
+            for worker in ray_workers():
+                worker.send_signal(signal.SIGKILL)
+            time.sleep(0.2)
         _, stderr = proc.communicate(timeout=TIMEOUT)
     finally:
         if proc.poll() is None:
