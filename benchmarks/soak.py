@@ -47,7 +47,7 @@ def soak(size: int, folder: Path) -> dict[str, float]:
     figures: dict[str, float] = {"episodes": per_type * ENTRIES}
     steps = (
         ("run", ("run", "--policy", "oracle", "--episodes-per-type", str(per_type),
-                 "--no-progress", "--concurrency", "256", "--out", out)),
+                 "--no-progress", "--concurrency", "256", "--log-json", "off", "--out", out)),
         ("resume", ("run", "--resume", "--out", out, "--no-progress")),
         ("replay", ("replay", out)),
     )  # fmt: skip
