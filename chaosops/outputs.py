@@ -67,6 +67,7 @@ __all__ = [
     "atomic_write_bytes",
     "deadline_fields",
     "dumps_line",
+    "episode_lines",
     "iter_lines",
     "parse_run_key",
     "plan_keys",
@@ -421,6 +422,22 @@ def trajectory_records(
             exc_info=(type(first_error), first_error, first_error.__traceback__),
         )
     return records
+
+
+def episode_lines(
+    result: Any,
+    *,
+    policy: str,
+    key: str,
+    render: Renderer | None = None,
+    turn_timeout: Any = None,
+    roles: Mapping[str, Any] | None = None,
+) -> tuple[bytes, bytes, dict[str, Any]]:
+    """An episode's ``trajectories.jsonl`` lines and ``results.jsonl`` line, as
+    :meth:`RunOutputs.write_lines` appends them, and its results record."""
+    records = trajectory_records(result, policy=policy, key=key, render=render)
+    record = result_record(result, policy=policy, key=key, turn_timeout=turn_timeout, roles=roles)
+    return b"".join(map(dumps_line, records)), dumps_line(record), record
 
 
 # ----------------------------------------------------------------------- files
@@ -863,21 +880,15 @@ class RunOutputs:
         """
         if self._results is None or self._trajectories is None:
             raise RuntimeError("RunOutputs.write_episode() before open()")
-        lines = b"".join(
-            dumps_line(r) for r in trajectory_records(result, policy=policy, key=key, render=render)
+        trajectory, results_line, record = episode_lines(
+            result, policy=policy, key=key, render=render, turn_timeout=turn_timeout, roles=roles
         )
-        if lines:
-            self._write(self._trajectories, lines)
-        record = result_record(
-            result, policy=policy, key=key, turn_timeout=turn_timeout, roles=roles
-        )
-        self._write(self._results, dumps_line(record))
+        self.write_lines(trajectory, results_line)
         return record
 
     def write_lines(self, trajectory: bytes, results_line: bytes) -> None:
-        """Append an episode whose lines were made elsewhere (a Ray worker, by
-        :func:`trajectory_records` and :func:`result_record`), in the same
-        order as :meth:`write_episode`: trajectory lines, then the results line."""
+        """Append an episode's lines made by :func:`episode_lines` (here, or in a
+        Ray worker): trajectory lines first, then the results line."""
         if self._results is None or self._trajectories is None:
             raise RuntimeError("RunOutputs.write_lines() before open()")
         if trajectory:

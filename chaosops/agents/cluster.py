@@ -127,19 +127,18 @@ def _written(result: EpisodeResult, key: str, outputs: Outputs, turn_timeout: An
     """``result`` with its output lines made here, in the worker: the driver's
     CPU is what all the workers share."""
     from chaosops.agents.llm.render import build_messages
-    from chaosops.outputs import dumps_line, result_record, trajectory_records
+    from chaosops.outputs import episode_lines
 
-    records = trajectory_records(result, policy=outputs.policy, key=key, render=build_messages)
-    record = result_record(
-        result, policy=outputs.policy, key=key, turn_timeout=turn_timeout, roles=outputs.roles
-    )
+    trajectory, results_line, _ = episode_lines(
+        result, policy=outputs.policy, key=key, render=build_messages,
+        turn_timeout=turn_timeout, roles=outputs.roles,
+    )  # fmt: skip
     for step in result.steps:  # what the driver still reads: roles, outcomes, usage
         step.observation = None
         info = step.info or {}
         step.info = {k: info[k] for k in ("usage", "parse_error") if k in info}
     kept = {f.name: getattr(result, f.name) for f in fields(EpisodeResult)}
-    lines = (b"".join(map(dumps_line, records)), dumps_line(record))
-    return WrittenResult(**kept, lines=lines)
+    return WrittenResult(**kept, lines=(trajectory, results_line))
 
 
 def _render_prompts(result: Any) -> None:
