@@ -45,9 +45,8 @@ class EpisodeJob:
 
     def __call__(self) -> _Played:
         tracer = _export_spans(self.traces_url) if self.traces_url else None
-        played = _Played(self.make_policies(), self.turn_timeout, dict(self.fields or {}), tracer)
-        played.outputs = self.outputs
-        return played
+        fields = dict(self.fields or {})
+        return _Played(self.make_policies(), self.turn_timeout, fields, tracer, self.outputs)
 
 
 @dataclass(frozen=True)
@@ -72,13 +71,18 @@ class _Played:
     """The job in the worker: one episode per call, on a fresh environment."""
 
     def __init__(
-        self, policies: Any, turn_timeout: Any, fields: dict[str, Any], tracer: Any = None
+        self,
+        policies: Any,
+        turn_timeout: Any,
+        fields: dict[str, Any],
+        tracer: Any = None,
+        outputs: Outputs | None = None,
     ) -> None:
         self.policies = policies
         self.turn_timeout = turn_timeout
         self.fields = fields
         self.tracer = tracer  # the worker's TracerProvider, flushed when it closes
-        self.outputs: Outputs | None = None
+        self.outputs = outputs  # set: items are (scenario, key), lines made here
 
     async def __call__(self, item: Any) -> Any:
         from chaosops.agents.runner import _policies_for, arun_episode

@@ -149,8 +149,10 @@ async def run_batches(
     SIGINT or SIGTERM cancels the batch in flight (its episodes are cancelled by
     structured cancellation); what finished was already handed to ``on_result``.
     The objects in ``close`` (LLM policies) are closed at the end, in this loop.
-    ``health`` is asked every :data:`HEALTH_EVERY_S`: a reason (not None) stops
-    the batches as a signal would, and becomes the :class:`Stop`'s ``reason``.
+    ``health`` is asked at each result and every :data:`HEALTH_EVERY_S`: a
+    reason (not None) stops the batches as a signal would, and becomes the
+    :class:`Stop`'s ``reason``. ``observe(batch, result)`` sees each result
+    first (under ``--ray``, :class:`TurnFailures` counts it).
 
     ``failing()`` says whether the endpoint is in a run of failed calls (the
     LLM policy's ``failures_in_a_row``). An episode that finishes with errored
@@ -178,10 +180,11 @@ async def run_batches(
                     async for index, result in results:
                         if observe is not None:  # before delivery asks whether calls fail
                             observe(batch, result)
-                            if health is not None and (reason := health()) is not None:
-                                stop.reason = reason  # at once: a chunk's results come together
-                                tg.cancel_scope.cancel()
-                                break
+                        # at each result, not only at the poll: results may come together
+                        if health is not None and (reason := health()) is not None:
+                            stop.reason = reason
+                            tg.cancel_scope.cancel()
+                            break
                         delivery.deliver(batch, batch.indices[index], result)
             tg.cancel_scope.cancel()
         if stop.reason is None:
@@ -212,22 +215,23 @@ def _open(batch: Batch, concurrency: int, cluster: Any) -> Any:
     assert remote is not None, "a batch for Ray workers is planned with their Remote"
     outputs = Outputs(batch.tag, remote.roles)
     job = EpisodeJob(remote.recipe, batch.turn_timeout, fields, remote.traces_url, outputs)
-    return open_cluster_batch(_Keyed(batch), job, cluster, concurrency=concurrency)
+    items = _Keyed(batch.scenarios, batch.indices, remote.keys)
+    return open_cluster_batch(items, job, cluster, concurrency=concurrency)
 
 
 class _Keyed(Sequence[Any]):
     """A batch's ``(scenario, run key)`` pairs, made as the dispatcher asks."""
 
-    def __init__(self, batch: Batch) -> None:
-        self.batch = batch
+    def __init__(self, scenarios: Sequence[Any], indices: Sequence[int], keys: Any) -> None:
+        self.scenarios = scenarios
+        self.indices = indices  # the scenarios' plan indices, where their keys are
+        self.keys = keys
 
     def __len__(self) -> int:
-        return len(self.batch.indices)
+        return len(self.indices)
 
     def __getitem__(self, index: Any) -> Any:
-        batch = self.batch
-        assert batch.remote is not None
-        return batch.scenarios[index], batch.remote.keys[batch.indices[index]]
+        return self.scenarios[index], self.keys[self.indices[index]]
 
 
 def execute(
