@@ -125,13 +125,15 @@ class Plan(Sequence[PlannedEpisode]):
         return self._starts[-1]
 
     def __getitem__(self, index: Any) -> Any:
-        group, seed = self._locate(index)
+        number, seed = self._locate(index)
+        group = self.groups[number]
         scenario = group.template.scenario
         if seed != scenario.seed:
             scenario = dataclasses.replace(scenario, seed=seed)
         return PlannedEpisode(scenario, group.template.suite_timeout)
 
-    def _locate(self, index: int) -> tuple[_Group, int]:
+    def _locate(self, index: int) -> tuple[int, int]:
+        """The group number and the seed of the episode at ``index``."""
         if not isinstance(index, int):
             raise TypeError(f"plan indices are integers, not {index!r:.40}")
         if index < 0:
@@ -139,8 +141,7 @@ class Plan(Sequence[PlannedEpisode]):
         if not 0 <= index < len(self):
             raise IndexError(f"plan index {index} out of range ({len(self)} episodes)")
         number = bisect_right(self._starts, index) - 1
-        group = self.groups[number]
-        return group, group.seeds[index - self._starts[number]]
+        return number, self.groups[number].seeds[index - self._starts[number]]
 
     def spans(self) -> list[tuple[_Group, range]]:
         """Each group with the plan indices of its episodes."""
@@ -157,9 +158,8 @@ class Plan(Sequence[PlannedEpisode]):
 
     def occurrence(self, index: int) -> int:
         """How many earlier episodes of the plan have this one's run key fields."""
-        group, seed = self._locate(index)
-        number = bisect_right(self._starts, index if index >= 0 else index + len(self)) - 1
-        return self._candidates(group.ident, seed).index(number)
+        number, seed = self._locate(index)
+        return self._candidates(self.groups[number].ident, seed).index(number)
 
     def position(self, ident: tuple[str, str, int], seed: int, occurrence: int) -> int | None:
         """The plan index of the ``occurrence``-th episode of ``ident`` and ``seed``."""
