@@ -55,6 +55,7 @@ import orjson
 import actors
 
 __all__ = [
+    "EVAL_FILE",
     "LOG_FILE",
     "RESULTS_FILE",
     "SUMMARY_FILE",
@@ -71,6 +72,7 @@ __all__ = [
     "iter_lines",
     "parse_run_key",
     "plan_keys",
+    "read_object",
     "read_results",
     "result_record",
     "results_file",
@@ -82,6 +84,8 @@ __all__ = [
 
 LOG_FILE = "log.jsonl"
 """The run's JSON log, in its folder unless ``--log-json`` says otherwise."""
+EVAL_FILE = "eval.json"
+"""The table of a ``chaosops eval``, beside its entries' run folders."""
 RESULTS_FILE = "results.jsonl"
 TRAJECTORIES_FILE = "trajectories.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -540,6 +544,16 @@ class _Tally:
     def lines_of(self, done: bytearray) -> int:
         """The lines counted for the plan indices in ``done``."""
         return sum(n for n, kept in zip(self.lines, done, strict=True) if kept)
+
+
+def read_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path`` (run.json, summary.json), None when it cannot
+    be read or is not one."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def results_file(path: str | Path) -> Path:

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from chaosops.outputs import EVAL_FILE
+
 from ._batches import stop_code, withheld_note
 from ._cluster import recipe
 from ._config import RunConfig
@@ -166,7 +168,7 @@ def _output_paths(config: RunConfig) -> tuple[Path | None, Path | None]:
         raise CLIError("--chart takes a file for the PNG; '-' (standard output) is for --json only")
     if config.json == "-" and config.telemetry.log_json == "-":
         raise CLIError("--json - and --log-json - both write to stdout; send one to a file")
-    json_path = None if config.json == "-" else Path(config.json or config.out / "eval.json")
+    json_path = None if config.json == "-" else Path(config.json or config.out / EVAL_FILE)
     chart = (
         Path(config.chart or config.out / "eval_reward_by_tier.png") if config.draw_chart else None
     )

@@ -84,15 +84,9 @@ def _latest_to_resume() -> Path:
 
 
 def _recorded(out: Path) -> dict[str, Any] | None:
-    import orjson
+    from chaosops.outputs import RUN_FILE, read_object
 
-    from chaosops.outputs import RUN_FILE
-
-    try:
-        recorded = orjson.loads((out / RUN_FILE).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    return recorded if isinstance(recorded, dict) else None
+    return read_object(out / RUN_FILE)
 
 
 def given_options(argv: Sequence[str]) -> set[str]:

@@ -43,15 +43,14 @@ def cmd_view(folders: Sequence[str], host: str, port: int) -> int:
 def _runs_in(folder: Path) -> list[Path]:
     """``folder``, or the run folders of its entries when it holds an evaluation
     (``eval.json``, each entry a folder beside it)."""
-    import orjson
+    from chaosops.outputs import EVAL_FILE, RESULTS_FILE, read_object
 
-    summary = folder / "eval.json"
-    if (folder / "results.jsonl").exists() or not summary.is_file():
+    evaluation = read_object(folder / EVAL_FILE)
+    if (folder / RESULTS_FILE).exists() or evaluation is None:
         return [folder]
     try:
-        entries = orjson.loads(summary.read_bytes()).get("entries") or []
-        runs = [folder / Path(str(entry["folder"])).name for entry in entries]
-    except (OSError, orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
+        runs = [folder / Path(str(entry["folder"])).name for entry in evaluation["entries"]]
+    except (KeyError, TypeError):
         return [folder]  # not ours: open_index says what it is
     return [run for run in runs if run.is_dir()] or [folder]
 

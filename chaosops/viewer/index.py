@@ -15,7 +15,6 @@ A folder rewritten under the index (``--resume`` repairs it) is read again.
 
 from __future__ import annotations
 
-import os
 import threading
 from array import array
 from collections.abc import Iterator
@@ -26,7 +25,14 @@ from typing import Any
 
 import orjson
 
-from chaosops.outputs import LOG_FILE, RESULTS_FILE, RUN_FILE, SUMMARY_FILE, TRAJECTORIES_FILE
+from chaosops.outputs import (
+    LOG_FILE,
+    RESULTS_FILE,
+    RUN_FILE,
+    SUMMARY_FILE,
+    TRAJECTORIES_FILE,
+    read_object,
+)
 from chaosops.role_figures import RoleTallies
 
 LOG_WINDOW = 8 << 20
@@ -161,6 +167,7 @@ class RunIndex:
                 f"{self.folder}: not a chaosops run folder (no {RESULTS_FILE}, no {RUN_FILE})"
             )
         self.name = self.folder.name
+        self._run_options: dict[str, Any] = {}
         self._lock = threading.RLock()
         self._reset()
         self.refresh()
@@ -231,10 +238,13 @@ class RunIndex:
     # -- what the pages ask
 
     def run_options(self) -> dict[str, Any]:
-        return _read_json(self.folder / RUN_FILE)
+        """The run's run.json: written once when it starts, so read once found."""
+        if not self._run_options:
+            self._run_options = read_object(self.folder / RUN_FILE) or {}
+        return self._run_options
 
     def summary(self) -> dict[str, Any]:
-        return _read_json(self.folder / SUMMARY_FILE)
+        return read_object(self.folder / SUMMARY_FILE) or {}
 
     def planned(self) -> int | None:
         planned = self.run_options().get("planned")
@@ -355,17 +365,3 @@ class _Blocks:
 
     def _busy(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def find_run(folder: str | Path) -> Path:
-    """``folder``, or the run folder it links to (``runs/latest``)."""
-    path = Path(folder)
-    return Path(os.path.realpath(path)) if path.is_symlink() else path
