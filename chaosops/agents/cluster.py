@@ -111,18 +111,10 @@ class _Played:
 
 def _export_spans(url: str) -> Any:
     """Episodes and turns traced in this worker, exported to ``url`` (the
-    driver checked that it answers) every second, as the driver does."""
-    import os
+    driver checked that it answers) as the driver exports its own."""
+    from chaosops._otlp import exporting_provider, otlp_exporter
 
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "chaosops"})
-    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    exporter = OTLPSpanExporter(endpoint=url, timeout=5)
-    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=1000))
+    provider = exporting_provider(otlp_exporter(url))
     actors.configure_tracing(provider, name="chaosops")
     return provider
 

@@ -15,6 +15,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from chaosops._otlp import EXPORT_TIMEOUT_S, exporting_provider, otlp_exporter
 from chaosops._urls import shown_url
 
 from ._config import Telemetry
@@ -73,14 +74,10 @@ def start_tracing(telemetry: Telemetry, session: Session) -> None:
         return
     url = traces_url(telemetry.otlp_endpoint)
     try:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-        from opentelemetry.sdk.trace.export import (
-            BatchSpanProcessor,
-            SpanExporter,
-            SpanExportResult,
-        )
+        from opentelemetry.sdk.trace import SpanProcessor
+        from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+        inner = otlp_exporter(url)  # it connects at its first export, not here
     except ImportError:
         raise CLIError(
             "--otlp-endpoint needs OpenTelemetry's SDK and OTLP exporter: "
@@ -111,19 +108,14 @@ def start_tracing(telemetry: Telemetry, session: Session) -> None:
         def on_end(self, span: Any) -> None:
             tracing.ended += 1
 
-    inner = OTLPSpanExporter(endpoint=url, timeout=_FLUSH_S)
-    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or PROG})
-    provider = TracerProvider(resource=resource, shutdown_on_exit=False)  # finish() does it
+    provider = exporting_provider(Counted(), Ended())  # finish() shuts it down
     tracing = _Tracing(url, provider, inner)
-    provider.add_span_processor(Ended())
-    # spans leave every second (the SDK's default is 5 s): a trace viewer follows the run
-    provider.add_span_processor(BatchSpanProcessor(Counted(), schedule_delay_millis=1000))
     session.tracing = tracing
     actors.configure_tracing(provider, name=PROG)
     note(f"OpenTelemetry traces to {shown_url(url)}")
 
 
-_FLUSH_S = 5
+_FLUSH_S = EXPORT_TIMEOUT_S
 """Seconds an export may take, and the final flush: a collector gone away
 delays the command's exit by about twice this at most."""
 
