@@ -87,7 +87,7 @@ class Viewer:
     async def home(self, request: Request) -> Response:
         for index in self.runs:
             index.refresh()
-        return self.page(request, "home.html", cards=[_card(i) for i in self.runs])
+        return self.page(request, "home.html", cards=[_card(i, _choices(i)) for i in self.runs])
 
     async def run_page(self, request: Request) -> Response:
         number = int(request.path_params["run"])
@@ -97,10 +97,11 @@ class Viewer:
         key, reverse = SORTS.get(sort, SORTS["finished"])
         kept = sorted((r for r in index.rows if filters.keeps(r)), key=key, reverse=reverse)
         start = _number(request, "start", 0)
+        choices = _choices(index)
         context = {
             "number": number, "index": index, "filters": filters, "sort": sort,
             "rows": kept[start:start + PAGE], "total": len(kept), "start": start, "page": PAGE,
-            "choices": _choices(index), "card": _card(index),
+            "choices": choices, "card": _card(index, choices),
             "previous": _moved(request, start - PAGE) if start > 0 else None,
             "next": _moved(request, start + PAGE) if start + PAGE < len(kept) else None,
         }  # fmt: skip
@@ -174,19 +175,20 @@ def _moved(request: Request, start: int) -> str:
     return "?" + urlencode({**params, "start": max(0, start)})
 
 
-def _card(index: RunIndex) -> dict[str, Any]:
-    rows = index.rows
-    resolved = sum(r.resolved for r in rows)
+def _card(index: RunIndex, choices: dict[str, list[str]]) -> dict[str, Any]:
+    """A run's counts (from its tallies by tier) and what played (``choices``)."""
+    tallies = index.tiers.values()
+    episodes = sum(t.episodes for t in tallies)
     return {
         "name": index.name,
         "folder": str(index.folder),
-        "episodes": len(rows),
+        "episodes": episodes,
         "planned": index.planned(),
         "in_flight": len(index.in_flight),
-        "success": resolved / len(rows) if rows else None,
-        "mean_reward": sum(r.reward for r in rows) / len(rows) if rows else None,
-        "policies": sorted({r.policy for r in rows}),
-        "models": sorted({m for r in rows for m in r.models.split("+") if m}),
+        "success": sum(t.resolved for t in tallies) / episodes if episodes else None,
+        "mean_reward": sum(t.reward for t in tallies) / episodes if episodes else None,
+        "policies": choices["policy"],
+        "models": choices["model"],
         "finished": index.finished(),
     }
 
