@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 from collections.abc import Awaitable, Callable
@@ -35,6 +36,16 @@ def resolve_loop(loop: str | None = None) -> str:
     if loop == "uvloop" and not _uvloop_installed():
         raise ValueError(f"{source} is 'uvloop' but uvloop is not installed (pip install uvloop)")
     return loop
+
+
+def new_event_loop(loop: str | None = None) -> asyncio.AbstractEventLoop:
+    """A new event loop of the kind :func:`run` would use (see :func:`resolve_loop`),
+    for a caller that runs it itself (``run_until_complete``)."""
+    if resolve_loop(loop) == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
 
 
 def run(func: Callable[..., Awaitable[T]], *args: Any, loop: str | None = None) -> T:

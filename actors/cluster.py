@@ -1,13 +1,14 @@
 """Jobs on a Ray cluster: :func:`open_cluster_jobs` streams ``(index, result)``
 as :func:`actors.open_jobs` does, with the jobs run by worker actors.
 
-Each worker is an async Ray actor with its own event loop. It builds its job
-once from a picklable ``make_job()`` (no live client crosses a process), runs
-up to its share of the concurrency, and returns results with the log lines
-its jobs wrote, each naming the worker. Work is handed out as a worker's slots
-free up, never split up front: a slow worker takes fewer jobs. Jobs go in
-chunks sized so that a call lasts 0.5 to 2 s (:data:`CALL_S`): quick jobs do
-not pay a call's overhead each. A worker that
+Each worker is a Ray actor running its jobs on an event loop of its own. It
+builds its job once from a picklable ``make_job()`` (no live client crosses a
+process), runs up to its share of the concurrency at once, and returns
+results with the log lines its jobs wrote, each naming the worker. Work is
+handed out as a worker has room, never split up front: a worker holds its
+share of the concurrency and as many jobs again as it finished in its last
+call, so a slow worker takes fewer. A call returns what finished about every
+:data:`RETURN_S`: quick jobs do not pay a call's overhead each. A worker that
 dies (its process killed, its node lost) has its unfinished jobs run again by
 the others, and a new worker is started in its place where the cluster has
 room; a job's result is delivered once.
@@ -18,14 +19,15 @@ on this machine on loopback only.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import io
 import logging
 import math
 import os
 import socket
-import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +37,7 @@ import anyio
 from . import _logging
 from ._batch import JobResults
 from ._gc import gc_frozen
+from ._run import new_event_loop
 
 __all__ = [
     "ClusterError",
@@ -145,56 +148,135 @@ class _Lines(io.TextIOBase):
 
 
 class _Worker:
-    """One worker actor (made a Ray actor class by :func:`_actor_class`)."""
+    """One worker actor (made a Ray actor class by :func:`_actor_class`).
 
-    def __init__(self, number: int, make_job: Callable[[], Any], log: dict[str, Any]) -> None:
+    A plain actor, not an async one (Ray makes an actor async when it has a
+    coroutine method): its jobs run on an event loop of its own (uvloop when
+    installed) that runs while a call lasts. An async actor runs each call on
+    a second thread, which cost a tenth of a scripted episode's time. Jobs
+    still running when a call returns go on in the next call, which the driver
+    sends before handing the results on: the loop stands still for a call's
+    round trip only (about a millisecond).
+    """
+
+    def __init__(
+        self, number: int, make_job: Callable[[], Any], log: dict[str, Any], slots: int
+    ) -> None:
         self.number = number
-        self._make_job = make_job
-        self._job: Any = None
         self._lines = _Lines()
         if log.get("level"):
             _logging.configure_logging(
                 self._lines, pretty=False, level=log["level"], run_id=log.get("run_id")
             )
+        self._jobs = _Jobs(number, make_job, slots)
+        self._loop = new_event_loop()
 
-    async def run(self, chunk: list[tuple[int, Any]]) -> tuple[list[tuple[int, Any]], list[str]]:
-        """Run a chunk of jobs at once; their ``(index, result)`` and the log lines."""
-        import structlog
-
-        if self._job is None:
-            self._job = self._make_job()
-        structlog.contextvars.bind_contextvars(worker=self.number)
-        done: list[tuple[int, Any]] = []
-
-        async def one(index: int, item: Any) -> None:
-            done.append((index, await self._job(item)))
-
+    def run(self, jobs: list[tuple[int, Any]]) -> tuple[list[tuple[int, Any]], list[str]]:
+        """Take ``jobs`` and run what this worker holds until some finished
+        (see :data:`RETURN_S`); their ``(index, result)`` and the log lines."""
         with gc_frozen():  # as a local batch: collections stay short while jobs run
-            async with anyio.create_task_group() as tg:
-                for index, item in chunk:
-                    tg.start_soon(one, index, item)
-        return done, self._lines.take()
+            played = self._loop.run_until_complete(self._jobs.call(jobs))
+        return played, self._lines.take()
 
     def pid(self) -> int:
         return os.getpid()
 
-    async def close(self) -> list[str]:
-        """Close what the job holds (``aclose``), and return the last log lines."""
+    def close(self) -> list[str]:
+        """Cancel the jobs still running, close what the job holds (``aclose``),
+        and return the last log lines."""
+        self._loop.run_until_complete(self._jobs.close())
+        self._loop.close()
+        return self._lines.take()
+
+
+class _Jobs:
+    """A worker's jobs on its event loop: up to ``slots`` at once, the others
+    waiting their turn, the results kept until a call takes them."""
+
+    def __init__(self, number: int, make_job: Callable[[], Any], slots: int) -> None:
+        import structlog
+
+        self._make_job = make_job
+        self._job: Any = None
+        self._slots = slots
+        self._waiting: deque[tuple[int, Any]] = deque()
+        self._running: set[asyncio.Task[None]] = set()
+        self._finished: list[tuple[int, Any]] = []
+        self._error: Exception | None = None
+        self._wake: asyncio.Future[None] | None = None
+        self._context = contextvars.copy_context()  # each job's log lines name the worker
+        self._context.run(structlog.contextvars.bind_contextvars, worker=number)
+
+    async def call(self, jobs: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+        """Start ``jobs``, then run until :data:`RETURN_S` has passed and some
+        job finished (or none is left); what finished."""
+        if self._job is None:
+            self._job = self._make_job()
+        loop = asyncio.get_running_loop()
+        self._waiting.extend(jobs)
+        self._start()
+        now = loop.time()
+        soonest, latest = now + RETURN_S, now + CALL_MAX_S
+        while self._running and self._error is None:
+            now = loop.time()
+            if now >= latest or (self._finished and now >= soonest):
+                break
+            self._wake = loop.create_future()
+            timer = loop.call_at(soonest if self._finished else latest, self._ring)
+            try:
+                await self._wake
+            finally:
+                timer.cancel()
+        if self._error is not None:
+            raise self._error
+        played, self._finished = self._finished, []
+        return played
+
+    def _start(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._waiting and len(self._running) < self._slots and self._error is None:
+            index, item = self._waiting.popleft()
+            coro = self._one(index, item)
+            self._running.add(loop.create_task(coro, context=self._context.copy()))
+
+    async def _one(self, index: int, item: Any) -> None:
+        try:
+            result = await self._job(item)
+        except Exception as exc:  # the call raises it: a job's own failure is a result
+            self._error = self._error or exc
+        else:  # the list of the call running now, not of the one that started the job
+            self._finished.append((index, result))
+        finally:
+            self._running.discard(asyncio.current_task())  # type: ignore[arg-type]
+            self._start()
+            if len(self._finished) == 1 or not self._running or self._error is not None:
+                self._ring()
+
+    def _ring(self) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    async def close(self) -> None:
+        for task in self._running:
+            task.cancel()
+        await asyncio.gather(*self._running, return_exceptions=True)
         close = getattr(self._job, "aclose", None)
         if close is not None:
             await close()
-        return self._lines.take()
 
 
 def _actor_class(ray: Any) -> Any:
     return ray.remote(num_cpus=1, max_restarts=0)(_Worker)
 
 
-CALL_S = (0.5, 2.0)
-"""A worker's calls are paced to last this long (seconds): chunks of jobs
-grow while calls are shorter (a call's overhead outweighs quick jobs) and
-shrink while longer (a chunk's slots free up only when its last job ends)."""
+RETURN_S = 0.1
+"""A worker's call returns once it has lasted this long and a job finished, or
+once it has nothing left to run: results reach the driver at that pace, and a
+call's own cost stays small beside quick jobs'."""
 
+CALL_MAX_S = 2.0
+"""A call returns after this long even if no job finished: the driver hears
+from every worker at least this often."""
 
 REPLACE_S = 30.0
 """How long a worker started in place of a dead one may take to come up (the
@@ -202,44 +284,73 @@ cluster may have no room left for it, its node lost): past it, it is given up.""
 
 
 @dataclass
+class _Work:
+    """The jobs not handed out yet, and how many have still to come back."""
+
+    queue: deque[int]
+    remaining: int
+    changed: anyio.Event = field(default_factory=anyio.Event)
+
+    def take(self, count: int) -> list[int]:
+        return [self.queue.popleft() for _ in range(min(count, len(self.queue)))]
+
+    def give_back(self, indices: Iterable[int]) -> None:
+        """Jobs of a dead worker, first in line again."""
+        self.queue.extendleft(reversed(list(indices)))
+        self._notify()
+
+    def came_back(self, count: int) -> None:
+        self.remaining -= count
+        if self.remaining == 0:
+            self._notify()
+
+    async def wait(self) -> bool:
+        """Until there are jobs to take (True) or none still to come back (False)."""
+        while not self.queue and self.remaining:
+            await self.changed.wait()
+        return bool(self.queue)
+
+    def _notify(self) -> None:
+        self.changed.set()
+        self.changed = anyio.Event()
+
+
+@dataclass
 class _Pool:
-    """The workers and what each is running: the dispatcher's state."""
+    """The workers: who is alive, and how many jobs each is given."""
 
     spawn: Callable[[int], Any]  # worker number -> a new worker actor
-    slots: int
+    slots: int  # a worker's jobs at once
     actors: list[Any] = field(default_factory=list)
-    busy: list[int] = field(default_factory=list)
-    chunk: list[int] = field(default_factory=list)  # jobs per call, by worker
+    held: list[int] = field(default_factory=list)  # jobs given to each, not back yet
+    ahead: list[int] = field(default_factory=list)  # jobs given beyond its slots
     dead: set[int] = field(default_factory=set)
     coming: int = 0  # workers starting in place of dead ones
     spare: int = 0  # how many more may be started so: one per worker asked for
 
-    def add(self, actor: Any) -> None:
+    def add(self, actor: Any) -> int:
         self.actors.append(actor)
-        self.busy.append(0)
-        self.chunk.append(max(1, self.slots // 4))
+        self.held.append(0)
+        self.ahead.append(self.slots)
+        return len(self.actors) - 1
 
-    def free(self) -> Iterator[int]:
-        """Workers with a free slot, least busy first."""
-        alive = [w for w in range(len(self.actors)) if w not in self.dead]
-        for worker in sorted(alive, key=lambda w: self.busy[w]):
-            if self.busy[worker] < self.slots:
-                yield worker
+    def room(self, worker: int) -> int:
+        """How many more jobs ``worker`` may be given: its slots, and as many
+        again as it finished in its last call, to start as slots free up
+        between calls (a slow worker finishes fewer, and gets fewer)."""
+        return self.slots + self.ahead[worker] - self.held[worker]
 
-    def pace(self, worker: int, took_s: float) -> None:
-        """The next chunk's size, from how long this call took (see CALL_S)."""
-        low, high = CALL_S
-        if took_s < low:
-            self.chunk[worker] = min(self.chunk[worker] * 2, max(1, self.slots // 2))
-        elif took_s > high:
-            self.chunk[worker] = max(1, self.chunk[worker] // 2)
+    def running(self) -> int:
+        return sum(min(held, self.slots) for held in self.held)
 
-    async def replace(self, then: Callable[[], None]) -> None:
-        """Start a worker in place of a dead one, if any may still be, then call
-        ``then`` (to hand it work, or to find that none is left). One that does
-        not come up within :data:`REPLACE_S` is given up."""
+    def all_dead(self) -> bool:
+        return len(self.dead) == len(self.actors) and not self.coming
+
+    async def replace(self) -> int | None:
+        """A worker started in place of a dead one (its number), if one may
+        still be and comes up within :data:`REPLACE_S`; else None."""
         if self.spare <= 0:
-            return then()
+            return None
         ray = import_ray()
         self.spare -= 1
         actor = self.spawn(len(self.actors) + self.coming)  # the next worker number
@@ -256,9 +367,7 @@ class _Pool:
             self.coming -= 1
             if not ready:
                 ray.kill(actor, no_restart=True)
-        if ready:
-            self.add(actor)
-        then()
+        return self.add(actor) if ready else None
 
 
 @asynccontextmanager
@@ -284,13 +393,12 @@ async def open_cluster_jobs(
     ray = import_ray()
     n = len(items)
     count = max(1, min(workers, n or 1))
+    slots = max(1, math.ceil(concurrency / count))
     actor = _actor_class(ray)
-    on_lines = _logging.write_lines
     log = {"level": _logging.level_name(), "run_id": _logging.STATE.run_id}
     if not _logging.log_enabled(_logging.WARNING):
         log = {}
-    pool = _Pool(lambda number: actor.remote(number, make_job, log),
-                 slots=max(1, math.ceil(concurrency / count)))  # fmt: skip
+    pool = _Pool(lambda number: actor.remote(number, make_job, log, slots), slots)
     for number in range(count):
         pool.add(pool.spawn(number))
     pool.spare = count
@@ -298,10 +406,10 @@ async def open_cluster_jobs(
         on_pids(list(await _gather([a.pid.remote() for a in pool.actors])))
     send, receive = anyio.create_memory_object_stream[tuple[int, Any]](max(1, concurrency))
     results = JobResults(receive, n)
-    queue: deque[int] = deque(range(n))
+    feed = _Feed(pool, items, _Work(deque(range(n)), n), results, send, failed)
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_dispatch, pool, items, queue, results, send, on_lines, failed)
+            tg.start_soon(feed.all)
             async with receive:
                 yield results
             tg.cancel_scope.cancel()
@@ -312,67 +420,80 @@ async def open_cluster_jobs(
         raise _first(lost) from None
     finally:
         with anyio.CancelScope(shield=True):
-            await _stop(ray, pool, on_lines)
+            await _stop(ray, pool, _logging.write_lines)
 
 
-async def _dispatch(
-    pool: _Pool,
-    items: Sequence[Any],
-    queue: deque[int],
-    results: JobResults[Any],
-    send: Any,
-    on_lines: Callable[[list[str]], None] | None,
-    failed: Callable[[Any], bool] | None,
-) -> None:
-    """Hand jobs to free workers as results come back, until all are in."""
-    done = anyio.Event()
-    remaining = [len(items)]
+@dataclass
+class _Feed:
+    """Keeps one call running on each live worker, handing it jobs as it has
+    room, and hands the results on; a dead worker's jobs go back in line."""
 
-    async def call(tg: Any, worker: int, indices: list[int]) -> None:
-        started = time.monotonic()
-        try:
-            chunk = [(index, items[index]) for index in indices]
-            played, lines = await pool.actors[worker].run.remote(chunk)
-        except Exception as exc:  # the worker died (RayActorError): run them elsewhere
-            if not _worker_died(exc):
-                raise
-            pool.dead.add(worker)
-            queue.extendleft(reversed(indices))
-            results.started -= len(indices)
-            tg.start_soon(pool.replace, lambda: fill(tg))
-        else:
-            pool.pace(worker, time.monotonic() - started)
-            if on_lines is not None and lines:
-                on_lines(lines)
-            for index, result in played:
-                results.finished += 1
-                results.failed += bool(failed is not None and failed(result))
-                remaining[0] -= 1
-                await send.send((index, result))
-        finally:
-            pool.busy[worker] -= len(indices)
-            results._running -= len(indices)
-        fill(tg)
+    pool: _Pool
+    items: Sequence[Any]
+    work: _Work
+    results: JobResults[Any]
+    send: Any  # the results' memory stream
+    failed: Callable[[Any], bool] | None
 
-    def fill(tg: Any) -> None:
-        if remaining[0] == 0:
-            done.set()
-            return
-        if len(pool.dead) == len(pool.actors) and not pool.coming:
-            raise ClusterError(f"every Ray worker died; {remaining[0]} job(s) not run")
-        for worker in pool.free():
-            while queue and pool.busy[worker] < pool.slots:
-                size = min(pool.chunk[worker], pool.slots - pool.busy[worker], len(queue))
-                indices = [queue.popleft() for _ in range(size)]
-                pool.busy[worker] += size
-                results.started += size
-                results._running += size
-                tg.start_soon(call, tg, worker, indices)
+    async def all(self) -> None:
+        async with self.send, anyio.create_task_group() as tg:
+            for worker in range(len(self.pool.actors)):
+                tg.start_soon(self.worker, worker)
 
-    async with send, anyio.create_task_group() as tg:
-        fill(tg)
-        await done.wait()
-        tg.cancel_scope.cancel()  # a worker still starting is not needed any more
+    async def worker(self, worker: int | None) -> None:
+        """Feed ``worker``, then whoever takes its place when it dies."""
+        while worker is not None:
+            held: dict[int, None] = {}  # its jobs not back yet, in order
+            try:
+                return await self._feed(worker, held)
+            except Exception as exc:  # the worker died (RayActorError): run them elsewhere
+                if not _worker_died(exc):
+                    raise
+            self._lost(worker, held)
+            worker = await self.pool.replace()
+        if self.pool.all_dead() and self.work.remaining:
+            raise ClusterError(f"every Ray worker died; {self.work.remaining} job(s) not run")
+
+    async def _feed(self, worker: int, held: dict[int, None]) -> None:
+        call = None
+        while True:
+            if call is None:
+                if not held and not await self.work.wait():
+                    return  # every job is back
+                call = self._send(worker, held)
+            played, lines = await call
+            for index, _ in played:
+                del held[index]
+            self.pool.held[worker] = len(held)
+            self.pool.ahead[worker] = max(1, len(played))
+            # the next call first: the worker's loop stands still until it comes
+            call = self._send(worker, held) if held or self.work.queue else None
+            await self._hand_on(played, lines)
+
+    def _send(self, worker: int, held: dict[int, None]) -> Any:
+        taken = self.work.take(self.pool.room(worker))
+        held.update(dict.fromkeys(taken))
+        self.pool.held[worker] = len(held)
+        self.results.started += len(taken)
+        self.results._running = self.pool.running()
+        return self.pool.actors[worker].run.remote([(i, self.items[i]) for i in taken])
+
+    async def _hand_on(self, played: list[tuple[int, Any]], lines: list[str]) -> None:
+        if lines:
+            _logging.write_lines(lines)
+        self.results._running = self.pool.running()
+        for index, result in played:
+            self.results.finished += 1
+            self.results.failed += bool(self.failed is not None and self.failed(result))
+            self.work.came_back(1)
+            await self.send.send((index, result))
+
+    def _lost(self, worker: int, held: dict[int, None]) -> None:
+        self.pool.dead.add(worker)
+        self.pool.held[worker] = 0
+        self.results.started -= len(held)
+        self.results._running = self.pool.running()
+        self.work.give_back(held)
 
 
 def _first(group: BaseExceptionGroup[Any]) -> BaseException:

@@ -62,7 +62,8 @@ class Outputs:
 class WrittenResult(EpisodeResult):
     """An episode a worker played, with its output lines made there
     (``trajectories.jsonl`` lines, ``results.jsonl`` line) and its steps kept
-    without observations or prompts: the driver appends the lines as they are."""
+    as far as the driver reads them (role, outcome, latency, usage): the
+    driver appends the lines as they are."""
 
     lines: tuple[bytes, bytes] = (b"", b"")
 
@@ -130,7 +131,7 @@ def _written(result: EpisodeResult, key: str, outputs: Outputs, turn_timeout: An
         turn_timeout=turn_timeout, roles=outputs.roles,
     )  # fmt: skip
     for step in result.steps:  # what the driver still reads: roles, outcomes, usage
-        step.observation = None
+        step.observation = step.action = step.breakdown = None
         info = step.info or {}
         step.info = {k: info[k] for k in ("usage", "parse_error") if k in info}
     kept = {f.name: getattr(result, f.name) for f in fields(EpisodeResult)}
