@@ -155,8 +155,7 @@ class _Worker:
     installed) that runs while a call lasts. An async actor runs each call on
     a second thread, which cost a tenth of a scripted episode's time. Jobs
     still running when a call returns go on in the next call, which the driver
-    sends before handing the results on: the loop stands still for a call's
-    round trip only (about a millisecond).
+    has already sent: the loop stands still only while Ray starts it.
     """
 
     def __init__(
@@ -455,19 +454,21 @@ class _Feed:
             raise ClusterError(f"every Ray worker died; {self.work.remaining} job(s) not run")
 
     async def _feed(self, worker: int, held: dict[int, None]) -> None:
-        call = None
+        calls: deque[Any] = deque()
         while True:
-            if call is None:
-                if not held and not await self.work.wait():
+            # two calls in line: the worker starts the second as the first
+            # returns, so its loop (and its turns' deadlines) never waits on us
+            while len(calls) < 2 and (held or self.work.queue):
+                calls.append(self._send(worker, held))
+            if not calls:
+                if not await self.work.wait():
                     return  # every job is back
-                call = self._send(worker, held)
-            played, lines = await call
+                continue
+            played, lines = await calls.popleft()
             for index, _ in played:
                 del held[index]
             self.pool.held[worker] = len(held)
             self.pool.ahead[worker] = max(1, len(played))
-            # the next call first: the worker's loop stands still until it comes
-            call = self._send(worker, held) if held or self.work.queue else None
             await self._hand_on(played, lines)
 
     def _send(self, worker: int, held: dict[int, None]) -> Any:

@@ -1,0 +1,100 @@
+"""A Ray worker's own loop (actors.cluster._Worker), driven here without Ray:
+the actor class is a plain class whose calls run its event loop."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import pytest
+
+from actors import cluster
+
+
+class Job:
+    """A worker's job: each item is (seconds to sleep, value or exception to
+    raise); it counts how many run at once and how many were cancelled."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.peak = 0
+        self.closed = False
+        self.cancelled = 0
+
+    async def __call__(self, item: tuple[float, Any]) -> Any:
+        seconds, value = item
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        try:
+            await anyio.sleep(seconds)
+        except BaseException:
+            self.cancelled += 1
+            raise
+        finally:
+            self.running -= 1
+        if isinstance(value, Exception):
+            raise value
+        return value * 2
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def worker(job: Job, slots: int) -> Any:
+    return cluster._Worker(0, lambda: job, {}, slots)
+
+
+def drain(w: Any, jobs: list[tuple[int, Any]], held: set[int]) -> dict[int, Any]:
+    """Call ``w`` as the driver does until every job given is back."""
+    got: dict[int, Any] = {}
+    while jobs or held:
+        played, _ = w.run(jobs)
+        jobs = []
+        for index, result in played:
+            assert index not in got, "a result returned twice"
+            got[index] = result
+            held.discard(index)
+    return got
+
+
+def test_jobs_left_running_by_one_call_come_back_in_a_later_one() -> None:
+    job = Job()
+    w = worker(job, slots=2)
+    jobs = [(0, (0.0, 1)), (1, (0.3, 2)), (2, (0.3, 3))]
+    first, _ = w.run(jobs)
+    assert [index for index, _ in first] == [0]  # returned without waiting for the slow ones
+    assert drain(w, [], {1, 2}) == {1: 4, 2: 6}
+    w.close()
+
+
+def test_a_worker_runs_its_slots_at_once_and_holds_the_rest() -> None:
+    job = Job()
+    w = worker(job, slots=3)
+    got = drain(w, [(i, (0.01, i)) for i in range(20)], set(range(20)))
+    assert got == {i: 2 * i for i in range(20)}
+    assert job.peak == 3
+    w.close()
+
+
+def test_a_call_returns_at_once_when_nothing_is_left_and_soon_after_a_result() -> None:
+    job = Job()
+    w = worker(job, slots=4)
+    started = time.monotonic()
+    played, _ = w.run([(0, (0.0, 1))])
+    assert played == [(0, 2)] and time.monotonic() - started < cluster.RETURN_S
+    started = time.monotonic()
+    played, _ = w.run([(1, (0.0, 1)), (2, (5.0, 1))])
+    took = time.monotonic() - started
+    assert played == [(1, 2)]
+    # it waited about RETURN_S for more to finish, not for the slow job (which stays running)
+    assert cluster.RETURN_S / 2 <= took < cluster.CALL_MAX_S
+    w.close()
+    assert job.cancelled == 1 and job.closed
+
+
+def test_a_job_that_raises_fails_the_call() -> None:
+    w = worker(Job(), slots=2)
+    with pytest.raises(ValueError, match="broken"):
+        drain(w, [(0, (0.0, ValueError("broken")))], {0})
+    w.close()
