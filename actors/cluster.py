@@ -403,9 +403,10 @@ async def open_cluster_jobs(
     pool.spare = count
     if on_pids is not None:
         on_pids(list(await _gather([a.pid.remote() for a in pool.actors])))
-    send, receive = anyio.create_memory_object_stream[tuple[int, Any]](max(1, concurrency))
+    # never full: a worker's call goes on while the results wait to be read
+    send, receive = anyio.create_memory_object_stream[tuple[int, Any]](math.inf)
     results = JobResults(receive, n)
-    feed = _Feed(pool, items, _Work(deque(range(n)), n), results, send, failed)
+    feed = _Feed(pool, items, _Work(deque(range(n)), n), results, send, failed, concurrency)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(feed.all)
@@ -424,8 +425,13 @@ async def open_cluster_jobs(
 
 @dataclass
 class _Feed:
-    """Keeps one call running on each live worker, handing it jobs as it has
-    room, and hands the results on; a dead worker's jobs go back in line."""
+    """Keeps calls going on each live worker, handing it jobs as it has room,
+    and hands the results on; a dead worker's jobs go back in line.
+
+    While more results wait to be read than the workers hold, plus
+    ``backlog``, no job is handed out; but the calls go on, so the jobs
+    running finish within their deadlines (a worker's loop runs only while a
+    call lasts)."""
 
     pool: _Pool
     items: Sequence[Any]
@@ -433,6 +439,7 @@ class _Feed:
     results: JobResults[Any]
     send: Any  # the results' memory stream
     failed: Callable[[Any], bool] | None
+    backlog: int
 
     async def all(self) -> None:
         async with self.send, anyio.create_task_group() as tg:
@@ -458,10 +465,12 @@ class _Feed:
         while True:
             # two calls in line: the worker starts the second as the first
             # returns, so its loop (and its turns' deadlines) never waits on us
-            while len(calls) < 2 and (held or self.work.queue):
+            while len(calls) < 2 and (held or (self.work.queue and not self._backed_up())):
                 calls.append(self._send(worker, held))
             if not calls:
-                if not await self.work.wait():
+                if self._backed_up():
+                    await anyio.sleep(RETURN_S)  # until the results are read
+                elif not await self.work.wait():
                     return  # every job is back
                 continue
             played, lines = await calls.popleft()
@@ -469,17 +478,17 @@ class _Feed:
                 del held[index]
             self.pool.held[worker] = len(held)
             self.pool.ahead[worker] = max(1, len(played))
-            await self._hand_on(played, lines)
+            self._hand_on(played, lines)
 
     def _send(self, worker: int, held: dict[int, None]) -> Any:
-        taken = self.work.take(self.pool.room(worker))
+        taken = [] if self._backed_up() else self.work.take(self.pool.room(worker))
         held.update(dict.fromkeys(taken))
         self.pool.held[worker] = len(held)
         self.results.started += len(taken)
         self.results._running = self.pool.running()
         return self.pool.actors[worker].run.remote([(i, self.items[i]) for i in taken])
 
-    async def _hand_on(self, played: list[tuple[int, Any]], lines: list[str]) -> None:
+    def _hand_on(self, played: list[tuple[int, Any]], lines: list[str]) -> None:
         if lines:
             _logging.write_lines(lines)
         self.results._running = self.pool.running()
@@ -487,7 +496,11 @@ class _Feed:
             self.results.finished += 1
             self.results.failed += bool(self.failed is not None and self.failed(result))
             self.work.came_back(1)
-            await self.send.send((index, result))
+            self.send.send_nowait((index, result))
+
+    def _backed_up(self) -> bool:
+        unread = self.send.statistics().current_buffer_used
+        return unread > sum(self.pool.held) + self.backlog
 
     def _lost(self, worker: int, held: dict[int, None]) -> None:
         self.pool.dead.add(worker)

@@ -3,12 +3,15 @@ the actor class is a plain class whose calls run its event loop."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import deque
 from typing import Any
 
 import anyio
 import pytest
 
+import actors as actors_pkg
 from actors import cluster
 
 
@@ -98,3 +101,52 @@ def test_a_job_that_raises_fails_the_call() -> None:
     with pytest.raises(ValueError, match="broken"):
         drain(w, [(0, (0.0, ValueError("broken")))], {0})
     w.close()
+
+
+class FakeActor:
+    """A worker as the driver sees it: ``run.remote(jobs)`` an awaitable, one
+    call at a time (as Ray runs a plain actor's calls), in a thread of its own."""
+
+    def __init__(self, job: Job, slots: int) -> None:
+        self.worker = cluster._Worker(0, lambda: job, {}, slots)
+        self.lock = threading.Lock()
+        self.run = self  # actor.run.remote(jobs)
+
+    def remote(self, jobs: list[tuple[int, Any]]) -> Any:
+        def call() -> Any:
+            with self.lock:
+                return self.worker.run(jobs)
+
+        return anyio.to_thread.run_sync(call)
+
+
+@pytest.mark.asyncio
+async def test_a_backed_up_driver_gives_no_new_jobs_but_lets_the_running_ones_finish() -> None:
+    job = Job()
+    actors = [FakeActor(job, slots=4), FakeActor(job, slots=4)]
+    pool = cluster._Pool(spawn=lambda number: None, slots=4)
+    for actor in actors:
+        pool.add(actor)
+    items = [(0.2, i) for i in range(60)]
+    send, receive = anyio.create_memory_object_stream[tuple[int, Any]](float("inf"))
+    results = actors_pkg.JobResults(receive, len(items))
+    work = cluster._Work(deque(range(len(items))), len(items))
+    feed = cluster._Feed(pool, items, work, results, send, None, backlog=0)
+    got: dict[int, Any] = {}
+    started = time.monotonic()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(feed.all)
+        async with receive:
+            async for index, result in results:
+                assert index not in got
+                got[index] = result
+                if len(got) == 1:  # a reader that falls behind: the results pile up
+                    await anyio.sleep(1.0)
+                    # the jobs given went on and came back; no new ones were handed out
+                    assert results.started == results.finished < len(items)
+                    assert pool.held == [0, 0]
+    assert got == {i: 2 * i for i in range(60)}
+    assert job.peak <= 8
+    assert time.monotonic() - started < 10
+    for actor in actors:
+        await anyio.to_thread.run_sync(actor.worker.close)
