@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from ._cli import TIMEOUT, assert_one_error_line, chaosops, interrupt, jsonl, spawn
@@ -362,3 +363,23 @@ def test_a_run_whose_every_worker_died_stops_in_one_line(slow: Path) -> None:
     assert lines[-1].startswith("chaosops: error: every Ray worker died;"), stderr
     done = jsonl(out / "results.jsonl")
     assert 3 <= len(done) < 55  # what finished is kept for --resume
+
+
+def test_an_eval_on_ray_equals_a_local_one(tmp_path: Path) -> None:
+    """``chaosops eval --ray``: every policy's episodes played by the workers,
+    with the same table and the same episodes as a local evaluation."""
+    args = ("eval", "--policies", "heuristic,random", "--tier", "easy", "--no-progress",
+            "--no-chart")  # fmt: skip
+    tables = {}
+    for name, extra in (("local", ()), ("ray", ("--ray", "local", "--workers", "2"))):
+        out = tmp_path / name
+        table = tmp_path / f"{name}.json"
+        proc = chaosops(*args, *extra, "--out", out, "--json", table, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        tables[name] = orjson.loads(table.read_bytes())
+        for policy in ("heuristic", "random"):
+            assert len(outcomes(out / policy)) == 20
+    assert tables["ray"]["rows"] == tables["local"]["rows"]
+    for policy in ("heuristic", "random"):
+        assert outcomes(tmp_path / "ray" / policy) == outcomes(tmp_path / "local" / policy)
+    assert not ray_workers()
