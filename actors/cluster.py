@@ -322,7 +322,7 @@ class _Pool:
     slots: int  # a worker's jobs at once
     actors: list[Any] = field(default_factory=list)
     held: list[int] = field(default_factory=list)  # jobs given to each, not back yet
-    ahead: list[int] = field(default_factory=list)  # jobs given beyond its slots
+    ahead: list[int] = field(default_factory=list)  # what each may hold beyond its slots
     dead: set[int] = field(default_factory=set)
     coming: int = 0  # workers starting in place of dead ones
     spare: int = 0  # how many more may be started so: one per worker asked for
