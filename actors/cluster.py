@@ -161,7 +161,6 @@ class _Worker:
     def __init__(
         self, number: int, make_job: Callable[[], Any], log: dict[str, Any], slots: int
     ) -> None:
-        self.number = number
         self._lines = _Lines()
         if log.get("level"):
             _logging.configure_logging(
@@ -321,7 +320,7 @@ class _Pool:
     spawn: Callable[[int], Any]  # worker number -> a new worker actor
     slots: int  # a worker's jobs at once
     actors: list[Any] = field(default_factory=list)
-    held: list[int] = field(default_factory=list)  # jobs given to each, not back yet
+    held: list[dict[int, None]] = field(default_factory=list)  # each one's jobs not back yet
     ahead: list[int] = field(default_factory=list)  # what each may hold beyond its slots
     dead: set[int] = field(default_factory=set)
     coming: int = 0  # workers starting in place of dead ones
@@ -329,7 +328,7 @@ class _Pool:
 
     def add(self, actor: Any) -> int:
         self.actors.append(actor)
-        self.held.append(0)
+        self.held.append({})
         self.ahead.append(self.slots)
         return len(self.actors) - 1
 
@@ -337,10 +336,10 @@ class _Pool:
         """How many more jobs ``worker`` may be given: its slots, and as many
         again as it finished in its last call, to start as slots free up
         between calls (a slow worker finishes fewer, and gets fewer)."""
-        return self.slots + self.ahead[worker] - self.held[worker]
+        return self.slots + self.ahead[worker] - len(self.held[worker])
 
     def running(self) -> int:
-        return sum(min(held, self.slots) for held in self.held)
+        return sum(min(len(held), self.slots) for held in self.held)
 
     def all_dead(self) -> bool:
         return len(self.dead) == len(self.actors) and not self.coming
@@ -449,24 +448,24 @@ class _Feed:
     async def worker(self, worker: int | None) -> None:
         """Feed ``worker``, then whoever takes its place when it dies."""
         while worker is not None:
-            held: dict[int, None] = {}  # its jobs not back yet, in order
             try:
-                return await self._feed(worker, held)
+                return await self._feed(worker)
             except Exception as exc:  # the worker died (RayActorError): run them elsewhere
                 if not _worker_died(exc):
                     raise
-            self._lost(worker, held)
+            self._lost(worker)
             worker = await self.pool.replace()
         if self.pool.all_dead() and self.work.remaining:
             raise ClusterError(f"every Ray worker died; {self.work.remaining} job(s) not run")
 
-    async def _feed(self, worker: int, held: dict[int, None]) -> None:
+    async def _feed(self, worker: int) -> None:
+        held = self.pool.held[worker]
         calls: deque[Any] = deque()
         while True:
             # two calls in line: the worker starts the second as the first
             # returns, so its loop (and its turns' deadlines) never waits on us
             while len(calls) < 2 and (held or (self.work.queue and not self._backed_up())):
-                calls.append(self._send(worker, held))
+                calls.append(self._send(worker))
             if not calls:
                 if self._backed_up():
                     await anyio.sleep(RETURN_S)  # until the results are read
@@ -476,14 +475,12 @@ class _Feed:
             played, lines = await calls.popleft()
             for index, _ in played:
                 del held[index]
-            self.pool.held[worker] = len(held)
             self.pool.ahead[worker] = max(1, len(played))
             self._hand_on(played, lines)
 
-    def _send(self, worker: int, held: dict[int, None]) -> Any:
+    def _send(self, worker: int) -> Any:
         taken = [] if self._backed_up() else self.work.take(self.pool.room(worker))
-        held.update(dict.fromkeys(taken))
-        self.pool.held[worker] = len(held)
+        self.pool.held[worker].update(dict.fromkeys(taken))
         self.results.started += len(taken)
         self.results._running = self.pool.running()
         return self.pool.actors[worker].run.remote([(i, self.items[i]) for i in taken])
@@ -495,16 +492,16 @@ class _Feed:
         for index, result in played:
             self.results.finished += 1
             self.results.failed += bool(self.failed is not None and self.failed(result))
-            self.work.came_back(1)
             self.send.send_nowait((index, result))
+        self.work.came_back(len(played))
 
     def _backed_up(self) -> bool:
         unread = self.send.statistics().current_buffer_used
-        return unread > sum(self.pool.held) + self.backlog
+        return unread > sum(map(len, self.pool.held)) + self.backlog
 
-    def _lost(self, worker: int, held: dict[int, None]) -> None:
+    def _lost(self, worker: int) -> None:
+        held, self.pool.held[worker] = self.pool.held[worker], {}
         self.pool.dead.add(worker)
-        self.pool.held[worker] = 0
         self.results.started -= len(held)
         self.results._running = self.pool.running()
         self.work.give_back(held)
