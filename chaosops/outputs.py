@@ -317,6 +317,7 @@ def result_record(
                 "error": step.error,
                 "latency_ms": round(float(getattr(step, "latency_s", 0.0)) * 1000.0, 3),
                 "tokens": usage.get("total_tokens") if isinstance(usage, Mapping) else None,
+                "parse_error": None if step.timed_out else info.get("parse_error"),
             }
         )
     declared = result.declared_root_cause

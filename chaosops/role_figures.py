@@ -1,9 +1,12 @@
 """Per-role turn figures of a run: who played, turns, timeouts, errors, tokens, latency.
 
 Computed from result records (``results.jsonl``): each step's ``role``,
-``timed_out``, ``error``, ``latency_ms`` and ``tokens``, and the record's
-``roles`` (the role's policy and model). Latency percentiles are over every
-turn played, a timed-out one counting its time to the deadline.
+``timed_out``, ``error``, ``parse_error``, ``latency_ms`` and ``tokens``, and
+the record's ``roles`` (the role's policy, model and answer format). A turn is
+*legal* when the policy's own move was applied as given: not timed out, no
+error, and an answer that read as a legal move (no ``parse_error``). Latency
+percentiles are over every turn played, a timed-out one counting its time to
+the deadline.
 """
 
 from __future__ import annotations
@@ -33,28 +36,43 @@ class RoleFigures:
     turns: int
     timeouts: int
     errors: int
+    parse_errors: int
+    legal: int
     tokens: int | None  # None: no turn recorded a token count
     latency_p50_ms: float | None
     latency_p99_ms: float | None
+    answer: str | None = None  # an LLM's answer format
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def legal_share(self) -> float | None:
+        """The share of turns whose own move was applied as given (None: no turn)."""
+        return self.legal / self.turns if self.turns else None
 
 
 @dataclass
 class _Tally:
     played_by: str | None = None
     model: str | None = None
+    answer: str | None = None
     turns: int = 0
     timeouts: int = 0
     errors: int = 0
+    parse_errors: int = 0
+    legal: int = 0
     tokens: int | None = None
     latencies: array[float] = field(default_factory=lambda: array("d"))
 
     def add(self, step: Mapping[str, Any]) -> None:
         self.turns += 1
-        self.timeouts += bool(step.get("timed_out"))
-        self.errors += bool(step.get("error")) and not step.get("timed_out")
+        timed_out, error = bool(step.get("timed_out")), bool(step.get("error"))
+        unread = bool(step.get("parse_error")) and not (timed_out or error)
+        self.timeouts += timed_out
+        self.errors += error and not timed_out
+        self.parse_errors += unread
+        self.legal += not (timed_out or error or unread)
         if isinstance(tokens := step.get("tokens"), int):
             self.tokens = (self.tokens or 0) + tokens
         if isinstance(latency := step.get("latency_ms"), int | float):
@@ -76,7 +94,7 @@ class RoleTallies:
             tally = self._tallies.get((policy, role))
             if tally is None:
                 player = players.get(role) or {}
-                tally = _Tally(player.get("policy"), player.get("model"))
+                tally = _Tally(player.get("policy"), player.get("model"), player.get("answer"))
                 self._tallies[(policy, role)] = tally
             tally.add(step)
 
@@ -108,9 +126,12 @@ def _figures(policy: str, role: str, tally: _Tally) -> RoleFigures:
         turns=tally.turns,
         timeouts=tally.timeouts,
         errors=tally.errors,
+        parse_errors=tally.parse_errors,
+        legal=tally.legal,
         tokens=tally.tokens,
         latency_p50_ms=percentile(latencies, 50),
         latency_p99_ms=percentile(latencies, 99),
+        answer=tally.answer,
     )
 
 
@@ -130,13 +151,17 @@ def render_role_table(figures: Sequence[RoleFigures], *, title: str | None = Non
         table.add_column("run", overflow="fold")
     table.add_column("role", no_wrap=True)
     table.add_column("played by", overflow="fold")
-    for header in ("turns", "timed\nout", "errors", "tokens", "p50\nms", "p99\nms"):
+    for header in ("turns", "legal", "un-\nread", "timed\nout", "errors", "tokens", "p50\nms",
+                   "p99\nms"):  # fmt: skip
         table.add_column(header, justify="right", no_wrap=True)
     for f in figures:
         who = f.played_by or "-"
         if f.model:
-            who = f"{who} ({f.model})" if f.model != who else who
-        cells = [f.role, who, str(f.turns), str(f.timeouts), str(f.errors)]
+            about = f.model if not f.answer else f"{f.model}, {f.answer}"
+            who = f"{who} ({about})" if f.model != who else who
+        legal = "-" if f.legal_share is None else f"{f.legal_share:.0%}"
+        cells = [f.role, who, str(f.turns), legal, str(f.parse_errors), str(f.timeouts),
+                 str(f.errors)]  # fmt: skip
         cells += ["-" if f.tokens is None else str(f.tokens), _ms(f.latency_p50_ms)]
         cells.append(_ms(f.latency_p99_ms))
         table.add_row(*([f.policy] if several else []), *cells)

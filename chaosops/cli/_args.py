@@ -370,12 +370,13 @@ def _add_llm_sampling_options(llm: Any) -> None:
     )
     llm.add_argument(
         "--llm-answer",
-        choices=("text", "json", "json_object", "tools"),
-        default="text",
-        help="how the model answers: text parsed tolerantly (default), json (structured "
-        "output: response_format json_schema with the action's schema; OpenAI, vLLM), "
-        "json_object (response_format json_object with the schema; llama-cpp-python), "
-        "tools (the take_action tool, named)",
+        choices=("auto", "json", "json_object", "tools", "text"),
+        default="auto",
+        help="how the model answers, each format but text constrained to the turn's legal "
+        "moves: auto (default: the first of the next four the server accepts, probed at the "
+        "start), json (response_format json_schema; OpenAI, vLLM, Ollama), json_object "
+        "(response_format json_object with the schema; llama-cpp-python), tools (the "
+        "take_action tool, named), text (parsed tolerantly)",
     )
     llm.add_argument(
         "--llm-system-prompt",

@@ -41,6 +41,12 @@ class Deadlines:
         return per_role
 
     @property
+    def longest(self) -> float | None:
+        """The longest deadline the flags give a turn (None: they give none)."""
+        given = [s for s in (self.turn_timeout, *dict(self.role_timeout).values()) if s is not None]
+        return max(given, default=None)
+
+    @property
     def per_role(self) -> dict[str, float] | None:
         """``--role-timeout`` as recorded in ``run.json`` (sorted; None when not given)."""
         return dict(sorted(dict(self.role_timeout).items())) or None
@@ -116,6 +122,15 @@ class RunConfig:
         chosen = dict(self.role_policies)
         return {role.value: chosen.get(role.value, self.policy) for role in DEFAULT_TURN_ORDER}
 
+    def with_llms(self, llms: Mapping[str, LLMSettings]) -> RunConfig:
+        """This configuration with the settings of the LLMs in ``llms`` (by
+        policy name) replaced: those the endpoints settled (``negotiated``)."""
+        return dataclasses.replace(
+            self,
+            llm=llms.get("llm", self.llm),
+            named_llms=tuple((name, llms.get(name, s)) for name, s in self.named_llms),
+        )
+
     def llm_settings(self, name: str) -> LLMSettings | None:
         """The settings of the LLM a policy name names (``llm``: the flags'), else None."""
         return self.llm if name == "llm" else dict(self.named_llms).get(name)
@@ -132,11 +147,14 @@ class RunConfig:
     @property
     def players(self) -> dict[str, dict[str, str | None]]:
         """What plays each role, as the outputs record it: its policy and, for
-        an LLM, its model."""
-        return {
-            role: {"policy": name, "model": getattr(self.llm_settings(name), "model", None)}
-            for role, name in self.policy_by_role.items()
-        }
+        an LLM, its model and the answer format it is asked in."""
+        players: dict[str, dict[str, str | None]] = {}
+        for role, name in self.policy_by_role.items():
+            settings = self.llm_settings(name)
+            players[role] = {"policy": name, "model": getattr(settings, "model", None)}
+            if settings is not None:
+                players[role]["answer"] = settings.answer_format or settings.answer
+        return players
 
     @property
     def models(self) -> str:

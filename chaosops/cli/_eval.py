@@ -14,7 +14,7 @@ from ._batches import stop_code, withheld_note
 from ._cluster import recipe
 from ._config import RunConfig
 from ._errors import CLIError
-from ._plays import Play, open_folders, open_play, play_all, same_plan, trouble
+from ._plays import Play, open_folders, open_play, play_all, same_plan, trouble, unplayed
 from ._policies import prepare_llms, role_map_factory
 from ._run_folder import played, refuse_existing
 from ._session import Session
@@ -77,7 +77,10 @@ def cmd_eval(config: RunConfig, entries: Sequence[RunConfig], session: Session) 
     serve_metrics(config.telemetry)  # a port that cannot be served fails before anything is written
     start_tracing(config.telemetry, session)  # so does a collector that cannot be reached
     for play in plays:
-        play.llms = prepare_llms(play.config.llms_in_play, play.config.config_file)
+        play.llms = prepare_llms(
+            play.config.llms_in_play, play.config.config_file, play.config.deadlines.longest
+        )
+        play.config = play.config.with_llms({n: p.settings for n, p in play.llms.items()})
         play.factory = role_map_factory(play.config.policy_by_role, play.llms, planned)
         play.recipe = recipe(play.config)
     own = [p for p in (json_path, chart) if p is not None]
@@ -159,6 +162,10 @@ def _closing(plays: Sequence[Play], episodes: int, stop: Any) -> int:
         )
         return stop_code(stop)
     note("wrote a run folder per policy: " + ", ".join(str(p.config.out) for p in plays))
+    if lines := unplayed(plays):
+        for line in lines:
+            note(line)
+        return 1
     return 0
 
 

@@ -219,3 +219,19 @@ def trouble(plays: Sequence[Play], progress: Any) -> list[str]:
                     "the logprobs asked for (--llm-logprobs): the server returned none"
                 )
     return notes
+
+
+def unplayed(plays: Sequence[Play]) -> list[str]:
+    """One line per role that never played a move of its own: every turn it
+    had timed out, failed, or gave an answer that was no legal move."""
+    lines = []
+    for play in plays:
+        for f in play.summary.roles:
+            if f.turns and not f.legal:
+                who = f.played_by if not f.model else f"{f.played_by} ({f.model})"
+                lines.append(
+                    f"{play.config.label}: the {f.role} ({who}) never played a move of its own: "
+                    f"of {f.turns} turn(s), {f.parse_errors} answer(s) were no legal move, "
+                    f"{f.timeouts} timed out, {f.errors} failed; every one played the fallback"
+                )
+    return lines

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from chaosops.agents.llm.settings import LLMSettings
 
 from ._errors import CLIError, one_line
+from ._terminal import note
 
 
 async def _check_llm(settings: LLMSettings) -> None:
@@ -17,10 +19,30 @@ async def _check_llm(settings: LLMSettings) -> None:
     try:
         await check_endpoint(base_url=settings.base_url, model=settings.model, api_key=settings.key)
     except LLMEndpointError as exc:
-        text = one_line(exc)
-        if settings.key:  # the API key is never printed
-            text = text.replace(settings.key, "***")
-        raise CLIError(text, code=1) from None
+        raise CLIError(_scrubbed(exc, settings), code=1) from None
+
+
+async def _negotiate(policy: Any, where: str, seconds: float | None) -> None:
+    """Settle the policy's answer format with its endpoint, saying which in one
+    line; a format named outright that the server refuses is exit 2."""
+    from chaosops.agents.llm import AnswerRefused, LLMRequestError
+
+    settings = policy.settings
+    try:
+        negotiation = await policy.negotiate(seconds)
+    except AnswerRefused as exc:
+        advice = "use auto, which picks a format the server accepts"
+        raise CLIError(f"{where} {settings.answer}: {_scrubbed(exc, settings)}; {advice}") from None
+    except LLMRequestError as exc:
+        raise CLIError(_scrubbed(exc, settings), code=1) from None
+    note(f"answer format: {negotiation.line(settings.model, settings.endpoint)}")
+
+
+def _scrubbed(exc: BaseException, settings: LLMSettings) -> str:
+    text = one_line(exc)
+    if settings.key:  # the API key is never printed
+        text = text.replace(settings.key, "***")
+    return text
 
 
 def policy_factory(name: str, llm: Any = None) -> Callable[[Any], Mapping[Any, Any]]:
@@ -138,9 +160,14 @@ def _check_url(url: str | None, where: str) -> None:
         )
 
 
-def prepare_llms(llms: Mapping[str, LLMSettings], run_file: str | None = None) -> dict[str, Any]:
+def prepare_llms(
+    llms: Mapping[str, LLMSettings], run_file: str | None = None, probe_s: float | None = None
+) -> dict[str, Any]:
     """An LLM policy per name of ``llms`` (the LLMs some role plays), each
-    endpoint and model checked first (:class:`CLIError`, exit 1 on failure)."""
+    endpoint and model checked first (:class:`CLIError`, exit 1 on failure),
+    then its answer format settled with the server, each probe given
+    ``probe_s`` at most, as long as a turn (each policy's settings then say
+    which, in ``negotiated``)."""
     if not llms:
         return {}
     import anyio
@@ -155,7 +182,21 @@ def prepare_llms(llms: Mapping[str, LLMSettings], run_file: str | None = None) -
         if (settings.endpoint, settings.model) not in checked:
             anyio.run(_check_llm, settings)
             checked.add((settings.endpoint, settings.model))
-    return {name: LLMPolicy.from_settings(settings) for name, settings in llms.items()}
+    policies = {}
+    for name, settings in llms.items():
+        where = "--llm-answer" if name == "llm" else f"{run_file}: llm.{name}.answer"
+        policy = LLMPolicy.from_settings(dataclasses.replace(settings, negotiated=None))
+        anyio.run(_negotiate_and_close, policy, where, probe_s)
+        policies[name] = policy
+    return policies
+
+
+async def _negotiate_and_close(policy: Any, where: str, seconds: float | None) -> None:
+    # the probes' HTTP session belongs to this event loop, not the run's
+    try:
+        await _negotiate(policy, where, seconds)
+    finally:
+        await policy.aclose()
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from ._cluster import recipe
 from ._config import RunConfig
 from ._errors import CLIError, os_error_in, os_error_line
 from ._plan import plan_episodes
-from ._plays import Play, open_folders, open_play, play_all, trouble
+from ._plays import Play, open_folders, open_play, play_all, trouble, unplayed
 from ._policies import prepare_llms, role_map_factory
 from ._run_folder import build_summary
 from ._session import Session
@@ -27,7 +27,8 @@ def cmd_run(config: RunConfig, session: Session) -> int:
     start_tracing(config.telemetry, session)  # so does a collector that cannot be reached
     # the LLM endpoints, then the log target, fail (one line naming it) before
     # the folder is made (and before an empty log file is left behind)
-    play.llms = prepare_llms(config.llms_in_play, config.config_file)
+    play.llms = prepare_llms(config.llms_in_play, config.config_file, config.deadlines.longest)
+    config = play.config = config.with_llms({n: p.settings for n, p in play.llms.items()})
     play.factory = role_map_factory(config.policy_by_role, play.llms, play.planned)
     play.recipe = recipe(config)
     log = config.telemetry.log_json
@@ -93,6 +94,10 @@ def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) 
     note(f"wrote {outputs.results_path}, {outputs.trajectories_path}, {outputs.summary_path}{kept}")
     if summary["failed"]:
         note(f"{summary['failed']} episode(s) failed (see 'error' in {outputs.results_path})")
+        return 1
+    if lines := unplayed([play]):
+        for line in lines:
+            note(line)
         return 1
     return 0
 

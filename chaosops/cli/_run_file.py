@@ -50,7 +50,7 @@ class LLMEntry(BaseModel):
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     seed: int | None = None
     max_tokens: int = Field(default=256, ge=1, le=1_000_000)
-    answer: Literal["text", "json", "json_object", "tools"] = "text"
+    answer: Literal["auto", "json", "json_object", "tools", "text"] = "auto"
     system_prompt: Literal["system", "user"] = "system"
     retries: int = Field(default=4, ge=0, le=100)
     max_in_flight: int = Field(default=64, ge=1, le=100_000)

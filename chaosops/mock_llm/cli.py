@@ -41,6 +41,14 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument(
         "--null-logprobs", action="store_true", help="answer logprobs: null even when asked"
     )
+    p.add_argument(
+        "--refuse",
+        action="append",
+        default=[],
+        choices=["json_schema", "tools"],
+        help="refuse a request form, as some servers do: json_schema as llama-cpp-python's "
+        "server (HTTP 500 and its validation message), tools (HTTP 400); repeatable",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--record",
@@ -81,6 +89,7 @@ def config_from_args(args: argparse.Namespace) -> MockLLMConfig:
         seed=args.seed,
         record=args.record,
         null_logprobs=args.null_logprobs,
+        refuse=args.refuse,
         api_key=key,
     )
 

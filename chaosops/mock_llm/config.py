@@ -30,9 +30,14 @@ class MockLLMConfig(BaseModel):
     null_logprobs: bool = False
     """Answer ``logprobs: null`` even when asked for them (as some servers do)."""
     seed: int = 0
-    first_statuses: list[Literal[200, 429, 500]] = Field(default_factory=list)
+    first_statuses: list[Literal[200, 400, 429, 500]] = Field(default_factory=list)
     """Scripted faults: the first requests answer these statuses, in order, before
-    the random rates apply (200 = a normal answer); for tests and demos."""
+    the random rates apply (200 = a normal answer; 400 names a request field in
+    its body); for tests and demos."""
+    refuse: list[Literal["json_schema", "tools"]] = Field(default_factory=list)
+    """Request forms refused, as some servers do: ``json_schema`` as
+    llama-cpp-python's server refuses it (HTTP 500, its validation message),
+    ``tools`` with an HTTP 400."""
     record: str | None = None
     """A file each chat request's JSON body is appended to, one line each, as received."""
     api_key: str | None = Field(default=None, repr=False)
@@ -58,6 +63,9 @@ class MockStats:
     server_errors: int = 0
     garbage: int = 0
     tool_calls: int = 0
+    refused: int = 0
+    off_schema: int = 0
+    """Answers the request's schema did not admit, replaced by one it does."""
     by_status: dict[str, int] = field(default_factory=dict)
 
     def snapshot(self) -> dict[str, Any]:

@@ -31,6 +31,15 @@ from chaosops.agents.llm.render import read_rendered
 from .config import MockLLMConfig, MockStats
 from .latency import parse_latency
 from .player import GARBAGE, decide_action
+from .schema import request_schema, within
+
+# What llama-cpp-python's server answers to response_format json_schema: its
+# request model's validation error, as an HTTP 500.
+_LLAMA_CPP_REFUSAL = (
+    "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+    "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+    "'ctx': {'expected': \"'text' or 'json_object'\"}}"
+)
 
 
 def _user_text(messages: Sequence[Any]) -> str:
@@ -150,6 +159,9 @@ class _MockLLM:
             return body
         if self.config.record is not None:
             self._record(body)
+        if (refusal := self._refusal(body)) is not None:
+            self.stats.refused += 1
+            return refusal
         cfg, rng = self.config, self.rng
         delay = self.latency(rng)
         status = self._draw_status()
@@ -169,7 +181,19 @@ class _MockLLM:
         if status == 500:
             self.stats.server_errors += 1
             return _error(500, "internal error (injected)", "server_error")
+        if status == 400:
+            return _error(400, "'max_tokens' must be at most 4096 (injected)", "invalid_request")
         return _json(self._completion(body, garbage, style))
+
+    def _refusal(self, body: dict[str, Any]) -> Response | None:
+        """The refusal of a request form this mock is set to refuse, else None."""
+        refuse = self.config.refuse
+        fmt = body.get("response_format")
+        if "json_schema" in refuse and isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+            return _error(500, _LLAMA_CPP_REFUSAL, "internal_server_error")
+        if "tools" in refuse and body.get("tools"):
+            return _error(400, "'tools' is not supported by this server", "invalid_request")
+        return None
 
     async def _read(self, request: Request) -> dict[str, Any] | Response:
         """The request's JSON body, or the error response it earns."""
@@ -212,6 +236,9 @@ class _MockLLM:
         """The chat completion answering ``body``: the player's action as text or a tool call."""
         rng = self.rng
         action = _styled(decide_action(read_rendered(_user_text(body["messages"]))), style)
+        if (schema := request_schema(body)) is not None:
+            action, admitted = within(schema, action)
+            self.stats.off_schema += not admitted
         tools = body.get("tools") or []
         tool_calls: list[dict[str, Any]] | None = None
         content: str | None

@@ -8,8 +8,9 @@ turn plays the fallback; it is never applied as a wrong fix.
 
 The targets of a view are the services it shows (metrics, alerts, logs) and,
 for oversight, the fleet agents. Only oversight flags rogues and only the
-manager resolves (SPEC section 6 counts either from another role as a
-miscommunication).
+manager resolves; a message goes to all or to a role, and a root cause is a
+failure type (SPEC section 6 counts any of these otherwise as a
+miscommunication, a move no answer means to make).
 """
 
 from __future__ import annotations
@@ -23,11 +24,22 @@ from chaosops.env.models import (
     AgentRole,
     ChaosOpsAction,
     ChaosOpsObservation,
+    FailureType,
 )
 
-__all__ = ["ACTION_ARGS", "view_problem"]
+__all__ = [
+    "ACTION_ARGS",
+    "FAILURES",
+    "ONLY_ROLE",
+    "ON_A_SERVICE",
+    "RECIPIENTS",
+    "services_of",
+    "view_problem",
+]
 
 FLEET_AGENTS = frozenset(FLEET_AGENT_NAMES)
+RECIPIENTS = frozenset(("all", *(role.value for role in AgentRole)))
+FAILURES = frozenset(failure.value for failure in FailureType)
 
 ACTION_ARGS: dict[ActionType, dict[str, type]] = {
     ActionType.SCALE: {"replicas": int},
@@ -42,15 +54,15 @@ _REQUIRED = {
     ActionType.COMMUNICATE: "message",
     ActionType.IDENTIFY_ROOT_CAUSE: "failure_type",
 }
-_ONLY_ROLE = {ActionType.FLAG_ROGUE: AgentRole.OVERSIGHT, ActionType.RESOLVE: AgentRole.MANAGER}
-_ON_A_SERVICE = frozenset((ActionType.RESTART, ActionType.ROLLBACK, ActionType.SCALE))
+ONLY_ROLE = {ActionType.FLAG_ROGUE: AgentRole.OVERSIGHT, ActionType.RESOLVE: AgentRole.MANAGER}
+ON_A_SERVICE = frozenset((ActionType.RESTART, ActionType.ROLLBACK, ActionType.SCALE))
 
 
 def view_problem(action: ChaosOpsAction, obs: ChaosOpsObservation) -> str | None:
     """Why ``action`` is no action for its role's view in ``obs``, or None."""
     kind = action.action_type
     role = AgentRole(getattr(action.role, "value", action.role))
-    allowed = _ONLY_ROLE.get(kind)
+    allowed = ONLY_ROLE.get(kind)
     if allowed is not None and role is not allowed:
         return f"{kind.value} is the {allowed.value}'s action, not the {role.value}'s"
     problem = _args_problem(kind, action.args)
@@ -71,6 +83,19 @@ def _args_problem(kind: ActionType, args: Mapping[str, Any]) -> str | None:
                 return f"{kind.value} needs args.{name}"
         elif not isinstance(value, expected) or isinstance(value, bool):
             return f"args.{name} of {kind.value} must be {expected.__name__}, got {value!r:.40}"
+    return _value_problem(kind, args)
+
+
+def _value_problem(kind: ActionType, args: Mapping[str, Any]) -> str | None:
+    """A recipient that is no role, or a root cause that is no failure type
+    (read as the world reads them: stripped, the recipient lower-cased)."""
+    to = args.get("to")
+    if kind is ActionType.COMMUNICATE and to is not None and to.strip():
+        if to.strip().lower() not in RECIPIENTS:
+            return f"args.to {to!r:.40} is neither all nor a role ({_list(RECIPIENTS)})"
+    failure = args.get("failure_type")
+    if kind is ActionType.IDENTIFY_ROOT_CAUSE and failure.strip() not in FAILURES:
+        return f"args.failure_type {failure!r:.40} is no failure type ({_list(FAILURES)})"
     return None
 
 
@@ -78,9 +103,9 @@ def _target_problem(
     kind: ActionType, target: str | None, args: Mapping[str, Any], role: AgentRole,
     obs: ChaosOpsObservation,
 ) -> str | None:  # fmt: skip
-    services = _services_of(obs)
+    services = services_of(obs)
     agents = FLEET_AGENTS if role is AgentRole.OVERSIGHT else frozenset()
-    if kind in _ON_A_SERVICE:
+    if kind in ON_A_SERVICE:
         if target not in services:
             shown = _list(services)
             return f"{kind.value} target {target!r:.60} is no service of the view ({shown})"
@@ -95,7 +120,8 @@ def _target_problem(
     return None
 
 
-def _services_of(obs: ChaosOpsObservation) -> frozenset[str]:
+def services_of(obs: ChaosOpsObservation) -> frozenset[str]:
+    """The services a view shows: in its metrics, alerts or logs."""
     view = obs.view
     names = {str(name) for name in view.visible_metrics}
     names.update(str(getattr(a.service, "value", a.service)) for a in view.visible_alerts)

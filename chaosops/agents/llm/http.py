@@ -40,6 +40,8 @@ from chaosops.agents.llm.settings import LLMSettings
 
 NO_KEY = "EMPTY"  # what local servers (vLLM, Ollama, the mock) accept as "no key"
 _MAX_RETRY_AFTER_S = 120.0
+ERROR_BODY_CHARS = 300
+"""How much of an error response's body a failure quotes."""
 
 
 class LLMEndpointError(RuntimeError):
@@ -48,6 +50,16 @@ class LLMEndpointError(RuntimeError):
 
 class LLMRequestError(RuntimeError):
     """A chat-completions call failed for good (after its retries, or a non-retryable error)."""
+
+
+class LLMRejectedError(LLMRequestError):
+    """The server refused the request as malformed (400, 422, or a 500 whose body
+    names a field of the request): sending it again cannot help. ``reason`` is
+    the start of the server's body."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class LLMDeadlineError(LLMRequestError):
@@ -218,12 +230,13 @@ class ChatClient:
         """
         state = self._loop_state()
         body = orjson.dumps(params)
+        fields = tuple(key for key in params if key not in ("model", "messages"))
         attempt = 0
         while True:
             attempt += 1
             async with state.limiter:
                 timeout = self._time_left(deadline, attempt)
-                completion, failure, hint = await self._attempt(state, body, timeout)
+                completion, failure, hint = await self._attempt(state, body, timeout, fields)
             if completion is not None:
                 return completion, attempt
             if attempt > self.settings.retries:
@@ -249,7 +262,7 @@ class ChatClient:
         return timeout
 
     async def _attempt(
-        self, state: _LoopState, body: bytes, seconds: float
+        self, state: _LoopState, body: bytes, seconds: float, fields: tuple[str, ...]
     ) -> tuple[dict[str, Any] | None, str, float | None]:
         """One request: ``(completion, "", None)``, or ``(None, why, retry-after hint)``
         for a failure worth retrying; raises for one that is not."""
@@ -264,13 +277,15 @@ class ChatClient:
                             limit = self.settings.max_answer_bytes
                             raise self.error(f"the answer is over {limit} bytes (the limit)")
                         return self._completion(data, response), "", None
+                    said = redact(await _error_body(response), self.key)
+                    failure = f"HTTP {status}: {said}"
+                    if status in (400, 422) or (status == 500 and _names_any(said, fields)):
+                        refused = self.error(f"the server refused the request ({failure})")
+                        raise LLMRejectedError(str(refused), failure)
                     if status == 429:
-                        failure = "HTTP 429 (rate limited)"
                         hint = retry_after_seconds(response.headers)
-                    elif status >= 500 or status == 408:
-                        failure = f"HTTP {status}"
-                    else:
-                        raise self.error(f"HTTP {status} from the endpoint")
+                    elif status < 500 and status != 408:
+                        raise self.error(failure)
             except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError):
                 failure = "connection failed"
         if scope.cancelled_caught:
@@ -307,6 +322,21 @@ async def _read_bounded(response: aiohttp.ClientResponse, limit: int) -> bytes |
             return None
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def _error_body(response: aiohttp.ClientResponse) -> str:
+    """The first :data:`ERROR_BODY_CHARS` characters of an error's body, on one line."""
+    try:
+        data = await _read_bounded(response, 1 << 16)
+    except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError):
+        data = None
+    text = " ".join((data or b"").decode("utf-8", "replace").split())
+    return text[:ERROR_BODY_CHARS] or "an empty body"
+
+
+def _names_any(text: str, fields: tuple[str, ...]) -> bool:
+    """Whether a server's error text names one of the request's fields."""
+    return any(field in text for field in fields)
 
 
 def _shown_body(body: object) -> str:

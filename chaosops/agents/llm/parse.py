@@ -58,7 +58,8 @@ ACTION_SCHEMA: dict[str, Any] = {
     "required": ["action_type"],
     "additionalProperties": False,
 }
-"""JSON schema of one action, as the model writes it (the role is implied)."""
+"""JSON schema of any action, whatever the view (the role is implied). The
+requests carry each turn's own schema of legal moves (:mod:`.moves`)."""
 
 ACTION_TOOL: dict[str, Any] = {
     "type": "function",

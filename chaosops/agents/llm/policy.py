@@ -27,6 +27,7 @@ from chaosops.agents.llm.http import (
     ChatClient,
     LLMDeadlineError,
     LLMEndpointError,
+    LLMRejectedError,
     LLMRequestError,
     NotSent,
     check_endpoint,
@@ -34,20 +35,30 @@ from chaosops.agents.llm.http import (
     retry_after_seconds,
     warm_up,
 )
-from chaosops.agents.llm.parse import ACTION_SCHEMA, ACTION_TOOL, parse_action, tool_call_parts
-from chaosops.agents.llm.render import build_messages
-from chaosops.agents.llm.settings import DEFAULT_BASE_URL, OWN_REQUEST_FIELDS, LLMSettings
+from chaosops.agents.llm.moves import Moves, moves_for
+from chaosops.agents.llm.negotiate import AnswerRefused, Negotiation, negotiate
+from chaosops.agents.llm.parse import parse_action, tool_call_parts
+from chaosops.agents.llm.render import build_messages, fold_system_prompt
+from chaosops.agents.llm.request import request_params
+from chaosops.agents.llm.settings import (
+    DEFAULT_BASE_URL,
+    OWN_REQUEST_FIELDS,
+    STRONGEST_FIRST,
+    LLMSettings,
+)
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsObservation
 
 __all__ = [
     "DEFAULT_BASE_URL",
     "OWN_REQUEST_FIELDS",
+    "AnswerRefused",
     "EpisodeMemory",
     "LLMDeadlineError",
     "LLMEndpointError",
     "LLMPolicy",
     "LLMRequestError",
     "LLMSettings",
+    "Negotiation",
     "check_endpoint",
     "retry_after_seconds",
 ]
@@ -95,9 +106,11 @@ class LLMPolicy:
             5xx, timeouts and dropped connections; other errors are not retried.
         request_timeout: bound on one attempt when the turn has no deadline.
         backoff_base, backoff_max: exponential backoff with jitter, in seconds.
-        answer: ``"text"`` (parsed tolerantly), ``"json"`` (structured output with
-            the action's JSON schema as ``response_format``) or ``"tools"`` (the
-            ``take_action`` tool, named in ``tool_choice``).
+        answer: ``"auto"`` (default: the strongest format the endpoint accepts,
+            found by :meth:`negotiate`), ``"json"`` or ``"json_object"``
+            (structured output with the turn's schema of legal moves as
+            ``response_format``), ``"tools"`` (the ``take_action`` tool with that
+            schema, named in ``tool_choice``) or ``"text"`` (parsed tolerantly).
         use_tools: offer the action schema as the ``take_action`` tool.
         tool_choice: sent with the tool of ``use_tools`` (``"auto"``, ``"required"``
             or a named choice).
@@ -154,7 +167,7 @@ class LLMPolicy:
         s = self.settings
         return (
             f"LLMPolicy(model={s.model!r}, base_url={shown_url(s.endpoint)!r}, "
-            f"max_in_flight={s.max_in_flight}, retries={s.retries}, use_tools={s.use_tools})"
+            f"max_in_flight={s.max_in_flight}, retries={s.retries}, answer={s.answer!r})"
         )
 
     async def aclose(self) -> None:
@@ -167,37 +180,40 @@ class LLMPolicy:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def _request_params(self, messages: list[dict[str, str]]) -> dict[str, Any]:
-        s = self.settings
-        params: dict[str, Any] = {
-            "model": s.model,
-            "messages": messages,
-            "temperature": s.temperature,
-            "max_tokens": s.max_tokens,
-        }
-        if s.top_p is not None:
-            params["top_p"] = s.top_p
-        if s.seed is not None:
-            params["seed"] = s.seed
-        if s.answers_with_tools:
-            params["tools"] = [ACTION_TOOL]
-            named = {"type": "function", "function": {"name": ACTION_TOOL["function"]["name"]}}
-            # --llm-answer tools names the tool; use_tools keeps its own tool_choice
-            params["tool_choice"] = named if s.answer == "tools" else s.tool_choice
-        elif s.answer == "json":
-            params["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "action", "schema": ACTION_SCHEMA, "strict": False},
-            }
-        elif s.answer == "json_object":
-            params["response_format"] = {"type": "json_object", "schema": ACTION_SCHEMA}
-        if s.logprobs:
-            params["logprobs"] = True
-            if s.top_logprobs is not None:
-                params["top_logprobs"] = s.top_logprobs
-        if s.extra_body:
-            params.update(s.extra_body)
-        return params
+    async def negotiate(self, seconds: float | None = None) -> Negotiation:
+        """Settle the answer format with the endpoint by probing it (see
+        :mod:`.negotiate`), each probe bounded by ``seconds`` (default: the
+        request timeout): for ``auto`` the strongest it accepts, kept in
+        ``settings.negotiated``; a format named outright is checked, and
+        :class:`AnswerRefused` raised when the server refuses it.
+
+        Without this call, ``auto`` settles on the first turns instead: each
+        asks in the strongest format not yet refused, and steps down at once
+        when the server refuses the request as malformed."""
+        negotiation = await negotiate(self._client, _logger(), seconds)
+        if self.settings.answer == "auto" and negotiation.answer is not None:
+            self.settings = dataclasses.replace(self.settings, negotiated=negotiation.answer)
+        return negotiation
+
+    async def _complete(
+        self, messages: list[dict[str, Any]], moves: Moves, deadline: float | None
+    ) -> tuple[dict[str, Any], int]:
+        """The completion for ``messages``, in the settled answer format or, for
+        an ``auto`` not yet settled, the strongest one the server takes."""
+        settings = self.settings
+        answer = settings.answer_format or STRONGEST_FIRST[0]
+        while True:
+            params = request_params(settings, answer, messages, moves)
+            try:
+                completion = await self._client.complete(params, deadline, _logger())
+            except LLMRejectedError:
+                if settings.answer != "auto" or settings.negotiated is not None:
+                    raise
+                answer = STRONGEST_FIRST[STRONGEST_FIRST.index(answer) + 1]
+                continue
+            if settings.answer == "auto" and self.settings.negotiated is None:
+                self.settings = dataclasses.replace(self.settings, negotiated=answer)
+            return completion
 
     # -- the policy -----------------------------------------------------------
 
@@ -231,9 +247,7 @@ class LLMPolicy:
         _annotate(turn, prompt=messages)  # kept even if the turn times out
         started = time.perf_counter()  # not the loop clock: uvloop's counts whole ms
         try:
-            completion, attempts = await self._client.complete(
-                self._request_params(messages), deadline, _logger()
-            )
+            completion, attempts = await self._complete(messages, moves_for(obs, role), deadline)
         except NotSent:
             late = "turn deadline passed before the request"
             raise self._client.error(late, LLMDeadlineError) from None
@@ -304,19 +318,6 @@ def _redacted(answer: dict[str, Any], key: str) -> dict[str, Any]:
         if isinstance(arguments := call.get("arguments"), str):
             call["arguments"] = redact(arguments[:MAX_KEPT_COMPLETION], key)
     return answer
-
-
-def fold_system_prompt(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The messages without a system message: its text opens the first user
-    message (for models whose chat template has no system role)."""
-    if not messages or messages[0]["role"] != "system":
-        return messages
-    system, rest = messages[0], [dict(m) for m in messages[1:]]
-    first = next((m for m in rest if m["role"] == "user"), None)
-    if first is None:
-        return [{"role": "user", "content": system["content"]}, *rest]
-    first["content"] = f"{system['content']}\n\n{first['content']}"
-    return rest
 
 
 def cut_answer(finish_reason: Any, tool_calls: Sequence[Any]) -> str | None:

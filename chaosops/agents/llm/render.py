@@ -22,7 +22,7 @@ The rendering is line oriented so that a model reads it easily and so that
     ## NOTE
     (none)
     ## ANSWER
-    ...
+    (the moves of this role in this view, one JSON object a line)
 
 Every entry is one line: text that came from other agents (chat, inbox) has its
 line breaks replaced by spaces, so it can never open a section of its own.
@@ -35,26 +35,18 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from chaosops.env.models import ActionType, AgentRole, ChaosOpsObservation, RoleView
+from chaosops.agents.llm.moves import moves_for
+from chaosops.env.models import AgentRole, ChaosOpsObservation, RoleView
 
 __all__ = [
-    "ANSWER_FORMAT",
     "RenderedView",
     "build_messages",
+    "fold_system_prompt",
     "read_rendered",
     "render_observation",
     "render_view",
     "system_prompt",
 ]
-
-_ACTION_NAMES = ", ".join(a.value for a in ActionType)
-
-ANSWER_FORMAT = (
-    "Answer with ONE JSON object and nothing else:\n"
-    '{"action_type": "<action>", "target": "<service, agent or null>", "args": {...}}\n'
-    f"action_type is one of: {_ACTION_NAMES}."
-)
-"""The answer-format reminder that ends every rendered observation."""
 
 _METRICS_HEADER = (
     f"{'service':<14} {'health':<9} {'cpu%':>5} {'mem_mb':>7} {'latency_ms':>11}"
@@ -121,12 +113,13 @@ def render_view(view: RoleView) -> str:
 
 
 def render_observation(obs: ChaosOpsObservation, role: AgentRole | str | None = None) -> str:
-    """Render an observation as the user message of a turn, answer format included."""
-    role_value = getattr(role, "value", role) or obs.view.role.value
-    head = f"ChaosOps incident, step {obs.step}. Your role: {role_value}."
+    """Render an observation as the user message of a turn, ending with the
+    answer format: the moves this role may make in this view (:mod:`.moves`)."""
+    role = AgentRole(getattr(role, "value", role) or obs.view.role)
+    head = f"ChaosOps incident, step {obs.step}. Your role: {role.value}."
     if obs.message:
         head += f"\nLast event: {_one_line(obs.message)}"
-    return f"{head}\n\n{render_view(obs.view)}\n## ANSWER\n{ANSWER_FORMAT}"
+    return f"{head}\n\n{render_view(obs.view)}\n## ANSWER\n{moves_for(obs, role).text}"
 
 
 @cache
@@ -136,12 +129,25 @@ def system_prompt(role: AgentRole | str) -> str:
     return (resources.files("chaosops") / "prompts" / f"{name}.md").read_text(encoding="utf-8")
 
 
-def build_messages(obs: ChaosOpsObservation, role: AgentRole | str) -> list[dict[str, str]]:
+def build_messages(obs: ChaosOpsObservation, role: AgentRole | str) -> list[dict[str, Any]]:
     """The chat messages of one turn: the role's system prompt and the rendered view."""
     return [
         {"role": "system", "content": system_prompt(role)},
         {"role": "user", "content": render_observation(obs, role)},
     ]
+
+
+def fold_system_prompt(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages without a system message: its text opens the first user
+    message (for models whose chat template has no system role)."""
+    if not messages or messages[0]["role"] != "system":
+        return messages
+    system, rest = messages[0], [dict(m) for m in messages[1:]]
+    first = next((m for m in rest if m["role"] == "user"), None)
+    if first is None:
+        return [{"role": "user", "content": system["content"]}, *rest]
+    first["content"] = f"{system['content']}\n\n{first['content']}"
+    return rest
 
 
 # --- reading a rendering back (for the mock server and tests) -------------------

@@ -7,12 +7,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Answer = Literal["text", "json", "json_object", "tools"]
-ANSWERS: tuple[str, ...] = ("text", "json", "json_object", "tools")
-"""How the model is asked to answer: free text parsed tolerantly; structured
-output with the action's JSON schema, as ``response_format`` of type
-``json_schema`` (OpenAI, vLLM, llama.cpp's own server) or ``json_object`` with
-a ``schema`` (llama-cpp-python's server); or a call of the action tool."""
+Answer = Literal["auto", "json", "json_object", "tools", "text"]
+ANSWERS: tuple[str, ...] = ("auto", "json", "json_object", "tools", "text")
+"""How the model is asked to answer: structured output with the turn's JSON
+schema of legal moves, as ``response_format`` of type ``json_schema`` (OpenAI,
+vLLM, llama.cpp's own server, Ollama) or ``json_object`` with a ``schema``
+(llama-cpp-python's server); a call of the ``take_action`` tool with that
+schema; free text parsed tolerantly; or ``auto``: the first of those, in that
+order, that the endpoint accepts (see :mod:`chaosops.agents.llm.negotiate`)."""
+
+STRONGEST_FIRST: tuple[str, ...] = ("json", "json_object", "tools", "text")
+"""The concrete answer formats, the most constrained first."""
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """The endpoint when neither ``base_url`` nor ``$OPENAI_BASE_URL`` names one."""
@@ -35,7 +40,8 @@ class LLMSettings:
     limits, server errors and dropped connections, none of which outlasts the
     turn's deadline; ``request_timeout`` bounds one request when the turn has
     no deadline. ``answer`` is how the model is asked to answer
-    (:data:`ANSWERS`; ``use_tools`` means ``answer="tools"``); ``history``
+    (:data:`ANSWERS`; ``use_tools`` means ``answer="tools"``), and
+    ``negotiated`` the format ``auto`` settled on for this endpoint; ``history``
     sends each role its own last N turns of the episode as earlier messages
     (0: none); ``system_prompt="user"`` folds the role prompt into the first
     user message, for models whose chat template has no system role.
@@ -58,7 +64,8 @@ class LLMSettings:
     backoff_base: float = 0.2
     backoff_max: float = 8.0
     use_tools: bool = False
-    answer: Answer = "text"
+    answer: Answer = "auto"
+    negotiated: str | None = None
     history: int = 0
     system_prompt: Literal["system", "user"] = "system"
     max_answer_bytes: int = 1 << 20
@@ -78,6 +85,10 @@ class LLMSettings:
             raise ValueError(f"retries must be >= 0, got {self.retries}")
         if self.answer not in ANSWERS:
             raise ValueError(f"answer must be one of {', '.join(ANSWERS)}, got {self.answer!r}")
+        if self.negotiated is not None and self.negotiated not in STRONGEST_FIRST:
+            raise ValueError(
+                f"negotiated must be one of {', '.join(STRONGEST_FIRST)}, got {self.negotiated!r}"
+            )
         if self.system_prompt not in ("system", "user"):
             raise ValueError(f"system_prompt must be system or user, got {self.system_prompt!r}")
         if self.history < 0:
@@ -95,9 +106,15 @@ class LLMSettings:
         return self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
 
     @property
+    def answer_format(self) -> str | None:
+        """The concrete format asked for: ``answer``, or for ``auto`` the one
+        negotiated (None until then)."""
+        return self.negotiated if self.answer == "auto" else self.answer
+
+    @property
     def answers_with_tools(self) -> bool:
         """Whether the action is offered as a tool (``answer="tools"`` or ``use_tools``)."""
-        return self.use_tools or self.answer == "tools"
+        return self.use_tools or self.answer_format == "tools"
 
     @property
     def key(self) -> str | None:

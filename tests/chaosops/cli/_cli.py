@@ -73,9 +73,17 @@ def jsonl(path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in data.splitlines()]
 
 
+ANSWER_FORMAT_NOTE = "chaosops: answer format: "
+"""The line an LLM run starts with, saying the answer format settled with the
+server: said before anything can go wrong, so not the error line."""
+
+
 def assert_one_error_line(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
     assert proc.returncode != 0, proc
-    lines = proc.stderr.strip().splitlines()
+    lines = [
+        line for line in proc.stderr.strip().splitlines()
+        if not line.startswith(ANSWER_FORMAT_NOTE)
+    ]  # fmt: skip
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("chaosops: error: "), lines[0]
     assert "Traceback" not in proc.stderr

@@ -300,19 +300,20 @@ def test_sigint_exits_130_and_keeps_finished_episodes(work: Path, mock_llm: str)
 def test_an_endpoint_that_keeps_failing_stops_the_run(work: Path) -> None:
     """Every completion an HTTP 500 (models still listed): the run stops once
     --llm-max-failures calls in a row failed for good, one line, exit 1, and
-    the folder stays resumable (summary complete: false)."""
+    the folder stays resumable (summary complete: false). Text answers, which
+    need no probe at the start (the probe's own failure is tested apart)."""
     with mock_process(work, "--rate-500", "1") as url:
         out = work / "llm-failing"
         proc = chaosops(
             *llm_run(work, url, out, "--llm-max-failures", "3", "--turn-timeout", "1",
-                     "--log-json", work / "llm-failing.jsonl"),
+                     "--log-json", work / "llm-failing.jsonl", "--llm-answer", "text"),
             cwd=work,
         )  # fmt: skip
         table = work / "llm-failing-eval.json"
         evaluated = chaosops(
             "eval", "tiny.toml", "--policies", "llm", "--llm-base-url", url, "--no-progress",
             "--no-chart", "--json", table, "--llm-max-failures", "3", "--turn-timeout", "1",
-            "--log-json", work / "llm-failing-eval.jsonl", cwd=work,
+            "--log-json", work / "llm-failing-eval.jsonl", "--llm-answer", "text", cwd=work,
         )  # fmt: skip
     assert_one_error_line(proc, "LLM calls in a row failed", "HTTP 500", "--llm-max-failures 3",
                           "--resume")  # fmt: skip
@@ -330,15 +331,19 @@ def test_an_endpoint_that_keeps_failing_stops_the_run(work: Path) -> None:
 
 def test_unreadable_answers_are_summed_up_not_printed_per_turn(work: Path) -> None:
     """Without --log-json, a model that never answers with an action does not
-    flood the terminal with a warning per turn: one note sums them up."""
+    flood the terminal with a warning per turn: one note sums them up, and one
+    per role says it never played a move of its own (exit 1)."""
     with mock_process(work, "--rate-garbage", "1") as url:
         out = work / "llm-garbage"
         proc = chaosops(*llm_run(work, url, out, "--episodes-per-type", "1"), cwd=work)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr
     steps = jsonl(out / "trajectories.jsonl")
     assert steps and all(s["parse_error"] for s in steps)
     lines = proc.stderr.strip().splitlines()
     assert not any("parse_error" in line and "trajectories" not in line for line in lines)
     [summed] = [line for line in lines if "could not be read as an action" in line]
     assert summed.startswith(f"chaosops: {len(steps)} LLM answer(s)")
-    assert len(lines) <= 3, proc.stderr  # that note, "wrote ...", nothing per turn
+    roles = [line for line in lines if "never played a move of its own" in line]
+    assert len(roles) == 4
+    # the answer format, that note, "wrote ...", a line per role, nothing per turn
+    assert len(lines) <= 3 + len(roles), proc.stderr

@@ -100,7 +100,8 @@ def test_a_huge_answer_is_not_read_past_the_limit(work: Path, hostile: str) -> N
     proc = chaosops(*llm_run(work, hostile, out, "--episodes-per-type", "1",
                              "--llm-max-failures", "0", "--policy", "random",
                              "--role-policy", "sre=llm"), cwd=work)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # the sre never played a move of its own
+    assert "the sre (llm (chaosops-mock)) never played a move of its own" in proc.stderr
     steps = [s for s in jsonl(out / "trajectories.jsonl") if s["role"] == "sre"]
     assert steps and all("over 1048576 bytes" in s["error"] for s in steps)
     assert (out / "trajectories.jsonl").stat().st_size < 1 << 20
@@ -113,7 +114,7 @@ def test_a_key_echoed_back_is_written_nowhere(work: Path, hostile: str) -> None:
     log = work / "echo.log"
     proc = chaosops(*llm_run(work, hostile, out, "--episodes-per-type", "1", "--llm-api-key",
                              KEY, "--log-json", log), cwd=work)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # an echo is no move
     completions = [s["completion"] for s in jsonl(out / "trajectories.jsonl")]
     assert completions and all(c == "Bearer ***" for c in completions)  # it did come back
     for path in [*out.iterdir(), log]:
@@ -189,6 +190,6 @@ def test_a_netrc_login_for_the_host_does_not_clash_with_the_key(
     monkeypatch.setenv("NETRC", str(netrc))
     out = work / "netrc-run"
     proc = chaosops(*llm_run(work, hostile, out, "--limit", "1"), cwd=work)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # an echo is no move
     sent = {s["completion"] for s in jsonl(out / "trajectories.jsonl") if s["completion"]}
     assert sent and all(text.startswith("Bearer ") for text in sent)  # our key, not netrc's

@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
-from chaosops.agents.llm import LLMPolicy
+from chaosops.agents.llm import moves_for
+from chaosops.agents.llm.request import request_params
 from chaosops.agents.policies import oracle_policy
 from chaosops.cli import build_parser
 from chaosops.cli._config import config_from_args
+from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import FailureType
 from chaosops.env.world_sim import Scenario
 from chaosops.outputs import trajectory_records
@@ -109,7 +111,8 @@ def test_bad_llm_top_logprobs_gets_one_line(
 def _request(*argv: str) -> dict[str, Any]:
     """The request fields the LLM policy built from ``chaosops run ARGV`` sends."""
     args = build_parser().parse_args(["run", "--policy", "llm", *argv])
-    return LLMPolicy.from_settings(config_from_args(args).llm)._request_params([])
+    obs = ChaosOpsEnvironment().reset(seed=0)
+    return request_params(config_from_args(args).llm, "text", [], moves_for(obs))
 
 
 def test_options_reach_the_request() -> None:

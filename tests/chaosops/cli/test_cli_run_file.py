@@ -13,6 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
+from chaosops.agents.llm.negotiate import PROBE_TOKENS
+
 from ._cli import (
     TIMEOUT,
     assert_one_error_line,
@@ -92,8 +94,10 @@ def _run(work: Path, *args: str | Path, key: bool = True) -> subprocess.Complete
 
 
 def _requests(work: Path, model: str) -> list[dict[str, Any]]:
+    """The turns' requests a mock received (not the answer-format probes)."""
     path = work / f"{model}.jsonl"
-    return jsonl(path) if path.exists() else []
+    asked = jsonl(path) if path.exists() else []
+    return [r for r in asked if r["max_tokens"] != PROBE_TOKENS]
 
 
 def test_a_run_file_plays_each_role_s_llm_and_every_output_says_so(
@@ -119,8 +123,8 @@ def test_a_run_file_plays_each_role_s_llm_and_every_output_says_so(
 
     players = {
         "sre": {"policy": "random", "model": None},
-        "oversight": {"policy": "alpha", "model": "alpha"},
-        "dev": {"policy": "beta", "model": "beta"},
+        "oversight": {"policy": "alpha", "model": "alpha", "answer": "json"},
+        "dev": {"policy": "beta", "model": "beta", "answer": "json"},
         "manager": {"policy": "random", "model": None},
     }
     results = jsonl(out / "results.jsonl")
@@ -183,7 +187,7 @@ def test_flags_override_the_run_file(work: Path, two_mocks: tuple[str, str]) -> 
     assert proc.returncode == 0, proc.stderr
     (result,) = jsonl(out / "results.jsonl")
     assert result["roles"]["dev"] == {"policy": "oracle", "model": None}
-    assert result["roles"]["oversight"] == {"policy": "alpha", "model": "alpha"}
+    assert result["roles"]["oversight"] == {"policy": "alpha", "model": "alpha", "answer": "json"}
     run = orjson.loads((out / "run.json").read_bytes())
     assert run["limit"] == 1 and run["role_policies"] == {"oversight": "alpha", "dev": "oracle"}
 
@@ -296,7 +300,8 @@ def test_eval_compares_two_run_files_with_a_run_folder_each(
     assert data["policies"] == ["cmp-a", "cmp-b"]
     assert {r["policy"] for r in data["rows"]} == {"cmp-a", "cmp-b"}
     entries = {e["policy"]: e for e in data["entries"]}
-    assert entries["cmp-a"]["players"]["dev"] == {"policy": "alpha", "model": "alpha"}
+    assert entries["cmp-a"]["players"]["dev"] == {"policy": "alpha", "model": "alpha",
+                                                  "answer": "json"}  # fmt: skip
     assert entries["cmp-b"]["llms"]["beta"]["model"] == "beta"
     for name, model in (("cmp-a", "alpha"), ("cmp-b", "beta")):
         folder = out / name
@@ -364,5 +369,6 @@ def test_the_example_run_file_runs(work: Path, mock_llm: str) -> None:
     assert proc.returncode == 0, proc.stderr
     results = jsonl(out / "results.jsonl")
     assert len(results) == 4 and all(r["policy"] == "mock-sre" for r in results)
-    assert results[0]["roles"]["sre"] == {"policy": "mock", "model": "chaosops-mock"}
+    assert results[0]["roles"]["sre"] == {"policy": "mock", "model": "chaosops-mock",
+                                          "answer": "text"}  # fmt: skip
     assert results[0]["turn_timeout"]["sre"] == 20.0 and results[0]["turn_timeout"]["dev"] == 30.0

@@ -92,7 +92,9 @@ def test_metrics_rows_parse() -> None:
 def test_system_prompts_are_package_data(role: AgentRole) -> None:
     prompt = system_prompt(role)
     assert role.value.upper() in prompt.upper()
-    assert '"action_type"' in prompt
+    # the answer format is the turn's own (no placeholder a model could copy)
+    assert "<" not in prompt.split("## Answer format")[1]
     messages = build_messages(first_observation(), role)
+    assert '"action_type"' in messages[1]["content"]
     assert [m["role"] for m in messages] == ["system", "user"]
     assert messages[0]["content"] == prompt

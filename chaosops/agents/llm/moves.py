@@ -1,0 +1,160 @@
+"""The legal moves of one role's view: a JSON schema, a tool, and the answer format.
+
+All three are built from the facts :mod:`.checks` judges an answer by (the
+services the view shows, the fleet agents oversight sees, the actions only one
+role may take), so a server that enforces the schema (vLLM, llama.cpp, SGLang,
+Ollama, OpenAI) can only produce an answer the checks accept. The schema is an
+``anyOf`` of one object per action kind, each with its targets, recipients,
+failure types and replica counts as enums or bounds.
+
+Views differ in their services only by role (the manager sees the services
+its alerts name), so the moves are built once per (role, services) and shared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import orjson
+
+from chaosops.agents.llm.checks import ON_A_SERVICE, ONLY_ROLE, services_of
+from chaosops.env.models import (
+    FLEET_AGENT_NAMES,
+    ActionType,
+    AgentRole,
+    ChaosOpsObservation,
+    FailureType,
+)
+
+__all__ = ["MAX_MESSAGE_CHARS", "MAX_REPLICAS", "Moves", "moves_for"]
+
+MAX_REPLICAS = 20
+"""The most replicas a scale may ask for (the world takes any positive count;
+a bound keeps a constrained model from writing digits until its token limit)."""
+
+MAX_MESSAGE_CHARS = 200
+"""The longest message a communicate may carry, for the same reason."""
+
+# the checks' RECIPIENTS and FAILURES, in the enums' order
+_RECIPIENTS = ["all", *(role.value for role in AgentRole)]
+_FAILURES = [failure.value for failure in FailureType]
+# The order moves are listed in: the remediations first, noop last.
+_ORDER = (
+    ActionType.RESTART, ActionType.ROLLBACK, ActionType.SCALE, ActionType.FLAG_ROGUE,
+    ActionType.IDENTIFY_ROOT_CAUSE, ActionType.COMMUNICATE, ActionType.ESCALATE,
+    ActionType.RESOLVE, ActionType.NOOP,
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Moves:
+    """What a role may answer in one view: ``kinds`` (the action types),
+    ``schema`` (JSON schema of an answer), ``tool`` (the ``take_action`` tool
+    whose parameters are that schema) and ``text`` (the answer format that
+    ends the turn's prompt, with this view's concrete choices)."""
+
+    kinds: tuple[ActionType, ...]
+    schema: dict[str, Any]
+    tool: dict[str, Any]
+    text: str
+
+
+def moves_for(obs: ChaosOpsObservation, role: AgentRole | str | None = None) -> Moves:
+    """The legal moves of ``role`` (default: the view's role) in ``obs``."""
+    role = AgentRole(getattr(role, "value", role) or obs.view.role)
+    return _moves(role, tuple(sorted(services_of(obs), key=_service_order)))
+
+
+def _service_order(name: str) -> tuple[int, str]:
+    order = ("auth", "payments", "notifications", "db")
+    return (order.index(name), name) if name in order else (len(order), name)
+
+
+@lru_cache(maxsize=256)
+def _moves(role: AgentRole, services: tuple[str, ...]) -> Moves:
+    kinds = tuple(
+        kind
+        for kind in _ORDER
+        if ONLY_ROLE.get(kind, role) is role and (services or kind not in ON_A_SERVICE)
+    )
+    variants = [_variant(kind, services) for kind in kinds]
+    schema = {"anyOf": [schema for schema, _, _ in variants]}
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "take_action",
+            "description": "Take exactly one action for your role this turn.",
+            "parameters": schema,
+        },
+    }
+    lines = [
+        "Answer with ONE JSON object and nothing else: one of these moves, "
+        "with the values you choose from those listed.",
+        *(f"{orjson.dumps(example).decode()}{choices}" for _, example, choices in variants),
+    ]
+    return Moves(kinds, schema, tool, "\n".join(lines))
+
+
+def _variant(kind: ActionType, services: tuple[str, ...]) -> tuple[dict[str, Any], dict, str]:
+    """One action kind: its schema, an example answer, and the choices in words."""
+    properties: dict[str, Any] = {"action_type": {"type": "string", "enum": [kind.value]}}
+    example: dict[str, Any] = {"action_type": kind.value}
+    choices = ""
+    if kind in ON_A_SERVICE:
+        properties["target"] = {"type": "string", "enum": list(services)}
+        example["target"] = services[0]
+        choices = f"  target: {_either(services)}"
+    elif kind is ActionType.FLAG_ROGUE:
+        properties["target"] = {"type": "string", "enum": list(FLEET_AGENT_NAMES)}
+        example["target"] = FLEET_AGENT_NAMES[0]
+        choices = f"  target: {_either(FLEET_AGENT_NAMES)}"
+    args = _args(kind)
+    if args is not None:
+        properties["args"], example["args"], args_choices = args
+        choices += args_choices
+    schema = {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+    return schema, example, choices
+
+
+def _args(kind: ActionType) -> tuple[dict[str, Any], dict[str, Any], str] | None:
+    """The ``args`` of an action kind: schema, example, choices in words; None: no args."""
+    if kind is ActionType.SCALE:
+        replicas = {"type": "integer", "minimum": 1, "maximum": MAX_REPLICAS}
+        return _object(replicas=replicas), {"replicas": 3}, f"  replicas: 1 to {MAX_REPLICAS}"
+    if kind is ActionType.IDENTIFY_ROOT_CAUSE:
+        failure = {"type": "string", "enum": _FAILURES}
+        return (
+            _object(failure_type=failure),
+            {"failure_type": _FAILURES[0]},
+            f"  failure_type: {_either(_FAILURES)}",
+        )
+    if kind is ActionType.COMMUNICATE:
+        message = {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_CHARS}
+        to = {"type": "string", "enum": _RECIPIENTS}
+        return (
+            _object(message=message, to=to),
+            {"message": "checking the metrics", "to": "all"},
+            f"  message: your words; to: {_either(_RECIPIENTS)}",
+        )
+    return None
+
+
+def _object(**properties: Any) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+def _either(names: Any) -> str:
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
