@@ -61,15 +61,18 @@ def _header(index: RunIndex, rate: float, roles: list[Any]) -> Panel:
 
 def _roles(roles: list[Any]) -> Table:
     table = Table(title="turns by role", title_justify="left")
-    for column in ("policy", "role", "played by", "turns", "timed out", "errors", "p50 ms",
-                   "p99 ms"):  # fmt: skip
-        table.add_column(column, justify="right" if column[0] in "tep" else "left")
+    for column in ("policy", "role", "played by", "turns", "legal", "unread", "timed out",
+                   "errors", "p50 ms", "p99 ms"):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("policy", "role", "played by")
+                         else "right")  # fmt: skip
     for f in roles:
         played = f.played_by or "-"
         if f.model:
             played += f" ({f.model})"
-        table.add_row(f.policy, f.role, played, str(f.turns), str(f.timeouts), str(f.errors),
-                      _ms(f.latency_p50_ms), _ms(f.latency_p99_ms))  # fmt: skip
+        legal = "-" if f.legal_share is None else f"{f.legal_share:.0%}"
+        table.add_row(f.policy, f.role, played, str(f.turns), legal, str(f.parse_errors),
+                      str(f.timeouts), str(f.errors), _ms(f.latency_p50_ms),
+                      _ms(f.latency_p99_ms))  # fmt: skip
     return table
 
 
