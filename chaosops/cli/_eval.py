@@ -3,6 +3,7 @@ its JSON and chart."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -129,7 +130,7 @@ def _report(
     _write(
         config, json_path, chart, _payload(plays, episodes, rows, interrupted), rows, interrupted
     )
-    return _closing(plays, episodes, stop)
+    return _closing(config, plays, episodes, stop)
 
 
 def _payload(plays: Sequence[Play], episodes: int, rows: Any, interrupted: bool) -> dict[str, Any]:
@@ -146,7 +147,7 @@ def _payload(plays: Sequence[Play], episodes: int, rows: Any, interrupted: bool)
     }
 
 
-def _closing(plays: Sequence[Play], episodes: int, stop: Any) -> int:
+def _closing(config: RunConfig, plays: Sequence[Play], episodes: int, stop: Any) -> int:
     total = sum(len(play.keys) for play in plays)
     if stop.reason is not None:
         raise CLIError(
@@ -158,7 +159,8 @@ def _closing(plays: Sequence[Play], episodes: int, stop: Any) -> int:
     if stop.signum is not None:
         note(
             f"interrupted: evaluation of the {episodes} of {total} episode(s) that "
-            "finished (no chart); run again with --resume to finish"
+            "finished (no chart); finish it with the same chaosops eval command and "
+            f"--resume --out {shlex.quote(str(config.out))}"
         )
         return stop_code(stop)
     note("wrote a run folder per policy: " + ", ".join(str(p.config.out) for p in plays))

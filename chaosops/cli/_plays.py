@@ -82,15 +82,25 @@ def open_play(config: RunConfig, planned: Plan) -> Play:
     outputs = RunOutputs(config.out, keys=keys, resume=config.resume, fsync=config.fsync)
     play = Play(config, planned, keys, outputs)
     if config.resume:
-        if config.out.is_dir():
-            options = run_options(config, planned)
-            play.recorded = check_resume(config.out, options, keys, config.label)
+        if not _holds_a_run(config.out):
+            raise CLIError(
+                f"--resume: {config.out} holds no run to resume (no {RUN_FILE} nor results); "
+                "run without --resume to start one there"
+            )
+        options = run_options(config, planned)
+        play.recorded = check_resume(config.out, options, keys, config.label)
         return play
     for path in (outputs.results_path, outputs.trajectories_path, config.out / RUN_FILE):
         refuse_existing(
             path, "pass --resume to continue that run, or a new --out folder", folder=config.out
         )
     return play
+
+
+def _holds_a_run(folder: Path) -> bool:
+    from chaosops.outputs import RESULTS_FILE
+
+    return (folder / RUN_FILE).is_file() or (folder / RESULTS_FILE).is_file()
 
 
 def open_folders(plays: Sequence[Play]) -> None:

@@ -44,6 +44,7 @@ def fill_from_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argpars
         return args
     given = given_options(argv) | getattr(args, "from_run_file", set())
     _restore_llms(args, recorded)
+    _restore_flag_llm(args, recorded, given)
     for field, attribute, options, restore in RECORDED:
         if field not in recorded:
             continue
@@ -71,6 +72,22 @@ def _restore_llms(args: argparse.Namespace, recorded: dict[str, Any]) -> None:
         }
     except (TypeError, ValueError):
         args.named_llms = {}  # not ours: the policy check names what is missing
+
+
+def _restore_flag_llm(args: argparse.Namespace, recorded: dict[str, Any], given: set[str]) -> None:
+    """The ``llm`` policy's settings as recorded, its endpoint included, where
+    the command line does not give them again (a given one is compared)."""
+    from ._run_file import LLM_FLAGS
+
+    llms = recorded.get("llms")
+    fields = llms.get("llm") if isinstance(llms, dict) else None
+    if not isinstance(fields, dict):
+        return
+    for field, attribute, options in LLM_FLAGS:
+        if field in fields and not given.intersection(options):
+            setattr(args, attribute, fields[field])
+    if fields.get("api_key_env") and "--llm-api-key" not in given:
+        args.llm_api_key_env = fields["api_key_env"]
 
 
 def _latest_to_resume() -> Path:

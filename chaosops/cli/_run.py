@@ -74,14 +74,15 @@ def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) 
     if stop.reason is not None:
         raise CLIError(
             f"{stop.reason}; {progress.done} episode(s) finished this run{withheld_note(stop)}, "
-            f"kept in {outputs.results_path}; run again with --resume once the endpoint answers",
+            f"kept in {outputs.results_path}; once the endpoint answers, finish it with "
+            f"{resume_command(config.out)}",
             code=1,
         )
     if stop.signum is not None:
         note(
             ("stdout closed: stopped; " if session.stdout_gone() else "interrupted: ")
             + f"{progress.done} episode(s) finished this run, kept in "
-            f"{outputs.results_path}; run again with --resume to finish"
+            f"{outputs.results_path}; finish it with {resume_command(config.out)}"
         )
         return stop_code(stop)
     console = console_for(table)
@@ -109,14 +110,22 @@ def _kept_after_failure(play: Play) -> str:
 
     outputs = play.outputs
     outputs.close()
+    again = f"finish it with {resume_command(outputs.out_dir)}"
     try:
         summary = build_summary(ResultsReader(outputs.results_path), play.keys, play.config)
         outputs.write_summary(summary)
     except (OSError, OutputError):  # the same full disk, most likely: what is there stays
-        return f"what finished is kept in {outputs.results_path}; run again with --resume"
+        return f"what finished is kept in {outputs.results_path}; {again}"
     if not summary["episodes"]:
-        return f"no episode had finished; run again with --resume to start {outputs.out_dir}"
+        return f"no episode had finished; {again}"
     return (
         f"the {summary['episodes']} episode(s) that finished are kept in "
-        f"{outputs.results_path}; run again with --resume"
+        f"{outputs.results_path}; {again}"
     )
+
+
+def resume_command(out: Path) -> str:
+    """The exact command that finishes the run in ``out``."""
+    import shlex
+
+    return f"chaosops run --resume --out {shlex.quote(str(out))}"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from chaosops import __version__
+from chaosops._urls import shown_url
 from chaosops.outputs import RUN_FILE
 
 from ._config import RunConfig
@@ -269,9 +270,11 @@ def check_resume(
     return recorded
 
 
-# what an LLM's answers depend on: a resumed run must ask the same way
+# what an LLM's answers depend on, and where they come from: a resumed run
+# must ask the same endpoint the same way
 _LLM_DECIDES = (
-    "model", "temperature", "top_p", "seed", "max_tokens", "answer", "history", "system_prompt"
+    "base_url", "model", "temperature", "top_p", "seed", "max_tokens", "answer", "history",
+    "system_prompt",
 )  # fmt: skip
 _FLAG_OF = {field: options[0] for field, _, options in LLM_FLAGS}
 
@@ -284,6 +287,8 @@ def _llm_difference(
     for name in sorted(set(before) & set(now)):
         for field in _LLM_DECIDES:
             old, new = before[name].get(field), now[name].get(field)
+            if old != new and field == "base_url":  # never a password in a message
+                old, new = (None if u is None else shown_url(u) for u in (old, new))
             if old != new:
                 option = _FLAG_OF[field] if name == "llm" else f"the run file's llm.{name}.{field}"
                 return option, _shown(old), _shown(new)

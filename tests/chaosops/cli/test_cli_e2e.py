@@ -291,10 +291,15 @@ def test_sigint_exits_130_and_keeps_finished_episodes(work: Path, mock_llm: str)
         stderr = interrupt(proc)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
-    assert "interrupted" in stderr
+    # the hint is the exact command that finishes this run, and it does
+    [hint] = [line for line in stderr.splitlines() if "interrupted" in line]
+    assert hint.endswith(f"finish it with chaosops run --resume --out {out}"), hint
     results, summary = _check_folder(out)
     assert 1 <= len(results) < 12
     assert summary["complete"] is False and summary["episodes"] == len(results)
+    resumed = chaosops("run", "--resume", "--out", out, "--no-progress", cwd=work)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(jsonl(out / "results.jsonl")) == 12
 
 
 def test_an_endpoint_that_keeps_failing_stops_the_run(work: Path) -> None:

@@ -190,8 +190,8 @@ def test_a_subset_that_is_bad_or_empty_is_refused(
 
 
 def test_resume_alone_after_sigkill_takes_the_run_s_options(work: Path, mock_llm: str) -> None:
-    # Started with a subset, a seed offset, deadlines and sampling settings;
-    # resumed with the folder (and the endpoint, which run.json never holds).
+    # Started with a subset, a seed offset, deadlines, sampling settings and an
+    # endpoint; resumed with the folder alone.
     out = work / "resume-alone"
     options = [
         *("--tier", "easy", "--limit", "10", "--seed-offset", "7"),
@@ -200,10 +200,10 @@ def test_resume_alone_after_sigkill_takes_the_run_s_options(work: Path, mock_llm
     ]
     killed_run(*llm_run(work, mock_llm, out, *options), cwd=work, out=out, after=2)
     assert 2 <= len(jsonl(out / "results.jsonl")) < 10
-    resumed = chaosops(
-        "run", "--resume", "--out", out, "--llm-base-url", mock_llm, "--no-progress", cwd=work
-    )
+    # the recorded endpoint, not the default one (http://127.0.0.1:8000/v1)
+    resumed = chaosops("run", "--resume", "--out", out, "--no-progress", cwd=work)
     assert resumed.returncode == 0, resumed.stderr
+    assert f"chaosops-mock at {mock_llm} answers in" in resumed.stderr
     assert "resuming" in resumed.stderr
     results = jsonl(out / "results.jsonl")
     assert len(results) == 10 and {r["policy"] for r in results} == {"llm"}
@@ -219,6 +219,11 @@ def test_resume_alone_after_sigkill_takes_the_run_s_options(work: Path, mock_llm
     other = chaosops("run", "--resume", "--out", out, "--temperature", "0.9", cwd=work)
     assert other.returncode == 2
     assert_one_error_line(other, "--temperature", "recorded 0.5", "given 0.9")
+    moved = chaosops("run", "--resume", "--out", out, "--llm-base-url",
+                     "http://127.0.0.1:9/v1", cwd=work)  # fmt: skip
+    assert moved.returncode == 2
+    assert_one_error_line(moved, "--llm-base-url", f"recorded {mock_llm}",
+                          "given http://127.0.0.1:9/v1")  # fmt: skip
 
 
 def test_runs_without_out_get_their_own_folders_and_latest_follows(tmp_path: Path) -> None:
@@ -244,6 +249,13 @@ def test_resume_without_a_run_to_continue_is_refused(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert_one_error_line(proc, "--resume", "runs/latest", "--out")
     assert not (tmp_path / "runs").exists()
+    (tmp_path / "empty").mkdir()
+    for folder in ("does-not-exist", "empty"):
+        proc = chaosops("run", "--resume", "--out", folder, cwd=tmp_path)
+        assert proc.returncode == 2
+        assert_one_error_line(proc, "--resume", folder, "holds no run to resume")
+    assert not (tmp_path / "does-not-exist").exists()
+    assert not list((tmp_path / "empty").iterdir())
 
 
 USER_POLICIES = """\
