@@ -43,6 +43,7 @@ from typing import Any
 from rich.table import Table
 
 from chaosops.stats import mean_interval, wilson_interval
+from chaosops.untrusted import plain
 
 __all__ = [
     "TIER_ORDER",
@@ -286,7 +287,7 @@ def render_table(rows: Sequence[EvalRow], *, title: str | None = None) -> Table:
     for row in rows:
         episodes = str(row.episodes) + (f" ({row.failed} failed)" if row.failed else "")
         table.add_row(
-            row.policy,
+            plain(row.policy),  # a run file's name: text, never markup
             row.tier,
             episodes,
             _pct(row.success_rate) + _ci_pct(row.success_rate_ci),

@@ -7,6 +7,8 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 
+from chaosops.untrusted import printable
+
 from ._args import build_parser
 from ._cluster import on_cluster
 from ._config import RunConfig, config_from_args, eval_entries
@@ -110,7 +112,7 @@ def _viewer(args: argparse.Namespace) -> int:
 
 def _report(exc: CLIError) -> int:
     """The error's one line on stderr; returns its exit code."""
-    sys.stderr.write(f"{PROG}: error: {one_line(exc)}\n")
+    sys.stderr.write(f"{PROG}: error: {printable(one_line(exc))}\n")
     return exc.code
 
 

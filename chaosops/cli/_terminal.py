@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from chaosops.untrusted import printable
+
 from ._errors import PROG, CLIError
 from ._session import Session
 
@@ -131,6 +133,6 @@ def configure_logs(log_json: str | None, outputs: Sequence[Path], session: Sessi
 
 
 def note(text: str) -> None:
-    """One line ``chaosops: <text>`` on stderr."""
-    sys.stderr.write(f"{PROG}: {text}\n")
+    """One line ``chaosops: <text>`` on stderr (a server's words in it shown as text)."""
+    sys.stderr.write(f"{PROG}: {printable(text)}\n")
     sys.stderr.flush()

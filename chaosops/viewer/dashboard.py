@@ -13,6 +13,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from chaosops.untrusted import plain, printable
+
 from .frames import Frame
 from .index import RunIndex
 from .transcript import action_text
@@ -70,9 +72,9 @@ def _roles(roles: list[Any]) -> Table:
         if f.model:
             played += f" ({f.model})"
         legal = "-" if f.legal_share is None else f"{f.legal_share:.0%}"
-        table.add_row(f.policy, f.role, played, str(f.turns), legal, str(f.parse_errors),
-                      str(f.timeouts), str(f.errors), _ms(f.latency_p50_ms),
-                      _ms(f.latency_p99_ms))  # fmt: skip
+        table.add_row(plain(f.policy), f.role, plain(played), str(f.turns), legal,
+                      str(f.parse_errors), str(f.timeouts), str(f.errors),
+                      _ms(f.latency_p50_ms), _ms(f.latency_p99_ms))  # fmt: skip
     return table
 
 
@@ -82,7 +84,7 @@ def _tiers(index: RunIndex) -> Table:
         table.add_column(column, justify="left" if column in ("policy", "tier") else "right")
     for (policy, tier), tally in index.tiers.items():
         success = tally.resolved / tally.episodes if tally.episodes else 0.0
-        table.add_row(policy, tier, str(tally.episodes), f"{success:.0%}",
+        table.add_row(plain(policy), tier, str(tally.episodes), f"{success:.0%}",
                       f"{tally.mean_reward:+.1f}")  # fmt: skip
     return table
 
@@ -92,13 +94,14 @@ def _latest(index: RunIndex) -> Table:
     for column in ("episode", "scenario", "outcome", "reward", "steps"):
         table.add_column(column, justify="right" if column in ("reward", "steps") else "left")
     for episode in list(index.in_flight.values())[:LATEST]:
-        table.add_row(episode.episode_id, _scenario_of(episode.fields),
+        table.add_row(plain(episode.episode_id), plain(_scenario_of(episode.fields)),
                       Text("in flight", style="cyan"), "", str(len(episode.turns)))  # fmt: skip
     for row in index.rows[-LATEST:][::-1]:
         outcome = Text("resolved", style="green") if row.resolved else Text("not resolved")
         if row.status != "ok":
             outcome = Text(row.status, style="red")
-        table.add_row(row.episode_id, row.scenario, outcome, f"{row.reward:+.1f}", str(row.steps))
+        table.add_row(plain(row.episode_id), plain(row.scenario), outcome, f"{row.reward:+.1f}",
+                      str(row.steps))  # fmt: skip
     return table
 
 
@@ -122,7 +125,8 @@ def frame_view(frame: Frame, title: str = "") -> Group:
     turn = "episode over" if frame.next_role is None else f"next: {frame.next_role}"
     head = Text(f"step {frame.step}   {turn}   reward so far {frame.total:+.1f}")
     if frame.action is not None:
-        head.append(f"\n{frame.role} took: {action_text(frame.action)} ({frame.reward:+.1f})")
+        taken = printable(action_text(frame.action))  # a message's text is a model's
+        head.append(f"\n{frame.role} took: {taken} ({frame.reward:+.1f})")
     flags = ", ".join(frame.flags) or "(none)"
     return Group(
         Panel(head, title=title or "episode", expand=False),
@@ -135,7 +139,9 @@ def frame_view(frame: Frame, title: str = "") -> Group:
 
 
 def _listing(title: str, lines: list[str]) -> Panel:
-    return Panel("\n".join(lines) or "(none)", title=title, expand=False, title_align="left")
+    # chat and inbox hold what models wrote: shown as text, never as markup
+    return Panel(plain("\n".join(lines) or "(none)"), title=title, expand=False,
+                 title_align="left")  # fmt: skip
 
 
 def follow(

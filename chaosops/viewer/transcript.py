@@ -7,13 +7,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from chaosops.untrusted import printable
+
 INDENT = "    "
 
 
 def transcript(record: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -> str:
     """The text of the episode of results ``record``, with its trajectory ``steps``
-    (the trajectory lines; without them, what the results line holds)."""
-    return "\n".join(_lines(record, steps)) + "\n"
+    (the trajectory lines; without them, what the results line holds). What a
+    model wrote is shown as text: its control characters (ANSI escapes
+    included) are written as visible escapes."""
+    return printable("\n".join(_lines(record, steps))) + "\n"
 
 
 def _lines(record: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -> Iterator[str]:

@@ -1,0 +1,29 @@
+"""Text that came from outside (a model's answer, a server's body, a run file's
+name) made safe to show: on a terminal it must not move the cursor, change
+colours or clear the screen, and rich must not read it as markup.
+
+Outputs on disk keep such text as it was (JSON escapes it); only what is shown
+to a person goes through here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rich.text import Text
+
+__all__ = ["plain", "printable"]
+
+# C0 controls but tab and line feed, DEL, and C1 controls (ANSI escapes start
+# with ESC, \x1b, or with CSI, \x9b)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: object) -> str:
+    """``text`` with each control character written as a visible escape (``\\x1b``)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
+def plain(text: object) -> Text:
+    """``text`` as rich text that is never read as markup, its controls made visible."""
+    return Text(printable(text))

@@ -1,0 +1,55 @@
+"""Text a model wrote is shown as text everywhere a person reads it: rich
+markup, ANSI escapes and control characters in a policy's message go through
+the installed command's watch, transcript, tables and logs unread."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ._cli import chaosops, jsonl
+
+HOSTILE = "[/bold] [red]boom[/red] \x1b[2J\x1b[31mred\r\x07 done"
+
+LOUD = f'''\
+from chaosops.env.models import ActionType, ChaosOpsAction
+
+
+def loud(observation, role):
+    return ChaosOpsAction(role=role, action_type=ActionType.COMMUNICATE,
+                          args={{"message": {HOSTILE!r}, "to": "all"}})
+'''
+
+
+def _loud_run(work: Path) -> Path:
+    (work / "loudpol.py").write_text(LOUD)
+    out = work / "loud"
+    proc = chaosops("run", "tiny.toml", "--limit", "1", "--no-progress", "--role-policy",
+                    "sre=loudpol:loud", "--out", out, cwd=work)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _shown_as_text(output: str) -> None:
+    assert "\x1b" not in output and "\r" not in output and "\x07" not in output
+    assert "[/bold] [red]boom[/red] \\x1b[2J\\x1b[31mred\\x0d\\x07 done" in output
+
+
+def test_a_model_s_message_is_shown_as_text_by_watch_and_transcript(work: Path) -> None:
+    out = _loud_run(work)
+    (record,) = jsonl(out / "results.jsonl")
+    episode = record["episode_id"]
+    watched = chaosops("watch", out, "--episode", episode, "--delay", "0", cwd=work)
+    assert watched.returncode == 0, watched.stderr
+    assert "Traceback" not in watched.stderr
+    _shown_as_text(watched.stdout)
+    assert "[sre] [/bold]" in watched.stdout  # the speaker tag of the chat line stays
+    written = chaosops("transcript", out, "--episode", episode, cwd=work)
+    assert written.returncode == 0, written.stderr
+    _shown_as_text(written.stdout)
+    dashboard = chaosops("watch", out, cwd=work)
+    assert dashboard.returncode == 0 and "Traceback" not in dashboard.stderr
+    # the outputs and the log keep the text as it was, JSON-escaped
+    steps = [s for s in jsonl(out / "trajectories.jsonl") if s["role"] == "sre"]
+    assert steps and all(s["action"]["args"]["message"] == HOSTILE for s in steps)
+    log = (out / "log.jsonl").read_bytes()
+    assert b"\x1b" not in log and rb"\u001b" in log
