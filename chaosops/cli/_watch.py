@@ -32,17 +32,29 @@ def open_index(folder: str | Path | None) -> Any:
 
 
 def episode_row(index: Any, wanted: str) -> Any:
-    """The finished episode ``wanted`` names (its id, or a unique start of it)."""
+    """The finished episode ``wanted`` names: its id, a start of it, or its
+    scenario (``cascade/hard/seed=97``); one line listing the candidates when
+    it names several, or saying there is none."""
     row = index.row(wanted)
-    if row is None and len(wanted) >= 6:
-        found = [r for r in index.rows if r.episode_id.startswith(wanted)]
-        row = found[0] if len(found) == 1 else None
-    if row is None:
+    if row is not None:
+        return row
+    found = [
+        r for r in index.rows if r.episode_id.startswith(wanted) or r.scenario == wanted
+    ]  # fmt: skip
+    if len(found) == 1:
+        return found[0]
+    if found:
+        shown = ", ".join(f"{r.episode_id[:12]} ({r.scenario}, {r.policy})" for r in found[:5])
+        more = f" and {len(found) - 5} more" if len(found) > 5 else ""
         raise CLIError(
-            f"no finished episode {wanted!r} in {index.folder} ({len(index.rows)} episodes; "
-            "`chaosops view` or results.jsonl lists their ids)"
+            f"{wanted!r} names {len(found)} episodes in {index.folder}: {shown}{more}; "
+            "give more of the id"
         )
-    return row
+    raise CLIError(
+        f"no finished episode {wanted!r} in {index.folder} ({len(index.rows)} episodes; "
+        "give an id, a start of one, or a scenario as failure/tier/seed=N: "
+        "`chaosops view` or results.jsonl lists them)"
+    )
 
 
 def cmd_watch(folder: str | None, episode: str | None, every_s: float, delay_s: float) -> int:

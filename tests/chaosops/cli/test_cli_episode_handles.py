@@ -1,0 +1,33 @@
+"""Episodes a person can name: ids that differ from their first characters, a
+short start of one, or the scenario; an ambiguous name lists the candidates."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from ._cli import assert_one_error_line, chaosops, jsonl
+
+
+def test_episodes_are_named_by_a_short_start_or_their_scenario(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = chaosops("run", "--policy", "oracle", "--no-progress", "--out", out, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    records = jsonl(out / "results.jsonl")
+    ids = [r["episode_id"] for r in records]
+    assert len({i[:6] for i in ids}) == len(ids) == 55  # six characters tell them apart
+    first = records[0]
+    short = chaosops("transcript", out, "--episode", first["episode_id"][:6], cwd=tmp_path)
+    assert short.returncode == 0, short.stderr
+    assert short.stdout.startswith(f"episode {first['episode_id']}")
+    scenario = f"{first['failure_type']}/{first['difficulty']}/seed={first['seed']}"
+    named = chaosops("transcript", out, "--episode", scenario, cwd=tmp_path)
+    assert named.returncode == 0 and named.stdout == short.stdout
+    # 55 ids over 16 first characters: some character starts several of them
+    shared, count = Counter(i[0] for i in ids).most_common(1)[0]
+    ambiguous = chaosops("watch", out, "--episode", shared, cwd=tmp_path)
+    assert ambiguous.returncode == 2
+    line = assert_one_error_line(ambiguous, f"'{shared}' names {count} episodes", "give more")
+    assert sum(i[:12] in line for i in ids if i.startswith(shared)) == min(count, 5)
+    missing = chaosops("transcript", out, "--episode", "cascade/easy/seed=1", cwd=tmp_path)
+    assert_one_error_line(missing, "no finished episode", "failure/tier/seed=N")
