@@ -113,6 +113,23 @@ def _share(text: str) -> float:
     return value
 
 
+def _error_limit(text: str) -> int | float:
+    """``N`` (errors in a row, >= 1) or ``P%`` (a share of the turns, in (0, 100])."""
+    value = text.strip()
+    try:
+        if value.endswith("%"):
+            share = float(value[:-1]) / 100
+            if 0 < share <= 1:
+                return share
+        elif int(value) >= 1:
+            return int(value)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(
+        f"expected a count >= 1 (errors in a row) or a share such as 50%, got {text!r}"
+    )
+
+
 def _run_file(text: str) -> Path:
     if not text.strip():
         raise argparse.ArgumentTypeError("expected a run file path (.toml), got an empty one")
@@ -271,6 +288,15 @@ def _add_plan_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="ROLE=SECONDS",
         help="deadline of one role's turns (repeatable), e.g. --role-timeout dev=2.5",
+    )
+    parser.add_argument(
+        "--max-policy-errors",
+        type=_error_limit,
+        default=None,
+        metavar="N|P%",
+        help="stop the run (exit 1, finished episodes kept for --resume) once N turns in a "
+        "row failed with a policy error, any policy's, or once P%% of the turns did (judged "
+        "from the 100th turn on); default: never",
     )
 
 

@@ -245,13 +245,15 @@ def execute(
     max_failures: int = 0,
     cluster: Any = None,
     llm_roles: Mapping[str, set[str]] | None = None,
+    max_policy_errors: int | float | None = None,
 ) -> Stop:
     """:func:`run_batches` in a fresh event loop, shown on ``progress`` (a
     ``ProgressBar``), closing the LLM policies at the end, and stopping once
     ``max_failures`` (> 0) calls in a row of one of them failed for good.
     On ``cluster`` the calls are the workers': the LLM turns (the roles
     ``llm_roles`` names by batch tag) that failed in a row are counted instead,
-    in the results as they come (:class:`TurnFailures`)."""
+    in the results as they come (:class:`TurnFailures`). ``max_policy_errors``
+    stops the run on any policy's errors (:class:`PolicyErrors`)."""
     from functools import partial
 
     import actors
@@ -265,6 +267,9 @@ def execute(
         health = failures.check(max_failures) if llms and max_failures > 0 else None
         failing = (lambda: failures.in_a_row > 0) if health is not None else None
         observe = failures.observe
+    if max_policy_errors is not None:
+        errors = PolicyErrors(max_policy_errors)
+        health, observe = _either(health, errors.check), _both(observe, errors.observe)
     with progress:
         return actors.run(
             partial(
@@ -313,6 +318,59 @@ class TurnFailures:
             )
 
         return reason
+
+
+class PolicyErrors:
+    """Turns that failed with a policy error (not a timeout), whatever the
+    policy, counted in the results as they come: ``limit`` in a row (an int),
+    or a share of the turns played (a float, judged from the 100th turn on)."""
+
+    JUDGED_FROM = 100
+
+    def __init__(self, limit: int | float) -> None:
+        self.limit = limit
+        self.in_a_row = self.errors = self.turns = 0
+        self.last = ""
+
+    def observe(self, batch: Batch, result: Any) -> None:
+        for step in result.steps:
+            self.turns += 1
+            if step.error is not None and not step.timed_out:
+                self.errors += 1
+                self.in_a_row += 1
+                self.last = f"{step.role}: {step.error}"
+            else:
+                self.in_a_row = 0
+
+    def check(self) -> str | None:
+        limit = self.limit
+        if isinstance(limit, int):
+            if self.in_a_row < limit:
+                return None
+            said = f"{self.in_a_row} turns in a row failed with a policy error"
+            return f"{said} (last: {self.last}): stopped by --max-policy-errors {limit}"
+        if self.turns < self.JUDGED_FROM or self.errors < limit * self.turns:
+            return None
+        return (
+            f"{self.errors} of {self.turns} turns failed with a policy error (last: "
+            f"{self.last}): stopped by --max-policy-errors {limit:.0%}"
+        )
+
+
+def _either(*checks: Callable[[], str | None] | None) -> Callable[[], str | None]:
+    """A health check: the first reason any of ``checks`` gives."""
+    given = [check for check in checks if check is not None]
+    return lambda: next((r for check in given if (r := check()) is not None), None)
+
+
+def _both(*observers: Callable[[Batch, Any], None] | None) -> Callable[[Batch, Any], None]:
+    given = [observe for observe in observers if observe is not None]
+
+    def observe(batch: Batch, result: Any) -> None:
+        for each in given:
+            each(batch, result)
+
+    return observe
 
 
 def _endpoint_health(llms: Sequence[Any], max_failures: int) -> Callable[[], str | None] | None:

@@ -85,6 +85,7 @@ class RunConfig:
     deadlines: Deadlines = field(default_factory=Deadlines)
     llm: LLMSettings = field(default_factory=lambda: LLMSettings(model="chaosops-mock"))
     llm_max_failures: int = 10
+    max_policy_errors: int | float | None = None  # errors in a row, or a share of the turns
     telemetry: Telemetry = field(default_factory=Telemetry)
     progress: bool = True
     resume: bool = False  # run
@@ -222,6 +223,7 @@ def _config(args: argparse.Namespace, policies: Sequence[str]) -> RunConfig:
         deadlines=Deadlines(args.turn_timeout, tuple(args.role_timeout)),
         llm=_llm_settings(args),
         llm_max_failures=args.llm_max_failures,
+        max_policy_errors=getattr(args, "max_policy_errors", None),
         telemetry=Telemetry(
             log_json=_log_target(args),
             metrics_port=args.metrics_port,

@@ -181,6 +181,7 @@ def play_all(
             batches, session, concurrency=config.concurrency, on_result=on_result,
             progress=progress, llms=[llm for play in plays for llm in play.llms.values()],
             max_failures=config.llm_max_failures, cluster=config.cluster,
+            max_policy_errors=config.max_policy_errors,
             llm_roles={play.config.label: _llm_roles(play.config) for play in plays},
         )  # fmt: skip
         for play in plays:

@@ -74,8 +74,7 @@ def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) 
     if stop.reason is not None:
         raise CLIError(
             f"{stop.reason}; {progress.done} episode(s) finished this run{withheld_note(stop)}, "
-            f"kept in {outputs.results_path}; once the endpoint answers, finish it with "
-            f"{resume_command(config.out)}",
+            f"kept in {outputs.results_path}; finish it with {resume_command(config.out)}",
             code=1,
         )
     if stop.signum is not None:

@@ -80,6 +80,7 @@ class RunFile(BaseModel):
     roles: dict[Role, str] = {}
     llm: dict[str, LLMEntry] = {}
     llm_max_failures: int | None = Field(default=None, ge=0)
+    max_policy_errors: int | None = Field(default=None, ge=1)
     out: str | None = None
 
 
@@ -95,6 +96,7 @@ _TOP: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("turn_timeout", "turn_timeout", ("--turn-timeout",)),
     ("policy", "policy", ("--policy",)),
     ("llm_max_failures", "llm_max_failures", ("--llm-max-failures",)),
+    ("max_policy_errors", "max_policy_errors", ("--max-policy-errors",)),
 )
 
 # (entry field, namespace attribute, its options): ``[llm.llm]`` sets the

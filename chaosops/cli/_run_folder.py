@@ -155,6 +155,7 @@ def run_options(config: RunConfig, planned: Plan) -> dict[str, Any]:
     options.update(
         concurrency=config.concurrency,
         llm_max_failures=config.llm_max_failures,
+        max_policy_errors=config.max_policy_errors,
         config_file=config.config_file,
         version=__version__,
     )

@@ -10,14 +10,14 @@ from ._cli import chaosops, jsonl
 
 HOSTILE = "[/bold] [red]boom[/red] \x1b[2J\x1b[31mred\r\x07 done"
 
-LOUD = f'''\
+LOUD = f"""\
 from chaosops.env.models import ActionType, ChaosOpsAction
 
 
 def loud(observation, role):
     return ChaosOpsAction(role=role, action_type=ActionType.COMMUNICATE,
                           args={{"message": {HOSTILE!r}, "to": "all"}})
-'''
+"""
 
 
 def _loud_run(work: Path) -> Path:
