@@ -11,7 +11,7 @@ batch's turns, is one batch's cost per turn, with imports and warm-up gone
 (and without the full collection the timed figures run before each batch).
 
 Configurations: the bare synchronous loop; the plain asyncio layout of
-``overhead.plain_asyncio_us_per_turn`` (RUNTIME.md's structure with nothing
+``overhead.plain_asyncio_us_per_turn`` (docs/runtime.md's structure with nothing
 else: no deadlines, no checks; the collector handled as the runtime's batches
 handle it); the runtime; at concurrency 1 and 64, and at concurrency 1 with
 their JSON lines (the write system call's kernel work is not counted:

@@ -12,7 +12,7 @@ ping-pong's. Run: ``.venv/bin/python benchmarks/overhead.py``.
 
 Also measured in each round, as a reference and not a target: the same layout
 written plainly in asyncio (:func:`plain_asyncio_us_per_turn`), with and
-without the same log events as JSON lines, to tell what RUNTIME.md's structure costs on
+without the same log events as JSON lines, to tell what docs/runtime.md's structure costs on
 this machine from what the runtime adds to it (``benchmarks/cachegrind.py``
 counts the same configurations' instructions and cache misses).
 
@@ -85,7 +85,7 @@ def plain_asyncio_us_per_turn(
     ``EpisodeResult`` per episode, ``concurrency`` workers; on the runtime's
     loop, with the garbage collector handled as the runtime's batches handle
     it (``actors.gc_frozen``). No deadlines, no error handling, no checks,
-    no stale-reply guard: what RUNTIME.md's structure costs at the least.
+    no stale-reply guard: what docs/runtime.md's structure costs at the least.
     With ``log_path``, the runtime's ``episode_started``, ``turn`` and
     ``episode_finished`` events with their fields, each one JSON line
     (orjson, one ``os.write`` on a file opened for appending, a float

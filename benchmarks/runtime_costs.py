@@ -1,4 +1,4 @@
-"""The runtime's own CPU costs on a zero-cost environment (not a RUNTIME.md figure).
+"""The runtime's own CPU costs on a zero-cost environment (not a docs/runtime.md figure).
 
 A toy environment whose reset and step cost almost nothing, so what is left is
 the runtime: the fixed cost of an episode (0 turns: actor tasks, inboxes,

@@ -6,7 +6,7 @@ concurrency 1 and 64), run with nothing on, with ``actors.configure_metrics``
 OpenTelemetry SDK's tracer provider, a batch span processor and an exporter
 that drops the spans: what the SDK costs, not a network). Rounds interleave
 the three so a slow spell of the machine hits them alike; the figures are the
-median of the rounds' own differences. Not a target of RUNTIME.md. Run:
+median of the rounds' own differences. Not a target of docs/runtime.md. Run:
 ``.venv/bin/python benchmarks/telemetry_cost.py`` (needs the ``otel`` extra).
 """
 

@@ -1,11 +1,11 @@
-"""Evaluation figures of SPEC.md section 13, per (policy, tier).
+"""Evaluation figures of docs/world.md, "Evaluation figures", per (policy, tier).
 
 The figures are computed from *records*: the dicts that ``results.jsonl``
 holds, one per finished episode (see :func:`chaosops.outputs.result_record`).
 :func:`evaluate` also takes :class:`~chaosops.agents.runner.EpisodeResult`
 objects directly, paired with the name of the policy that played them.
 
-Definitions (SPEC.md section 13):
+Definitions (docs/world.md, "Evaluation figures"):
 
 - success rate: resolved episodes / episodes;
 - MTTR: mean final step over resolved episodes (``None`` when none resolved);
@@ -265,7 +265,7 @@ def _num(value: float | None, digits: int = 1) -> str:
 
 
 def render_table(rows: Sequence[EvalRow], *, title: str | None = None) -> Table:
-    """A rich table of the rows (SPEC.md section 13 columns)."""
+    """A rich table of the rows (docs/world.md, "Evaluation figures" columns)."""
     from rich import box
 
     # Two-line headers and one space between columns: the table fits an

@@ -1,4 +1,4 @@
-"""Scripted policies (SPEC.md section 11): random, heuristic and oracle.
+"""Scripted policies (docs/world.md, "Scripted policies"): random, heuristic and oracle.
 
 A policy is a callable ``(observation, role) -> ChaosOpsAction``; async callables
 ``async (observation, role) -> ChaosOpsAction`` are policies too (the runner awaits
@@ -186,7 +186,7 @@ def _oracle_plan(
 def oracle_policy(
     failure_type: FailureType | str,
 ) -> Callable[[ChaosOpsObservation, AgentRole], ChaosOpsAction]:
-    """Knows the true failure: each role plays its fixed move (SPEC.md section 11 table).
+    """Knows the true failure: each role plays its fixed move (docs/world.md's oracle table).
 
     Roles without a move play noop.
     """

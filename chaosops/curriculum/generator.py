@@ -1,4 +1,4 @@
-"""Curriculum of ChaosOps scenarios (SPEC.md section 12).
+"""Curriculum of ChaosOps scenarios (docs/world.md, "Curriculum and the canonical suites").
 
 Three tiers of failure pools with their step budgets; `scenarios_for_tier`
 builds a tier's deterministic scenario list, `Curriculum` promotes from easy to

@@ -1,10 +1,10 @@
-"""`ChaosOpsEnvironment`: the turn-based glue around `WorldSim` (SPEC.md section 9).
+"""`ChaosOpsEnvironment`: the turn-based glue around `WorldSim` (docs/world.md, "The environment").
 
 Roles act in turn (`DEFAULT_TURN_ORDER` unless another order is given); each
 `step` applies the current role's action, ticks the world, computes the step
 reward and returns the next role's view.
 
-Where SPEC.md is silent:
+Where docs/world.md is silent:
 
 * `reset` and step messages never reveal hidden truth (the failure type, red
   herrings, which fleet action was malicious): they are handed to agents.

@@ -1,4 +1,4 @@
-"""Enums and pydantic v2 models of the ChaosOps world (SPEC.md sections 1-2).
+"""Enums and pydantic v2 models of the ChaosOps world (docs/world.md, "Names" and "The models").
 
 Metric values are changed in place by the world's rules without re-validation
 (pydantic's ``validate_assignment`` is off), so a step never pays for
@@ -154,7 +154,7 @@ class ChaosOpsAction(BaseModel):
 
 
 class RoleView(BaseModel):
-    """What one role sees at its turn (SPEC.md section 8)."""
+    """What one role sees at its turn (docs/world.md, "What each role sees")."""
 
     role: AgentRole
     visible_metrics: dict[str, ServiceMetrics] = Field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""The ChaosOps world simulation (SPEC.md sections 3-8): pure, synchronous, seeded.
+"""The ChaosOps world simulation (docs/world.md): pure, synchronous, seeded.
 
 `WorldSim` holds the ground truth (`ChaosOpsState`) of one episode and mutates it
 in place: `reset` starts an episode, `apply_action` applies one action and
@@ -21,7 +21,7 @@ Performance notes (the step runs once per turn of every episode):
   allocation small, which matters to the garbage collector when a batch keeps
   every observation of thousands of episodes.
 
-Where SPEC.md is silent:
+Where docs/world.md is silent:
 
 * `apply_action` does not check `max_steps`; the environment refuses to step a
   finished episode. Only an already resolved incident makes it a no-op.
@@ -147,7 +147,7 @@ _ROGUE_DEPLOY_BOT = FailureType.ROGUE_DEPLOY_BOT
 
 @dataclass(frozen=True)
 class Scenario:
-    """One incident to run: which failure, how hard, which seed (SPEC.md section 3)."""
+    """One incident to run: which failure, how hard, which seed (docs/world.md, "Scenarios")."""
 
     failure_type: FailureType
     difficulty: DifficultyTier
@@ -498,7 +498,7 @@ class WorldSim:
 
     # ------------------------------------------------------------ the rules
     def _is_beneficial(self, action_type: ActionType, target: str, replicas: int = 0) -> bool:
-        """Whether a remediation on a valid service target helps (SPEC.md section 5)."""
+        """Whether a remediation on a valid service target helps (docs/world.md, "Failures")."""
         ft = self.state.failure_type
         if ft is _CASCADE:
             if action_type is _RESTART:
@@ -582,7 +582,7 @@ class WorldSim:
         )
 
     def apply_action(self, action: ChaosOpsAction) -> dict[str, bool]:
-        """Apply one action (SPEC.md section 6) and return its outcome flags.
+        """Apply one action (docs/world.md, "One step") and return its outcome flags.
 
         Does not tick; the environment calls `tick()` afterwards.
         """
@@ -711,7 +711,7 @@ class WorldSim:
             flags["root_cause_correct"] = True
 
     def tick(self) -> None:
-        """Passive dynamics after an applied action (SPEC.md section 7); none once resolved."""
+        """Time passing after an applied action (docs/world.md, "One step"); none once resolved."""
         s = self.state
         if s.resolved:
             return
@@ -758,7 +758,8 @@ class WorldSim:
             ]
 
     def project_view(self, role: AgentRole | str) -> RoleView:
-        """What `role` sees now (SPEC.md section 8); a snapshot independent of later steps."""
+        """What `role` sees now (docs/world.md, "What each role sees"): a snapshot that
+        later steps do not change."""
         if role.__class__ is not AgentRole:
             role = AgentRole(role)
         s = self.state

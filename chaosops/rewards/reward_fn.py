@@ -1,4 +1,4 @@
-"""Step rewards of the ChaosOps world (SPEC.md section 10).
+"""Step rewards of the ChaosOps world (docs/world.md, "Rewards").
 
 Pure functions of the state after a step and the flags `WorldSim.apply_action`
 returned; no async code, no randomness.

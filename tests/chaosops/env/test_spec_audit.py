@@ -1,7 +1,7 @@
-"""Audit of the world against SPEC.md, sentence by sentence, where other tests are thin.
+"""Audit of the world against docs/world.md, sentence by sentence, where other tests are thin.
 
 The scripted policies are checked against small reference implementations written
-straight from SPEC.md section 11 (draw order, strings, ordering, tie-breaking),
+straight from docs/world.md, "Scripted policies" (draw order, strings, ordering, tie-breaking),
 over whole episodes of every failure and tier.
 """
 
