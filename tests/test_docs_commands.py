@@ -1,0 +1,97 @@
+"""Every shell command in the README and docs/ runs as written, so the docs
+cannot drift from the command.
+
+Each ```bash block is run line by line, in order, in a folder of its own that
+holds the repository's suites, examples and tests (and `.venv`, this
+interpreter's environment), with this environment's `bin` first on PATH. A line
+ending in `&` starts a server: it is ready once it prints its first line, and is
+stopped when the block ends. A block that cannot run here (it installs from a
+registry, needs a tool or a service the project does not bring, or names the
+reader's own files) is marked right above its fence with
+`<!-- not run: the reason -->`; the marks are listed at the end of the run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SHARED = ("scenarios", "examples", "tests", "benchmarks", "pyproject.toml", "docs")
+_BLOCK = re.compile(r"(<!-- not run: (?P<why>[^>]*) -->\n)?```(?:bash|sh)\n(?P<body>.*?)```", re.S)
+TIMEOUT = 300
+
+
+def _blocks() -> list[tuple[str, str | None, list[str]]]:
+    """(where, why it is not run or None, its commands) for every bash block."""
+    found = []
+    for doc in DOCS:
+        text = doc.read_text()
+        for match in _BLOCK.finditer(text):
+            line = text[: match.start("body")].count("\n")
+            where = f"{doc.relative_to(ROOT)}:{line}"
+            found.append((where, match.group("why"), _commands(match.group("body"))))
+    return found
+
+
+def _commands(body: str) -> list[str]:
+    """The block's commands: continued lines joined, blank lines dropped."""
+    return [c.strip() for c in body.replace("\\\n", " ").splitlines() if c.strip()]
+
+
+BLOCKS = _blocks()
+RUN = [(where, commands) for where, why, commands in BLOCKS if why is None]
+
+
+def test_every_block_not_run_says_why(record_property: pytest.RecordProperty) -> None:
+    skipped = [(where, why) for where, why, _ in BLOCKS if why is not None]
+    assert all(why.strip() for _, why in skipped)
+    assert len(RUN) >= 5, "most of the docs' commands run"
+    for where, why in skipped:
+        record_property(where, why)
+        print(f"not run: {where}: {why}")
+
+
+@pytest.mark.timeout(TIMEOUT * 3)
+@pytest.mark.parametrize(("where", "commands"), RUN, ids=[where for where, _ in RUN])
+def test_a_doc_block_runs(where: str, commands: list[str], tmp_path: Path) -> None:
+    for name in SHARED:
+        (tmp_path / name).symlink_to(ROOT / name)
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["COLUMNS"] = "120"
+    servers: list[subprocess.Popen[str]] = []
+    try:
+        for command in commands:
+            code = command.split(" #", 1)[0].rstrip()  # without a trailing comment
+            if code.endswith("&"):
+                servers.append(_serve(code.removesuffix("&"), tmp_path, env))
+                continue
+            done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
+            assert done.returncode == 0, f"{where}: {command}\n{done.stdout}\n{done.stderr}"
+    finally:
+        for server in servers:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.communicate(timeout=30)
+
+
+def _serve(command: str, cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """A server started by a doc line, once it said it is listening."""
+    server = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=cwd, env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              start_new_session=True)  # fmt: skip
+    assert server.stdout is not None
+    first = server.stdout.readline()
+    if not first:
+        said = server.stderr.read() if server.stderr else ""
+        raise AssertionError(f"{command}: exited before listening: {said}")
+    return server
