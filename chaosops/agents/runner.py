@@ -46,6 +46,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+import anyio
+
 import actors
 from chaosops.env.environment import DEFAULT_TURN_ORDER, ChaosOpsEnvironment
 from chaosops.env.models import (
@@ -632,17 +634,12 @@ def run_episode(
     :func:`arun_episode` there.
     """
     _no_running_loop("run_episode")
-    return actors.run(
-        functools.partial(
-            arun_episode,
-            env,
-            scenario,
-            policy_by_role,
-            max_turns=max_turns,
-            turn_timeout=turn_timeout,
-            fields=fields,
-        )
-    )
+    opened = _Opened()
+    play = functools.partial(
+        arun_episode, env, scenario, opened.track(policy_by_role),
+        max_turns=max_turns, turn_timeout=turn_timeout, fields=fields,
+    )  # fmt: skip
+    return actors.run(functools.partial(opened.closing, play))
 
 
 def run_batch(
@@ -664,15 +661,44 @@ def run_batch(
     called from a running event loop: await :func:`arun_batch` there.
     """
     _no_running_loop("run_batch")
-    return actors.run(
-        functools.partial(
-            arun_batch,
-            scenarios,
-            policies,
-            concurrency=concurrency,
-            turn_timeout=turn_timeout,
-            env_factory=env_factory,
-            gc_freeze=gc_freeze,
-            fields=fields,
-        )
-    )
+    opened = _Opened()
+    play = functools.partial(
+        arun_batch, scenarios, opened.track(policies), concurrency=concurrency,
+        turn_timeout=turn_timeout, env_factory=env_factory, gc_freeze=gc_freeze, fields=fields,
+    )  # fmt: skip
+    return actors.run(functools.partial(opened.closing, play))
+
+
+class _Opened:
+    """The policies a synchronous run handed to its episodes, closed (``aclose``)
+    before its event loop ends: what an LLM policy opened (its HTTP session)
+    belongs to that loop, and a later run opens its own."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, Any] = {}
+
+    def track(self, policies: Any) -> Any:
+        """``policies`` (a role map or a factory of them), noting each policy handed out."""
+        if isinstance(policies, Mapping):
+            self._note(policies.values())
+            return policies
+
+        def factory(scenario: Scenario) -> Mapping[Any, Any]:
+            chosen = policies(scenario)
+            self._note(chosen.values())
+            return chosen
+
+        return factory
+
+    def _note(self, policies: Iterable[Any]) -> None:
+        for policy in policies:
+            if callable(getattr(policy, "aclose", None)):
+                self._seen.setdefault(id(policy), policy)
+
+    async def closing(self, play: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+        try:
+            return await play()
+        finally:
+            with anyio.CancelScope(shield=True):
+                for policy in self._seen.values():
+                    await policy.aclose()

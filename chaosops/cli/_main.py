@@ -67,11 +67,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _new_folder(args: argparse.Namespace) -> argparse.Namespace:
-    """A run without ``--out`` gets a folder of its own under runs/ (see _folders)."""
+    """A run without ``--out`` gets a folder of its own under runs/ (see _folders),
+    named after the run's name (``--name``, a run file's ``name``) or its policy."""
     if args.command == "run" and args.out is None:
         from ._folders import new_run_folder
 
-        args.out, args.point_latest = new_run_folder(args.policy), True
+        named = getattr(args, "name", None) or args.policy
+        args.out, args.point_latest = new_run_folder(named), True
     return args
 
 

@@ -358,6 +358,10 @@ class EpisodeMemory:
         self.policy = policy
         self._turns: dict[AgentRole, deque[list[dict[str, Any]]]] = {}
 
+    async def aclose(self) -> None:
+        """Close the policy's HTTP clients of the current event loop."""
+        await self.policy.aclose()
+
     async def __call__(self, obs: ChaosOpsObservation, role: AgentRole | str) -> ChaosOpsAction:
         role = AgentRole(getattr(role, "value", role))
         past = self._turns.setdefault(role, deque(maxlen=self.policy.settings.history))
