@@ -8,11 +8,12 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ._errors import PROG, one_line
+from ._errors import PROG, CLIError, one_line
 
 POLICIES: tuple[str, ...] = ("random", "heuristic", "oracle", "llm")
 DEFAULT_EVAL_OUT = Path("runs") / "eval"
@@ -111,6 +112,23 @@ def _share(text: str) -> float:
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
     return value
+
+
+REPEATABLE = frozenset(
+    ("--role-policy", "--role-timeout", "--tier", "--failure-type", "--config", "--refuse")
+)
+"""The options that may be given more than once (each adds a value)."""
+
+
+def refuse_repeats(argv: Sequence[str]) -> None:
+    """Refuse an option of one value given twice: the last would silently win."""
+    given = Counter(arg.split("=", 1)[0] for arg in argv if arg.startswith("--"))
+    for option, count in given.items():
+        if count > 1 and option not in REPEATABLE:
+            advice = (
+                "; a role of its own: --role-policy ROLE=POLICY" if option == "--policy" else ""
+            )
+            raise CLIError(f"{option} is given {count} times; give it once{advice}")
 
 
 def _error_limit(text: str) -> int | float:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from chaosops.untrusted import printable
 
-from ._args import build_parser
+from ._args import build_parser, refuse_repeats
 from ._cluster import on_cluster
 from ._config import RunConfig, config_from_args, eval_entries
 from ._errors import PROG, CLIError, one_line, os_error_in, os_error_line
@@ -41,6 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"choose the command from {', '.join([*_COMMANDS, 'mock-llm'])}"
             )
         args = parser.parse_args(argv)
+        refuse_repeats(argv)
         if args.command is None:
             parser.error(f"missing command; choose from {', '.join([*_COMMANDS, 'mock-llm'])}")
         if args.command == "eval":

@@ -35,8 +35,8 @@ def cmd_mock_llm(argv: Sequence[str]) -> int:
         anyio.run(mock_llm.serve_until_stopped, config, backend="asyncio")
     except KeyboardInterrupt:
         pass
-    except OSError as exc:
+    except OSError as exc:  # --host or --port: exit 2, as chaosops view
         raise CLIError(
-            f"mock-llm: {mock_llm.listen_error(exc, config.host, config.port)}", code=1
+            f"mock-llm: {mock_llm.listen_error(exc, config.host, config.port)}"
         ) from None
     return 0

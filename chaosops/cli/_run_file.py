@@ -142,11 +142,24 @@ def read_run_file(path: Path) -> RunFile:
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"])
+        if error["type"] == "extra_forbidden":
+            raise RunFileError(path, where, _unknown_key(error["loc"])) from None
         got = error.get("input")
         shown = "" if isinstance(got, dict | list) else f" (got {got!r})"
         raise RunFileError(path, where, f"{error['msg']}{shown}") from None
     _check_names(path, run_file)
     return run_file
+
+
+def _unknown_key(loc: tuple[Any, ...]) -> str:
+    """What to say of a key the run file does not know: the nearest it does."""
+    import difflib
+
+    key = str(loc[-1])
+    known = list((LLMEntry if loc[0] == "llm" and len(loc) == 3 else RunFile).model_fields)
+    near = difflib.get_close_matches(key, known, n=1)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    return f"unknown key; {hint}the keys are {', '.join(known)}"
 
 
 def _check_names(path: Path, run_file: RunFile) -> None:

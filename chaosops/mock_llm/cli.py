@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pass
     except OSError as exc:
         print(f"chaosops mock-llm: {listen_error(exc, config.host, config.port)}", file=sys.stderr)
-        return 1
+        return 2
     return 0
 
 
