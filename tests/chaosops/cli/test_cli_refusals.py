@@ -187,7 +187,7 @@ def test_mock_llm_on_a_taken_port_is_one_line(
     taken_port: int,
 ) -> None:
     proc = chaosops("mock-llm", "--port", str(taken_port), cwd=work)
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # as chaosops view
     assert_one_error_line(
         proc, f"port {taken_port} on 127.0.0.1 is already in use", "another --port"
     )
@@ -196,7 +196,7 @@ def test_mock_llm_on_a_taken_port_is_one_line(
 def test_mock_llm_main_on_a_taken_port_is_one_line(
     taken_port: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert mock_llm.main(["--port", str(taken_port)]) == 1
+    assert mock_llm.main(["--port", str(taken_port)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
     assert f"port {taken_port} on 127.0.0.1 is already in use" in err
