@@ -308,6 +308,14 @@ def _add_plan_options(parser: argparse.ArgumentParser) -> None:
         help="deadline of one role's turns (repeatable), e.g. --role-timeout dev=2.5",
     )
     parser.add_argument(
+        "--samples",
+        type=_int_from(1, 1000),
+        default=None,
+        metavar="K",
+        help="play each scenario K times (1 to 1000; default 1), the scripted policies "
+        "seeded anew each time; the table and summary.json then give pass@1 and pass@K",
+    )
+    parser.add_argument(
         "--max-policy-errors",
         type=_error_limit,
         default=None,

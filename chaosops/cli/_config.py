@@ -86,6 +86,7 @@ class RunConfig:
     llm: LLMSettings = field(default_factory=lambda: LLMSettings(model="chaosops-mock"))
     llm_max_failures: int = 10
     max_policy_errors: int | float | None = None  # errors in a row, or a share of the turns
+    samples: int = 1  # --samples: each scenario played this often
     telemetry: Telemetry = field(default_factory=Telemetry)
     progress: bool = True
     resume: bool = False  # run
@@ -224,6 +225,7 @@ def _config(args: argparse.Namespace, policies: Sequence[str]) -> RunConfig:
         llm=_llm_settings(args),
         llm_max_failures=args.llm_max_failures,
         max_policy_errors=getattr(args, "max_policy_errors", None),
+        samples=getattr(args, "samples", None) or 1,
         telemetry=Telemetry(
             log_json=_log_target(args),
             metrics_port=args.metrics_port,

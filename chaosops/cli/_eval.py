@@ -104,6 +104,7 @@ def _report(
     """The table, the evaluation's JSON and chart, and the closing notes."""
     from chaosops.evaluation import render_table
     from chaosops.role_figures import render_role_table
+    from chaosops.samples import render_sample_table
 
     json_path, chart, table_stream = where
     interrupted = stop.signum is not None or stop.reason is not None
@@ -125,6 +126,8 @@ def _report(
     console.print(render_table(rows, title=title))
     roles = [figures for play in plays for figures in play.summary.roles]
     console.print(render_role_table(roles, title="turns by role"))
+    if samples := [row for play in plays for row in play.summary.samples]:
+        console.print(render_sample_table(samples, title="samples"))
     for line in trouble(plays, progress):
         note(line)
     _write(
@@ -144,6 +147,7 @@ def _payload(plays: Sequence[Play], episodes: int, rows: Any, interrupted: bool)
             for play in plays
         ],
         "rows": _rows_json(rows),
+        "samples": [row.to_json() for play in plays for row in play.summary.samples] or None,
     }
 
 

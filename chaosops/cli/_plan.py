@@ -106,7 +106,8 @@ class Plan(Sequence[PlannedEpisode]):
     """The planned episodes of a run, in order, each made when asked: memory
     grows with the suites' entries, not with the episodes they plan."""
 
-    def __init__(self, groups: Sequence[_Group]) -> None:
+    def __init__(self, groups: Sequence[_Group], samples: int = 1) -> None:
+        self.samples = samples  # each scenario's repeats: its groups stand that often
         self.groups = [group for group in groups if len(group.seeds)]
         self._starts = list(accumulate((len(g.seeds) for g in self.groups), initial=0))
         # which groups may hold a run key's episode: by (failure, tier, max
@@ -213,7 +214,13 @@ class PlanSlice(Sequence[Any]):
         return len(self.indices)
 
     def __getitem__(self, index: Any) -> Any:
-        return self.plan[self.indices[index]].scenario
+        number = self.indices[index]
+        scenario = self.plan[number].scenario
+        if self.plan.samples == 1:
+            return scenario
+        from chaosops.samples import Sample
+
+        return Sample.of(scenario, self.plan.occurrence(number))
 
 
 def expand_episodes_per_type(planned: Plan, episodes_per_type: int, seed_offset: int = 0) -> Plan:
@@ -263,8 +270,12 @@ def expand_episodes_per_type(planned: Plan, episodes_per_type: int, seed_offset:
 def plan_episodes(config: RunConfig) -> Plan:
     """The episodes of a ``run`` or ``eval`` invocation, in suite order, with
     ``--episodes-per-type`` and ``--seed-offset`` applied, then ``--tier``,
-    ``--failure-type`` and ``--limit``."""
-    return _subset(_seeded(config), config)
+    ``--failure-type`` and ``--limit``, then ``--samples`` (each group of
+    scenarios that often, one after the other: a run key's ``#N`` is the sample)."""
+    plan = _subset(_seeded(config), config)
+    if config.samples == 1:
+        return plan
+    return Plan([group for group in plan.groups for _ in range(config.samples)], config.samples)
 
 
 def _subset(planned: Plan, config: RunConfig) -> Plan:

@@ -48,13 +48,15 @@ def _scrubbed(exc: BaseException, settings: LLMSettings) -> str:
 def policy_factory(name: str, llm: Any = None) -> Callable[[Any], Mapping[Any, Any]]:
     """Role maps per scenario (SPEC section 13): one policy object for the four roles.
 
-    random and heuristic are seeded with the scenario's seed, oracle gets its
-    failure type; any other name is an LLM's, played by ``llm`` (an
+    random and heuristic are seeded with the scenario's seed (a sample's own
+    seed under ``--samples``: :func:`chaosops.samples.policy_seed`), oracle gets
+    its failure type; any other name is an LLM's, played by ``llm`` (an
     :class:`LLMPolicy`, shared so that its in-flight limit holds across the
     batch; with ``history`` each episode gets its own memory of it).
     """
     from chaosops.agents.policies import heuristic_policy, oracle_policy, random_policy
     from chaosops.env.models import AgentRole
+    from chaosops.samples import policy_seed
 
     roles = tuple(AgentRole)
     if name not in SCRIPTED:
@@ -64,9 +66,9 @@ def policy_factory(name: str, llm: Any = None) -> Callable[[Any], Mapping[Any, A
 
     def factory(scenario: Any) -> Mapping[Any, Any]:
         if name == "random":
-            policy = random_policy(seed=scenario.seed)
+            policy = random_policy(seed=policy_seed(scenario))
         elif name == "heuristic":
-            policy = heuristic_policy(seed=scenario.seed)
+            policy = heuristic_policy(seed=policy_seed(scenario))
         else:
             policy = oracle_policy(scenario.failure_type)
         return dict.fromkeys(roles, policy)

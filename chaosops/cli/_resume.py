@@ -18,6 +18,7 @@ RECORDED: tuple[tuple[str, str, tuple[str, ...], Callable[[Any], Any]], ...] = (
     ("tiers", "tier", ("--tier",), lambda v: list(v or [])),
     ("failure_types", "failure_type", ("--failure-type",), lambda v: list(v or [])),
     ("limit", "limit", ("--limit",), lambda v: v),
+    ("samples", "samples", ("--samples",), lambda v: v),
     ("paths", "paths", (), list),  # compared by what they plan: run.json's "plan"
     ("turn_timeout", "turn_timeout", ("--turn-timeout",), lambda v: v),
     ("role_timeout", "role_timeout", ("--role-timeout",), lambda v: list((v or {}).items())),

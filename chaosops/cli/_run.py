@@ -69,6 +69,7 @@ def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) 
     """The table and the closing notes; the exit code."""
     from chaosops.evaluation import render_table
     from chaosops.role_figures import render_role_table
+    from chaosops.samples import render_sample_table
 
     config, outputs, summary = play.config, play.outputs, play.summary.data
     if stop.reason is not None:
@@ -87,6 +88,8 @@ def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) 
     console = console_for(table)
     console.print(render_table(play.summary.rows, title=f"chaosops run: {config.out}"))
     console.print(render_role_table(play.summary.roles, title="turns by role"))
+    if play.summary.samples:
+        console.print(render_sample_table(play.summary.samples, title="samples"))
     for line in trouble([play], progress):
         note(line)
     # run.json only when this run wrote it (a resumed run keeps the folder's)

@@ -81,6 +81,7 @@ class RunFile(BaseModel):
     llm: dict[str, LLMEntry] = {}
     llm_max_failures: int | None = Field(default=None, ge=0)
     max_policy_errors: int | None = Field(default=None, ge=1)
+    samples: int | None = Field(default=None, ge=1, le=1000)
     out: str | None = None
 
 
@@ -97,6 +98,7 @@ _TOP: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("policy", "policy", ("--policy",)),
     ("llm_max_failures", "llm_max_failures", ("--llm-max-failures",)),
     ("max_policy_errors", "max_policy_errors", ("--max-policy-errors",)),
+    ("samples", "samples", ("--samples",)),
 )
 
 # (entry field, namespace attribute, its options): ``[llm.llm]`` sets the

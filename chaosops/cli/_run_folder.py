@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ class Summary:
     data: dict[str, Any]
     rows: list[Any]
     roles: list[Any]
+    samples: list[Any] = dataclasses.field(default_factory=list)  # with --samples K > 1
 
 
 def summarise(
@@ -38,8 +40,11 @@ def summarise(
     from chaosops.evaluation import evaluate_records, ran_to_end, resolved, rows_to_json
     from chaosops.outputs import ListedKeys
     from chaosops.role_figures import RoleTallies
+    from chaosops.samples import sample_rows
 
     totals = {"episodes": 0, "resolved": 0, "failed": 0, "timeouts": 0, "errors": 0}
+    k = 1 if config is None else config.samples
+    sampled: list[dict[str, Any]] = []  # what pass@k needs of each record, under --samples
     keys = planned if hasattr(planned, "position") else ListedKeys(planned)
     done = bytearray(len(keys))  # a flag per planned episode
     tallies = RoleTallies()
@@ -54,10 +59,13 @@ def summarise(
             totals["failed"] += not ran_to_end(record)
             totals["timeouts"] += int(record.get("timeouts", 0))
             totals["errors"] += int(record.get("errors", 0))
+            if k > 1:
+                sampled.append({name: record.get(name) for name in _SAMPLED})
             yield record
 
     rows = evaluate_records(counted())
     roles = tallies.figures()
+    samples = sample_rows(sampled, k) if k > 1 else []
     missing = len(done) - done.count(1)
     data = {
         **totals,
@@ -66,9 +74,13 @@ def summarise(
         "complete": not missing,
         "rows": rows_to_json(rows),
         "roles": [figures.to_json() for figures in roles],
+        **({"samples": [row.to_json() for row in samples]} if samples else {}),
         **({} if config is None else played(config)),
     }
-    return Summary(data, rows, roles)
+    return Summary(data, rows, roles, samples)
+
+
+_SAMPLED = ("run_key", "policy", "difficulty", "resolved", "status", "cumulative_reward")
 
 
 def build_summary(
@@ -146,6 +158,7 @@ def run_options(config: RunConfig, planned: Plan) -> dict[str, Any]:
         "plan": plan_digest(planned),
         "turn_timeout": config.deadlines.turn_timeout,
         "role_timeout": config.deadlines.per_role,
+        "samples": config.samples,
     }
     if "llm" in config.policy_by_role.values():
         llm = config.llm
