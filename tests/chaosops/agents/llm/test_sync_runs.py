@@ -19,7 +19,8 @@ with run_mock_llm_in_thread() as mock:
     scenarios = scenarios_for_tier("easy")[:2]
     shared = run_batch(scenarios, dict.fromkeys(DEFAULT_TURN_ORDER, policy))
     fresh = run_batch(scenarios, lambda sc: dict.fromkeys(DEFAULT_TURN_ORDER, policy.for_episode()))
-    one = run_episode(ChaosOpsEnvironment(), scenarios[0], dict.fromkeys(DEFAULT_TURN_ORDER, policy))
+    roles = dict.fromkeys(DEFAULT_TURN_ORDER, policy)
+    one = run_episode(ChaosOpsEnvironment(), scenarios[0], roles)
     print(sum(r.resolved for r in [*shared, *fresh, one]))
 """
 
