@@ -87,6 +87,7 @@ class RunConfig:
     llm_max_failures: int = 10
     max_policy_errors: int | float | None = None  # errors in a row, or a share of the turns
     samples: int = 1  # --samples: each scenario played this often
+    scenarios: tuple[Any, ...] = ()  # a run from Python, resumed: the scenarios its run.json lists
     telemetry: Telemetry = field(default_factory=Telemetry)
     progress: bool = True
     resume: bool = False  # run
@@ -226,6 +227,7 @@ def _config(args: argparse.Namespace, policies: Sequence[str]) -> RunConfig:
         llm_max_failures=args.llm_max_failures,
         max_policy_errors=getattr(args, "max_policy_errors", None),
         samples=getattr(args, "samples", None) or 1,
+        scenarios=tuple(getattr(args, "scenarios", None) or ()),
         telemetry=Telemetry(
             log_json=_log_target(args),
             metrics_port=args.metrics_port,

@@ -307,6 +307,8 @@ def _subset(planned: Plan, config: RunConfig) -> Plan:
 
 
 def _seeded(config: RunConfig) -> Plan:
+    if config.scenarios:  # a run from Python, resumed
+        return _listed(config.scenarios)
     plan = Plan.listing(
         PlannedEpisode(entry.scenario, entry.turn_timeout)
         for suite in load_suites(config.paths)
@@ -320,6 +322,17 @@ def _seeded(config: RunConfig) -> Plan:
                      for g in plan.groups])  # fmt: skip
         _check_seeds(plan, offset)
     return plan
+
+
+def _listed(scenarios: Sequence[Any]) -> Plan:
+    """The plan of the scenarios a run from Python recorded (its run.json's
+    ``scenarios``); refuses (exit 2) a list that is not of scenarios."""
+    from chaosops.outputs import scenario_from_record
+
+    try:
+        return Plan.listing(PlannedEpisode(scenario_from_record(s)) for s in scenarios)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CLIError(f"run.json: scenarios: not a list of scenarios ({one_line(exc)})") from None
 
 
 def _check_seeds(plan: Plan, seed_offset: int) -> None:

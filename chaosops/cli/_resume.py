@@ -46,6 +46,8 @@ def fill_from_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argpars
     given = given_options(argv) | getattr(args, "from_run_file", set())
     _restore_llms(args, recorded)
     _restore_flag_llm(args, recorded, given)
+    if isinstance(recorded.get("scenarios"), list) and not args.paths:
+        args.scenarios = recorded["scenarios"]  # a run from Python lists its scenarios
     for field, attribute, options, restore in RECORDED:
         if field not in recorded:
             continue

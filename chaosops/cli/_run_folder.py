@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from chaosops import __version__
 from chaosops._urls import shown_url
 from chaosops.outputs import RUN_FILE
+from chaosops.summary import Summary
+from chaosops.summary import summarise as summary_of
 
 from ._config import RunConfig
 from ._errors import CLIError
@@ -21,66 +22,14 @@ from ._resume import RECORDED
 from ._run_file import LLM_FLAGS
 
 
-@dataclass
-class Summary:
-    """A folder's summary: ``data`` (summary.json's content), and its rows and
-    role figures as objects (for the tables)."""
-
-    data: dict[str, Any]
-    rows: list[Any]
-    roles: list[Any]
-    samples: list[Any] = dataclasses.field(default_factory=list)  # with --samples K > 1
-
-
 def summarise(
     records: Iterable[Mapping[str, Any]], planned: Sequence[str], config: RunConfig | None = None
 ) -> Summary:
-    """The summary of ``records``, read once: a :class:`ResultsReader` (a file
-    read a line at a time) keeps memory flat."""
-    from chaosops.evaluation import evaluate_records, ran_to_end, resolved, rows_to_json
-    from chaosops.outputs import ListedKeys
-    from chaosops.role_figures import RoleTallies
-    from chaosops.samples import sample_rows
-
-    totals = {"episodes": 0, "resolved": 0, "failed": 0, "timeouts": 0, "errors": 0}
-    k = 1 if config is None else config.samples
-    sampled: list[dict[str, Any]] = []  # what pass@k needs of each record, under --samples
-    keys = planned if hasattr(planned, "position") else ListedKeys(planned)
-    done = bytearray(len(keys))  # a flag per planned episode
-    tallies = RoleTallies()
-
-    def counted() -> Iterator[Mapping[str, Any]]:
-        for record in records:
-            if (index := keys.position(record["run_key"])) is not None:
-                done[index] = 1
-            tallies.add(record)
-            totals["episodes"] += 1
-            totals["resolved"] += resolved(record)  # the table's rule
-            totals["failed"] += not ran_to_end(record)
-            totals["timeouts"] += int(record.get("timeouts", 0))
-            totals["errors"] += int(record.get("errors", 0))
-            if k > 1:
-                sampled.append({name: record.get(name) for name in _SAMPLED})
-            yield record
-
-    rows = evaluate_records(counted())
-    roles = tallies.figures()
-    samples = sample_rows(sampled, k) if k > 1 else []
-    missing = len(done) - done.count(1)
-    data = {
-        **totals,
-        "planned": len(planned),
-        "missing": missing,
-        "complete": not missing,
-        "rows": rows_to_json(rows),
-        "roles": [figures.to_json() for figures in roles],
-        **({"samples": [row.to_json() for row in samples]} if samples else {}),
-        **({} if config is None else played(config)),
-    }
-    return Summary(data, rows, roles, samples)
-
-
-_SAMPLED = ("run_key", "policy", "difficulty", "resolved", "status", "cumulative_reward")
+    """The summary of ``records`` (see :func:`chaosops.summary.summarise`), with
+    what played under ``config``."""
+    if config is None:
+        return summary_of(records, planned)
+    return summary_of(records, planned, samples=config.samples, played=played(config))
 
 
 def build_summary(
@@ -178,7 +127,6 @@ def run_options(config: RunConfig, planned: Plan) -> dict[str, Any]:
 def settings_json(settings: Any) -> dict[str, Any]:
     """An LLM's settings as run.json and summary.json record them: every field
     but the key (``api_key_env`` names where it is read from)."""
-    import dataclasses
 
     fields = dataclasses.asdict(settings)
     del fields["api_key"]
