@@ -663,3 +663,9 @@ def _add_eval_parser(sub: Any) -> None:
     ev.add_argument("--json", metavar="PATH", help="write the JSON table here ('-' for stdout)")
     ev.add_argument("--chart", metavar="PATH", help="write the PNG chart here")
     ev.add_argument("--no-chart", action="store_true", help="do not draw the chart")
+
+
+def given_options(argv: Sequence[str]) -> set[str]:
+    """The long options named on the command line (``--name`` or ``--name=value``);
+    the parser takes no abbreviations, so a name is always written in full."""
+    return {arg.split("=", 1)[0] for arg in argv if arg.startswith("--")}

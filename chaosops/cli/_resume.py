@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._args import given_options
+
 # The options run.json records, in the order --resume compares them: (run.json
 # field, namespace attribute, its option strings, how the value is restored).
 RECORDED: tuple[tuple[str, str, tuple[str, ...], Callable[[Any], Any]], ...] = (
@@ -107,9 +109,3 @@ def _recorded(out: Path) -> dict[str, Any] | None:
     from chaosops.outputs import RUN_FILE, read_object
 
     return read_object(out / RUN_FILE)
-
-
-def given_options(argv: Sequence[str]) -> set[str]:
-    """The long options named on the command line (``--name`` or ``--name=value``);
-    the parser takes no abbreviations, so a name is always written in full."""
-    return {arg.split("=", 1)[0] for arg in argv if arg.startswith("--")}

@@ -21,9 +21,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from chaosops._toml import FileProblem, read_toml
 from chaosops.agents.llm.settings import LLMSettings
 
-from ._args import POLICIES
+from ._args import POLICIES, given_options
 from ._errors import CLIError
-from ._resume import given_options
 
 Role = Literal["sre", "oversight", "dev", "manager"]
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")

@@ -132,12 +132,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def llm_run(work: Path, url: str, out: Path, *extra: str) -> list[str]:
+def llm_run(work: Path, url: str, out: Path, *extra: str, policy: str = "llm") -> list[str]:
     return [
         "run",
         "tiny.toml",
         "--policy",
-        "llm",
+        policy,
         "--llm-base-url",
         url,
         "--concurrency",

@@ -98,8 +98,8 @@ def hostile(request: pytest.FixtureRequest) -> Iterator[str]:
 def test_a_huge_answer_is_not_read_past_the_limit(work: Path, hostile: str) -> None:
     out = work / "huge"
     proc = chaosops(*llm_run(work, hostile, out, "--episodes-per-type", "1",
-                             "--llm-max-failures", "0", "--policy", "random",
-                             "--role-policy", "sre=llm"), cwd=work)  # fmt: skip
+                             "--llm-max-failures", "0", "--role-policy", "sre=llm",
+                             policy="random"), cwd=work)  # fmt: skip
     assert proc.returncode == 1, proc.stderr  # the sre never played a move of its own
     assert "the sre (llm (chaosops-mock)) never played a move of its own" in proc.stderr
     steps = [s for s in jsonl(out / "trajectories.jsonl") if s["role"] == "sre"]

@@ -118,7 +118,7 @@ def test_eval_lingers_with_its_final_counts_by_policy(work: Path) -> None:
 
 def test_metric_labels_name_the_role_policies_and_the_model(work: Path, mock_llm: str) -> None:
     proc, series, _ = _lingering_series(
-        *llm_run(work, mock_llm, work / "metrics-roles"), "--policy", "heuristic",
+        *llm_run(work, mock_llm, work / "metrics-roles", policy="heuristic"),
         "--role-policy", "dev=llm", cwd=work,
     )  # fmt: skip
     assert proc.returncode == 0

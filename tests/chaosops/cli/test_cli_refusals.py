@@ -60,7 +60,10 @@ def test_resume_with_other_options_is_refused(
     needles: tuple[str, ...],
 ) -> None:
     before = snapshot(heuristic_run)
-    proc = chaosops("run", *TINY, "--resume", "--out", heuristic_run, *extra, cwd=work)
+    base = list(TINY)
+    if extra[0] in base:  # given once, with the other value
+        del base[base.index(extra[0]) : base.index(extra[0]) + 2]
+    proc = chaosops("run", *base, "--resume", "--out", heuristic_run, *extra, cwd=work)
     assert proc.returncode == 2
     assert_one_error_line(proc, "--resume", str(heuristic_run), *needles)
     assert snapshot(heuristic_run) == before

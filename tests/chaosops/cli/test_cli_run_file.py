@@ -221,7 +221,11 @@ def test_resume_of_a_run_file_s_run_needs_only_the_folder(
 @pytest.mark.parametrize(
     ("text", "needles"),
     [
-        pytest.param("polcy = 'oracle'\n", ["polcy", "Extra inputs"], id="unknown-field"),
+        pytest.param(
+            "polcy = 'oracle'\n",
+            ["polcy", "unknown key", "did you mean 'policy'"],
+            id="unknown-field",
+        ),
         pytest.param(
             "concurrency = 0\n", ["concurrency", "greater than or equal to 1"], id="range"
         ),
@@ -370,5 +374,5 @@ def test_the_example_run_file_runs(work: Path, mock_llm: str) -> None:
     results = jsonl(out / "results.jsonl")
     assert len(results) == 4 and all(r["policy"] == "mock-sre" for r in results)
     assert results[0]["roles"]["sre"] == {"policy": "mock", "model": "chaosops-mock",
-                                          "answer": "text"}  # fmt: skip
+                                          "answer": "json"}  # fmt: skip
     assert results[0]["turn_timeout"]["sre"] == 20.0 and results[0]["turn_timeout"]["dev"] == 30.0

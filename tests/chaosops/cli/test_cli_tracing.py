@@ -141,7 +141,8 @@ def test_a_collector_gone_mid_run_costs_a_bounded_wait_and_one_line(work: Path) 
     # the shared instant mock the batch holding the first episode could hold
     # the whole run, and nothing was left to fail.)
     with mock_process(work, "--latency", "100ms") as url:
-        args = llm_run(work, url, out, "--otlp-endpoint", collector.url, "--concurrency", "1")
+        args = llm_run(work, url, out, "--otlp-endpoint", collector.url)
+        args[args.index("--concurrency") + 1] = "1"
         proc = spawn(*args, cwd=work)
         try:
             deadline = time.monotonic() + TIMEOUT

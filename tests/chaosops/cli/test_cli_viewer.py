@@ -125,8 +125,11 @@ def test_bad_input_is_one_line(oracle_run: Path, work: Path, tmp_path: Path) -> 
     assert_one_error_line(proc, str(tmp_path), "not a chaosops run folder")
     proc = chaosops("transcript", oracle_run, "--episode", "nope", cwd=work)
     assert_one_error_line(proc, "no finished episode 'nope'", "12 episodes")
-    shared = jsonl(oracle_run / "results.jsonl")[0]["episode_id"][:8]  # every id starts so
-    assert_one_error_line(chaosops("watch", oracle_run, "--episode", shared, cwd=work), shared)
+    ids = [r["episode_id"] for r in jsonl(oracle_run / "results.jsonl")]
+    shared = min({i[0] for i in ids}, key=lambda c: -sum(i.startswith(c) for i in ids))
+    assert sum(i.startswith(shared) for i in ids) > 1  # 12 ids, 16 first characters: found
+    proc = chaosops("watch", oracle_run, "--episode", shared, cwd=work)
+    assert_one_error_line(proc, f"'{shared}' names", "give more of the id")
     proc = chaosops("view", tmp_path / "missing", cwd=work)
     assert_one_error_line(proc, "no such run folder")
     with socket.socket() as taken:
