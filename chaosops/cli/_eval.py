@@ -19,7 +19,7 @@ from ._plays import Play, open_folders, open_play, play_all, same_plan, trouble,
 from ._policies import prepare_llms, role_map_factory
 from ._run_folder import played, refuse_existing
 from ._session import Session
-from ._telemetry import serve_metrics, start_tracing
+from ._telemetry import start_telemetry
 from ._terminal import configure_logs, console_for, note
 
 
@@ -75,8 +75,7 @@ def cmd_eval(config: RunConfig, entries: Sequence[RunConfig], session: Session) 
             config.out, ((json_path, config.json, "--json"), (chart, config.chart, "--chart"))
         )
     plays = [open_play(entry, planned) for entry in entries]
-    serve_metrics(config.telemetry)  # a port that cannot be served fails before anything is written
-    start_tracing(config.telemetry, session)  # so does a collector that cannot be reached
+    start_telemetry(config.telemetry, session)  # fails before anything is written
     for play in plays:
         play.llms = prepare_llms(
             play.config.llms_in_play, play.config.config_file, play.config.deadlines.longest

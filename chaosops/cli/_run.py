@@ -16,15 +16,14 @@ from ._plays import Play, open_folders, open_play, play_all, trouble, unplayed
 from ._policies import prepare_llms, role_map_factory
 from ._run_folder import build_summary
 from ._session import Session
-from ._telemetry import serve_metrics, start_tracing
+from ._telemetry import start_telemetry
 from ._terminal import configure_logs, console_for, note
 
 
 def cmd_run(config: RunConfig, session: Session) -> int:
     """``chaosops run``; returns the exit code."""
     play = open_play(config, plan_episodes(config))
-    serve_metrics(config.telemetry)  # a port that cannot be served fails before anything is written
-    start_tracing(config.telemetry, session)  # so does a collector that cannot be reached
+    start_telemetry(config.telemetry, session)  # fails before anything is written
     # the LLM endpoints, then the log target, fail (one line naming it) before
     # the folder is made (and before an empty log file is left behind)
     play.llms = prepare_llms(config.llms_in_play, config.config_file, config.deadlines.longest)

@@ -24,15 +24,16 @@ from ._session import Session
 from ._terminal import note
 
 
-def serve_metrics(telemetry: Telemetry) -> None:
+def serve_metrics(telemetry: Telemetry) -> str | None:
     """``--metrics-port``: count the run in Prometheus metrics and serve them
-    (namespace ``chaosops``); one line naming the address when it cannot be."""
+    (namespace ``chaosops``); one line naming the address when it cannot be.
+    Returns the line announcing them (None: not asked for)."""
     if telemetry.metrics_port is None:
         for option, value in (("--metrics-host", telemetry.metrics_host),
                               ("--metrics-linger", telemetry.metrics_linger)):  # fmt: skip
             if value is not None:
                 raise CLIError(f"{option} needs --metrics-port (the port to serve them on)")
-        return
+        return None
     import prometheus_client
 
     from actors import configure_metrics
@@ -49,7 +50,7 @@ def serve_metrics(telemetry: Telemetry) -> None:
         raise CLIError(
             f"{option}: cannot serve metrics on {where}: {exc.strerror or exc}"
         ) from None
-    note(f"Prometheus metrics on {meter.url}")
+    return f"Prometheus metrics on {meter.url}"
 
 
 class _Tracing:
@@ -63,15 +64,16 @@ class _Tracing:
         self.sent = 0  # spans the collector accepted
 
 
-def start_tracing(telemetry: Telemetry, session: Session) -> None:
+def start_tracing(telemetry: Telemetry, session: Session) -> str | None:
     """``--otlp-endpoint``: trace every episode and turn, exported over OTLP/HTTP
     (protobuf) in batches, with the headers and certificates of the standard
     ``OTEL_EXPORTER_OTLP_*`` variables. The endpoint is checked first: one line
     naming it when it cannot be reached or refuses an export (exit 1), or when
     the OpenTelemetry SDK is missing (exit 2). :func:`finish` sends what is
-    still queued, for a bounded time, and says how many spans were lost."""
+    still queued, for a bounded time, and says how many spans were lost.
+    Returns the line announcing the traces (None: not asked for)."""
     if telemetry.otlp_endpoint is None:
-        return
+        return None
     url = traces_url(telemetry.otlp_endpoint)
     try:
         from opentelemetry.sdk.trace import SpanProcessor
@@ -112,7 +114,17 @@ def start_tracing(telemetry: Telemetry, session: Session) -> None:
     tracing = _Tracing(url, provider, inner)
     session.tracing = tracing
     actors.configure_tracing(provider, name=PROG)
-    note(f"OpenTelemetry traces to {shown_url(url)}")
+    return f"OpenTelemetry traces to {shown_url(url)}"
+
+
+def start_telemetry(telemetry: Telemetry, session: Session) -> None:
+    """Traces, then metrics, each checked before anything is written; the
+    lines announcing them come once both are up, so a failed check is the
+    command's one line."""
+    said = [start_tracing(telemetry, session), serve_metrics(telemetry)]
+    for line in said:
+        if line is not None:
+            note(line)
 
 
 _FLUSH_S = EXPORT_TIMEOUT_S

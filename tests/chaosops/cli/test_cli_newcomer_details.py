@@ -65,3 +65,14 @@ def test_the_run_page_counts_read_cleanly(tmp_path: Path) -> None:
             if stream is not None:
                 stream.close()
     assert "4 of 4 episodes, success" in " ".join(text.split())
+
+
+def test_an_unreachable_collector_beside_metrics_is_one_line(tmp_path: Path) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # bound, not listening: connections are refused
+        proc = chaosops("run", "--otlp-endpoint", f"http://127.0.0.1:{port}", "--metrics-port",
+                        "0", "--out", tmp_path / "traced", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 1
+    assert_one_error_line(proc, "--otlp-endpoint", "cannot reach")
+    assert not (tmp_path / "traced").exists()
