@@ -141,14 +141,16 @@ def _cli_cpu(url: str, episodes_per_type: int, folder: str) -> tuple[float, int]
 
     before = _stats(url)["requests"]
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "chaosops.cli", "run", "--policy", "llm", "--llm-base-url", url,
          "--episodes-per-type", str(episodes_per_type), "--tier", "easy", "--concurrency", "200",
          "--llm-max-failures", "0",
          "--turn-timeout", "30", "--no-progress", "--log-json", f"{folder}/log.jsonl",
          "--out", f"{folder}/run"],
-        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+    # exit 1 is expected: with every answer unparseable, no role plays a move of its own
+    assert done.returncode in (0, 1) and os.path.getsize(f"{folder}/run/summary.json")
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     return cpu, _stats(url)["requests"] - before
