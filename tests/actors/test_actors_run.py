@@ -10,6 +10,7 @@ from actors_toy import ToyEnv, instant_policies, run_kwargs
 
 import actors
 from actors._run import resolve_loop
+from tests._needs import needs
 
 HAS_UVLOOP = importlib.util.find_spec("uvloop") is not None
 
@@ -31,8 +32,8 @@ def test_standard_loop_on_request(monkeypatch: pytest.MonkeyPatch) -> None:
     assert actors.run(_loop_module).startswith("asyncio")
 
 
-@pytest.mark.skipif(not HAS_UVLOOP, reason="uvloop is not installed")
 def test_uvloop_by_default_when_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    needs(HAS_UVLOOP, "uvloop", "pip install -e . (a dependency off Windows)")
     monkeypatch.delenv("ACTORS_LOOP", raising=False)
     assert resolve_loop() == "uvloop"
     assert actors.run(_loop_module).startswith("uvloop")
@@ -72,8 +73,8 @@ def test_the_value_is_returned_without_its_repr(loop: str) -> None:
     # asyncio's runner, closing, builds the repr of its main task, result
     # included (the first six items of a list, four times): a batch's results
     # rendered in full for nothing. actors.run keeps the value out of the task.
-    if loop == "uvloop" and not HAS_UVLOOP:
-        pytest.skip("uvloop is not installed")
+    if loop == "uvloop":
+        needs(HAS_UVLOOP, "uvloop", "pip install -e . (a dependency off Windows)")
     _CountsRepr.calls = 0
     results = actors.run(_many_results, loop=loop)
     assert len(results) == 10 and all(type(r) is _CountsRepr for r in results)

@@ -11,11 +11,10 @@ from actors_toy import ToyEnv, act, instant_policies, run_kwargs
 
 from actors import current_turn, run_episode, run_jobs
 from actors._asyncio import running_loop as asyncio_loop
+from tests._needs import needs
 
-pytestmark = [
-    pytest.mark.anyio,
-    pytest.mark.skipif(importlib.util.find_spec("trio") is None, reason="trio is not installed"),
-]
+needs(importlib.util.find_spec("trio"), "trio", "pip install -e '.[test]'")
+pytestmark = [pytest.mark.anyio]
 
 
 @pytest.fixture

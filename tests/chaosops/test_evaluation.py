@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,8 @@ from chaosops.evaluation import (
     rows_to_json,
     write_reward_chart,
 )
+
+from .._needs import needs
 
 
 def rec(
@@ -154,7 +158,7 @@ def test_json_and_table() -> None:
 
 
 def test_chart_written_when_matplotlib_present(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+    needs(importlib.util.find_spec("matplotlib"), "matplotlib", "pip install -e '.[test]'")
     rows = evaluate_records(
         [
             rec(policy=p, tier=t, reward=float(i))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +27,8 @@ from chaosops.curriculum.generator import scenarios_for_tier
 from chaosops.env.environment import DEFAULT_TURN_ORDER, ChaosOpsEnvironment
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, FailureType
 from chaosops.env.world_sim import Scenario
+
+from ..._needs import needs
 
 FACTORIES: dict[str, Callable[[Scenario], Any]] = {
     "random": lambda sc: random_policy(sc.seed),
@@ -167,7 +171,8 @@ async def test_sync_api_inside_a_running_loop_says_to_await_the_async_one() -> N
 
 
 def test_sync_api_inside_trio_says_to_await_the_async_one() -> None:
-    trio = pytest.importorskip("trio")
+    needs(importlib.util.find_spec("trio"), "trio", "pip install -e '.[test]'")
+    trio = importlib.import_module("trio")
     scenario = Scenario.from_type(FailureType.DB_DEADLOCK, seed=0)
     raised: list[str] = []
 

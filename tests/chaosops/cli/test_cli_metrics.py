@@ -27,6 +27,7 @@ from chaosops.agents.runner import run_batch
 from chaosops.curriculum.generator import scenarios_for_tier
 from chaosops.env.environment import DEFAULT_TURN_ORDER
 
+from ..._needs import missing
 from ._cli import (
     TIMEOUT,
     assert_one_error_line,
@@ -202,7 +203,7 @@ def prometheus(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple
         cache.mkdir("prometheus") if cache is not None else tmp_path / "prometheus-package"
     )
     if binary is None:
-        pytest.skip(f"no prometheus server: {why}")
+        missing(f"a Prometheus server ({why})", "apt-get install prometheus")
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])

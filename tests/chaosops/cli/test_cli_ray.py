@@ -5,6 +5,8 @@ stopped after) or with the test (a cluster of several nodes on this machine)."""
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.util
 import os
 import signal
 import sys
@@ -16,12 +18,15 @@ from typing import Any
 import orjson
 import pytest
 
+from ..._needs import needs
 from ._cli import TIMEOUT, assert_one_error_line, chaosops, interrupt, jsonl, spawn
 
 # before Ray is imported (it reads it then): this test's own Ray nodes on 127.0.0.1
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-ray = pytest.importorskip("ray", reason="Ray is not installed (the 'ray' extra)")
-psutil = pytest.importorskip("psutil")
+needs(importlib.util.find_spec("ray"), "Ray", "pip install -e '.[test]' (or the 'ray' extra)")
+needs(importlib.util.find_spec("psutil"), "psutil", "pip install -e '.[test]'")
+ray = importlib.import_module("ray")
+psutil = importlib.import_module("psutil")
 
 SLOW_POLICY = '''\
 import anyio

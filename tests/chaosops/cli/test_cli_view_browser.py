@@ -1,9 +1,11 @@
 """``chaosops view`` through a real headless browser (Debian's chromium, driven
-by playwright): what a person sees on the pages. Skipped, with the reason,
-where no chromium can be had (``.ci/run`` installs it when it can)."""
+by playwright): what a person sees on the pages. Without chromium, skipped
+with the reason on a developer's machine, failed in CI (``.ci/run`` installs it)."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,11 +14,13 @@ from typing import Any
 import orjson
 import pytest
 
+from ..._needs import needs
 from ._cli import chaosops, jsonl, spawn, stop
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine")
+needs(importlib.util.find_spec("playwright"), "playwright", "pip install -e '.[test]'")
+needs(CHROMIUM, "chromium", "apt-get install chromium (.ci/run does)")
+playwright_api = importlib.import_module("playwright.sync_api")
 
 
 @pytest.fixture(scope="module")
