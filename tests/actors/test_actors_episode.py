@@ -443,9 +443,15 @@ async def test_timeouts_errors_and_late_replies_leave_no_cycles_for_the_collecto
     def broken(obs: Any, role: str) -> Any:
         raise ValueError("boom")
 
+    late_returned = [0]
+    both_late = anyio.Event()
+
     async def late(obs: Any, role: str) -> Any:
         with anyio.CancelScope(shield=True):
             await anyio.sleep(0.03)
+        late_returned[0] += 1
+        if late_returned[0] == 2:
+            both_late.set()
         return act(role)
 
     policies = {"a": hung, "b": broken, "c": lambda obs, role: "garbage", "d": late}
@@ -459,7 +465,8 @@ async def test_timeouts_errors_and_late_replies_leave_no_cycles_for_the_collecto
     try:
         trace = await run_episode(ToyEnv(steps=8), policies=policies,
                                   **run_kwargs(turn_timeout=deadlines))  # fmt: skip
-        await anyio.sleep(0.05)  # the last late reply comes back and is dropped
+        with anyio.fail_after(10):  # d's two late replies came back (and were dropped)
+            await both_late.wait()
         assert trace.timeouts == 4 and trace.errors == 4
         del trace
         gc.set_debug(gc.DEBUG_SAVEALL)

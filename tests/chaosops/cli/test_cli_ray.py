@@ -4,6 +4,7 @@ stopped after) or with the test (a cluster of several nodes on this machine)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -11,6 +12,7 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -71,11 +73,45 @@ def until_results(folder: Path, count: int, proc: Any) -> None:
     raise AssertionError(f"{count} results not reached (exit {proc.poll()})")
 
 
+TAG = "CHAOSOPS_TEST_PROCESSES"
+"""An environment variable each test sets to a value of its own: every process
+its commands start (Ray's head, raylet, workers) inherits it, also once
+reparented, so the test finds its own processes and no one else's."""
+
+
+@pytest.fixture(autouse=True)
+def own_processes(monkeypatch: pytest.MonkeyPatch) -> str:
+    tag = uuid.uuid4().hex
+    monkeypatch.setenv(TAG, tag)
+    return tag
+
+
+def _ours() -> list[Any]:
+    """This test's processes (see :data:`TAG`), this pytest process excluded."""
+    tag, found = os.environ[TAG], []
+    for process in psutil.process_iter():
+        try:
+            if process.pid != os.getpid() and process.environ().get(TAG) == tag:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def _named(processes: list[Any], word: str) -> list[Any]:
+    named = []
+    for process in processes:
+        try:
+            if any(word in part for part in process.cmdline()):
+                named.append(process)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    return named
+
+
 def ray_workers() -> list[Any]:
-    return [
-        p for p in psutil.process_iter(["cmdline"])
-        if any("ray::_Worker" in part for part in (p.info["cmdline"] or []))
-    ]  # fmt: skip
+    """This test's Ray worker actors."""
+    return _named(_ours(), "ray::_Worker")
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +137,7 @@ def test_a_ray_run_equals_a_local_one_and_logs_each_worker(slow: Path, local_run
     assert {e["worker"] for e in turns} == {0, 1}  # one log stream, naming its worker
     run_id = {e["run_id"] for e in jsonl(out / "log.jsonl")}
     assert len(run_id) == 1  # the workers' lines carry the run's id
-    assert not ray_workers()  # nothing of Ray left running
+    assert not _ours()  # nothing of this run's Ray left running
 
 
 def test_a_killed_worker_s_episodes_run_on_the_others(slow: Path, local_run: Path) -> None:
@@ -124,7 +160,6 @@ def test_a_killed_worker_s_episodes_run_on_the_others(slow: Path, local_run: Pat
 
 
 def test_a_ray_run_killed_midway_resumes(slow: Path, local_run: Path) -> None:
-    started = time.time()
     out = slow / "driver-killed"
     proc = spawn("run", *SLOW, "--ray", "local", "--workers", "2", "--out", out, cwd=slow)
     try:
@@ -132,7 +167,7 @@ def test_a_ray_run_killed_midway_resumes(slow: Path, local_run: Path) -> None:
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=TIMEOUT)
     finally:
-        _reap_ray_left_by_a_killed_driver(started)
+        _reap_ray_left_by_a_killed_driver()
     done = len(jsonl(out / "results.jsonl"))
     assert 10 <= done < 55
     resumed = chaosops("run", "--resume", "--out", out, "--ray", "local", cwd=slow)
@@ -144,14 +179,13 @@ def test_a_ray_run_killed_midway_resumes(slow: Path, local_run: Path) -> None:
     assert again.returncode == 0 and "55 of 55 episodes already done" in again.stderr
 
 
-def _reap_ray_left_by_a_killed_driver(since: float) -> None:
+def _reap_ray_left_by_a_killed_driver() -> None:
     """A SIGKILLed driver cannot stop its local Ray: its reaper stops the head,
-    two agents may linger. The test's own, started after ``since``, go."""
-    time.sleep(1)
-    for process in psutil.process_iter(["cmdline", "create_time"]):
-        cmdline = " ".join(process.info["cmdline"] or [])
-        if cmdline.startswith("ray::") and process.info["create_time"] >= since:
+    and processes may linger. This test's own go, and no one else's."""
+    for process in _ours():
+        with contextlib.suppress(psutil.NoSuchProcess):
             process.kill()
+    psutil.wait_procs(_ours(), timeout=30)
 
 
 def test_ctrl_c_stops_the_run_and_its_workers(slow: Path) -> None:
@@ -161,10 +195,8 @@ def test_ctrl_c_stops_the_run_and_its_workers(slow: Path) -> None:
     stderr = interrupt(proc)
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
-    time.sleep(1)
-    assert not ray_workers()
-    assert not [p for p in psutil.process_iter(["cmdline"])
-                if "raylet" in " ".join(p.info["cmdline"] or [])]  # fmt: skip
+    # the command's exit stopped its Ray: none of this test's processes is left
+    assert not _ours(), [p.cmdline() for p in _ours()]
 
 
 def test_the_driver_s_metrics_count_every_worker(slow: Path) -> None:
@@ -387,4 +419,4 @@ def test_an_eval_on_ray_equals_a_local_one(tmp_path: Path) -> None:
     assert tables["ray"]["rows"] == tables["local"]["rows"]
     for policy in ("heuristic", "random"):
         assert outcomes(tmp_path / "ray" / policy) == outcomes(tmp_path / "local" / policy)
-    assert not ray_workers()
+    assert not _ours()

@@ -5,8 +5,12 @@ folder being written, and bad input."""
 from __future__ import annotations
 
 import io
+import os
+import pty
+import select
 import shutil
 import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -18,7 +22,16 @@ from chaosops.viewer.dashboard import frame_view, run_view
 from chaosops.viewer.frames import frames
 from chaosops.viewer.index import RunIndex
 
-from ._cli import assert_one_error_line, chaosops, interrupt, jsonl, spawn
+from ._cli import (
+    TIMEOUT,
+    assert_one_error_line,
+    chaosops,
+    cli_env,
+    command,
+    interrupt,
+    jsonl,
+    spawn,
+)
 
 
 @pytest.fixture(scope="module")
@@ -141,15 +154,41 @@ def test_bad_input_is_one_line(oracle_run: Path, work: Path, tmp_path: Path) -> 
 
 
 def test_ctrl_c_leaves_the_dashboard_of_a_running_run(oracle_run: Path, work: Path) -> None:
+    """watch on a terminal (a pseudo-terminal here) draws the dashboard of a run
+    that has not ended and follows it; Ctrl-C, once it has drawn, leaves it
+    with exit 0."""
     running = work / "running"
     running.mkdir()
     shutil.copy(oracle_run / "run.json", running / "run.json")
-    (running / "results.jsonl").write_bytes((oracle_run / "results.jsonl").read_bytes()[:100])
-    proc = spawn("watch", running, "--every", "0.1", cwd=work)
-    time.sleep(1.5)  # following: the run has not ended
-    assert proc.poll() is None
-    stderr = interrupt(proc)
+    first = (oracle_run / "results.jsonl").read_bytes().splitlines(keepends=True)[0]
+    (running / "results.jsonl").write_bytes(first)  # one episode of twelve: still running
+    leader, follower = pty.openpty()
+    env = {**cli_env(), "TERM": "xterm"}
+    proc = subprocess.Popen([command(), "watch", str(running), "--every", "0.1"], cwd=work,
+                            env=env, stdin=subprocess.DEVNULL, stdout=follower,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    os.close(follower)
+    try:
+        drawn = _read_until(leader, b"1 of 12", TIMEOUT)
+        assert proc.poll() is None  # following: the run has not ended
+        stderr = interrupt(proc)
+    finally:
+        os.close(leader)
     assert proc.returncode == 0 and "Traceback" not in stderr, stderr
+    assert b"chaosops watch" in drawn and b"in flight" in drawn
+
+
+def _read_until(fd: int, wanted: bytes, timeout: float) -> bytes:
+    """What a terminal shows until ``wanted`` appears (fails after ``timeout``)."""
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while wanted not in seen:
+        left = deadline - time.monotonic()
+        assert left > 0, seen[-2000:]
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            seen += os.read(fd, 65536)
+    return seen
 
 
 def test_view_of_an_evaluation_folder_serves_each_entry(work: Path) -> None:

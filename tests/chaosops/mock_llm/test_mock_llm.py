@@ -23,23 +23,26 @@ from ..conftest import StartMock
 
 
 @pytest.mark.parametrize(
-    ("spec", "low", "high"),
+    ("spec", "low", "high", "mean"),
     [
-        ("50ms", 0.05, 0.05),
-        ("0.05s", 0.05, 0.05),
-        ("50", 0.05, 0.05),
-        ("0", 0.0, 0.0),
-        ("uniform:20-80ms", 0.02, 0.08),
-        ("uniform:0.1s-0.2s", 0.1, 0.2),
-        ("normal:50,10ms", 0.0, 1.0),
-        ("exp:5ms", 0.0, 10.0),
+        ("50ms", 0.05, 0.05, 0.05),
+        ("0.05s", 0.05, 0.05, 0.05),
+        ("50", 0.05, 0.05, 0.05),
+        ("0", 0.0, 0.0, 0.0),
+        ("uniform:20-80ms", 0.02, 0.08, 0.05),
+        ("uniform:0.1s-0.2s", 0.1, 0.2, 0.15),
+        ("normal:50,10ms", 0.0, 1.0, 0.05),
+        ("exp:5ms", 0.0, 10.0, 0.005),
     ],
 )
-def test_latency_specs(spec: str, low: float, high: float) -> None:
+def test_latency_specs(spec: str, low: float, high: float, mean: float) -> None:
     sample = parse_latency(spec)
     rng = random.Random(0)
-    values = [sample(rng) for _ in range(200)]
+    values = [sample(rng) for _ in range(2000)]
     assert all(low <= v <= high for v in values)
+    # the distribution's own mean, within 10% (2,000 draws): a parser that
+    # returned a constant 0, or the wrong unit, fails here
+    assert abs(sum(values) / len(values) - mean) <= 0.1 * mean
 
 
 @pytest.mark.parametrize("spec", ["fast", "uniform:80-20ms", "normal:50ms", "-5ms", "50min"])

@@ -1,4 +1,4 @@
-"""Episodes end to end: runner -> actors -> LLMPolicy -> openai client -> mock server."""
+"""Episodes end to end: runner -> actors -> LLMPolicy (its aiohttp client) -> mock server."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from actors import configure_logging, disable_logging
 from actors._gc import gc_eager
-from chaosops.agents.llm import LLMPolicy, check_endpoint
+from chaosops.agents.llm import LLMEndpointError, LLMPolicy, check_endpoint
 from chaosops.agents.runner import arun_batch
 from chaosops.curriculum.generator import scenarios_for_tier
 from chaosops.env.models import ActionType, AgentRole, DifficultyTier, FailureType
@@ -147,10 +147,9 @@ async def test_api_key_leaves_no_trace(
             check_endpoint(mock.base_url, "other-model"),
             check_endpoint("http://127.0.0.1:9/v1", MODEL),
         ):
-            try:
+            with pytest.raises(LLMEndpointError) as raised:  # each call must fail
                 await exc_call
-            except Exception as exc:
-                texts.append(f"{type(exc).__name__}: {exc}")
+            texts.append(f"{type(raised.value).__name__}: {raised.value}")
     finally:
         disable_logging()
     assert any(step.error for r in results for step in r.steps)  # failures happened

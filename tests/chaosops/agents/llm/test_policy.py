@@ -1,4 +1,4 @@
-"""LLMPolicy through the real openai client against the mock server."""
+"""LLMPolicy (its aiohttp client) against the mock server in this event loop."""
 
 from __future__ import annotations
 
@@ -218,12 +218,15 @@ async def test_cancellation_drops_the_http_request(
 async def test_max_in_flight_bounds_the_server_load(
     start_mock: StartMock, observation: ChaosOpsObservation, limit: int
 ) -> None:
-    mock = await start_mock(latency="10ms")
+    # each answer takes 0.5 s: the requests queued behind the limit are all
+    # sent within it (milliseconds, or a few hundred on a loaded machine), so
+    # the server sees exactly ``limit`` at once, never more
+    mock = await start_mock(latency="500ms")
     async with LLMPolicy(MODEL, base_url=mock.base_url, max_in_flight=limit) as policy:
         async with anyio.create_task_group() as tg:
-            for _ in range(12):
+            for _ in range(limit + 1):
                 tg.start_soon(policy, observation, "sre")
-    assert mock.stats["requests"] == 12
+    assert mock.stats["requests"] == limit + 1
     assert mock.stats["peak_in_flight"] == limit
 
 
@@ -231,9 +234,9 @@ async def test_max_in_flight_bounds_the_server_load(
 async def test_concurrency_reaches_the_server_when_allowed(
     start_mock: StartMock, observation: ChaosOpsObservation
 ) -> None:
-    # all 40 at the server at once: each is answered only after the 1 s (a
-    # loaded machine may take a few hundred ms to send them all)
-    mock = await start_mock(latency="1s")
+    # all 40 at the server at once: each is answered only after 3 s, ten times
+    # what a loaded machine may take to send them all (a few hundred ms)
+    mock = await start_mock(latency="3s")
     async with LLMPolicy(MODEL, base_url=mock.base_url, max_in_flight=100) as policy:
         async with anyio.create_task_group() as tg:
             for _ in range(40):
