@@ -1,8 +1,10 @@
-"""SPEC section 11: the scripted policies draw exactly as specified; the oracle resolves."""
+"""The scripted policies (docs/world.md, "Scripted policies") draw exactly as
+specified; the oracle plays its table and resolves every failure."""
 
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -37,30 +39,125 @@ def _summary(a: ChaosOpsAction) -> tuple:
     return (a.role, a.action_type, a.target, dict(a.args))
 
 
-def test_random_policy_draw_order() -> None:
-    for seed in (0, 1, 42):
-        policy = random_policy(seed=seed)
-        rng = random.Random(seed)
-        for i in range(300):
-            role = ROLES[i % 4]
-            kind = rng.choice(
-                (
-                    ActionType.NOOP,
-                    ActionType.COMMUNICATE,
-                    ActionType.RESTART,
-                    ActionType.ROLLBACK,
-                    ActionType.SCALE,
-                )
+# References written from docs/world.md, "Scripted policies" (draw order,
+# strings, ordering, tie-breaking), checked over whole episodes of every
+# failure and tier.
+
+
+def _ref_random(seed: int):
+    rng = random.Random(seed)
+
+    def policy(obs: ChaosOpsObservation, role: AgentRole) -> dict[str, Any]:
+        kind = rng.choice(("noop", "communicate", "restart", "rollback", "scale"))
+        target = None
+        args: dict[str, Any] = {}
+        if kind in ("restart", "rollback", "scale"):
+            target = rng.choice(("auth", "payments", "notifications", "db"))
+        if kind == "scale":
+            args["replicas"] = rng.choice([1, 2, 3, 4, 5])
+        if kind == "communicate":
+            args["message"] = rng.choice(
+                [
+                    "checking metrics",
+                    "someone should look at this",
+                    "i'll try a rollback",
+                    "standing by",
+                ]
             )
-            target = None
-            args: dict = {}
-            if kind in (ActionType.RESTART, ActionType.ROLLBACK, ActionType.SCALE):
-                target = rng.choice(("auth", "payments", "notifications", "db"))
-            if kind is ActionType.SCALE:
-                args["replicas"] = rng.choice([1, 2, 3, 4, 5])
-            if kind is ActionType.COMMUNICATE:
-                args["message"] = rng.choice(MESSAGES)
-            assert _summary(policy(_obs(), role)) == (role, kind, target, args)
+        return {"action_type": kind, "target": target, "args": args}
+
+    return policy
+
+
+def _ref_heuristic(seed: int):
+    rng = random.Random(seed)
+    rank = {"down": 0, "critical": 1, "degraded": 2}
+
+    def policy(obs: ChaosOpsObservation, role: AgentRole) -> dict[str, Any]:
+        view = obs.view
+        role_v = AgentRole(role).value
+        if role_v == "manager":
+            if any("resolved" in m.lower() or "healthy" in m.lower() for m in view.shared_chat):
+                return {"action_type": "resolve", "target": None, "args": {}}
+            if not view.visible_alerts:
+                return {"action_type": "noop", "target": None, "args": {}}
+            return {
+                "action_type": "communicate",
+                "target": None,
+                "args": {
+                    "message": "SRE: diagnose. Dev: stage a rollback. Oversight: watch the fleet."
+                },
+            }
+        if role_v == "oversight":
+            for rec in view.visible_fleet_actions:
+                if rec.agent_name in ("autoscaler", "load_balancer", "deploy_bot"):
+                    return {"action_type": "flag_rogue", "target": rec.agent_name, "args": {}}
+            return {
+                "action_type": "communicate",
+                "target": None,
+                "args": {"message": "no rogue agent activity detected"},
+            }
+        bad = [
+            (i, name, m)
+            for i, (name, m) in enumerate(view.visible_metrics.items())
+            if m.health.value != "healthy"
+        ]
+        if not bad:
+            return {
+                "action_type": "communicate",
+                "target": None,
+                "args": {"message": "systems nominal from my view"},
+            }
+        bad.sort(key=lambda t: (rank[t[2].health.value], t[0]))
+        _, name, m = bad[0]
+        if role_v == "dev" and any("rolled out" in ln.message.lower() for ln in view.visible_logs):
+            return {"action_type": "rollback", "target": name, "args": {}}
+        if m.replicas < 3 and m.cpu_pct > 80:
+            return {"action_type": "scale", "target": name, "args": {"replicas": 4}}
+        if rng.random() < 0.15:
+            return {
+                "action_type": "communicate",
+                "target": None,
+                "args": {"message": f"investigating {name}"},
+            }
+        return {"action_type": "restart", "target": name, "args": {}}
+
+    return policy
+
+
+def _as_json(action) -> dict[str, Any]:
+    return {
+        "action_type": ActionType(action.action_type).value,
+        "target": action.target,
+        "args": dict(action.args),
+    }
+
+
+ALL_CASES = [
+    (ft, tier, seed)
+    for ft in FailureType
+    for tier in DifficultyTier
+    for seed in (0, 1, 7, 97, 1234)
+]
+
+
+@pytest.mark.parametrize(
+    ("factory", "reference"),
+    [(random_policy, _ref_random), (heuristic_policy, _ref_heuristic)],
+    ids=["random", "heuristic"],
+)
+def test_policies_match_spec_reference(factory, reference) -> None:
+    for ft, tier, seed in ALL_CASES:
+        env = ChaosOpsEnvironment()
+        obs = env.reset(scenario=Scenario.from_type(ft, seed=seed, difficulty=tier))
+        pol, ref = factory(seed=seed), reference(seed)
+        while True:
+            role = obs.turn_role
+            action = pol(obs, role)
+            assert _as_json(action) == ref(obs, role), (ft, tier, seed, obs.step, role)
+            obs = env.step(action)
+            if obs.done:
+                break
 
 
 def test_factories_return_fresh_policies() -> None:
@@ -222,24 +319,42 @@ def test_oracle_resolves_canonical_suites() -> None:
             assert _run(oracle_policy(scenario.failure_type), scenario).state.resolved
 
 
-def test_oracle_plays_the_same_action_and_noop_without_plan() -> None:
-    policy = oracle_policy(FailureType.MISROUTED_TRAFFIC)
-    expected = {
-        AgentRole.SRE: (
-            ActionType.IDENTIFY_ROOT_CAUSE,
-            None,
-            {"failure_type": "misrouted_traffic"},
-        ),
-        AgentRole.OVERSIGHT: (ActionType.FLAG_ROGUE, "load_balancer", {}),
-        AgentRole.DEV: (ActionType.NOOP, None, {}),
-        AgentRole.MANAGER: (ActionType.ESCALATE, None, {}),
-    }
+ORACLE_PLANS = {
+    FailureType.DB_DEADLOCK: {"dev": ("restart", "db", {})},
+    FailureType.MEMORY_LEAK: {"dev": ("restart", "notifications", {})},
+    FailureType.BAD_CONFIG_PUSH: {"dev": ("rollback", "auth", {})},
+    FailureType.AUTOSCALER_COST_CUT: {
+        "oversight": ("flag_rogue", "autoscaler", {}),
+        "dev": ("scale", "payments", {"replicas": 4}),
+    },
+    FailureType.MISROUTED_TRAFFIC: {
+        "oversight": ("flag_rogue", "load_balancer", {}),
+        "manager": ("escalate", None, {}),
+    },
+    FailureType.CASCADE: {"dev": ("restart", "db", {}), "manager": ("resolve", None, {})},
+    FailureType.DNS_OUTAGE: {"dev": ("restart", "auth", {})},
+    FailureType.DISK_FULL: {"dev": ("scale", "db", {"replicas": 2})},
+    FailureType.ROGUE_DEPLOY_BOT: {
+        "oversight": ("flag_rogue", "deploy_bot", {}),
+        "dev": ("rollback", "payments", {}),
+    },
+}
+
+
+@pytest.mark.parametrize("failure", list(FailureType), ids=lambda f: f.value)
+def test_oracle_plays_its_table_the_same_each_time_and_noop_without_plan(
+    failure: FailureType,
+) -> None:
+    plan = {**ORACLE_PLANS[failure], "sre": ("identify_root_cause", None,
+                                             {"failure_type": failure.value})}  # fmt: skip
+    policy = oracle_policy(failure)
     for _ in range(3):
-        for role, (kind, target, args) in expected.items():
-            assert _summary(policy(_obs(), role)) == (role, kind, target, args)
+        for role in AgentRole:
+            kind, target, args = plan.get(role.value, ("noop", None, {}))
+            assert _summary(policy(_obs(), role)) == (role, ActionType(kind), target, args)
     a = policy(_obs(), AgentRole.SRE)
-    a.args["failure_type"] = "mutated"
-    assert policy(_obs(), AgentRole.SRE).args == {"failure_type": "misrouted_traffic"}
+    a.args["failure_type"] = "mutated"  # each call gets its own action
+    assert policy(_obs(), AgentRole.SRE).args == {"failure_type": failure.value}
 
 
 def test_policy_actions_are_valid_models() -> None:

@@ -1,4 +1,4 @@
-"""SPEC section 12: tier pools, seeds, promotion and the scenario stream."""
+"""Tier pools, seeds, promotion and the scenario stream (docs/world.md, "Curriculum")."""
 
 from __future__ import annotations
 
@@ -106,3 +106,17 @@ def test_an_unknown_tier_lists_the_tiers() -> None:
         ValueError, match=r"^unknown difficulty tier 'extreme'; tiers are easy, medium, hard$"
     ):
         scenarios_for_tier("extreme")
+
+
+def test_stream_ignores_a_tier_reassigned_to_the_same_value() -> None:
+    c = Curriculum()
+    it = stream_scenarios(c, seed_base=0)
+    assert next(it).seed == 0
+    c.tier = "easy"  # the same tier, given as its string value: not a change
+    assert next(it).seed == 97
+
+
+def test_curriculum_with_string_tier_still_promotes() -> None:
+    c = Curriculum(window=1)
+    c.tier = "medium"
+    assert c.update(60) == DifficultyTier.HARD

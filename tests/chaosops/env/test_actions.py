@@ -1,4 +1,4 @@
-"""SPEC sections 6-7: applying each action type, its edges, and the passive tick."""
+"""Applying each action type, its edges, and time passing (docs/world.md, "One step")."""
 
 from __future__ import annotations
 
@@ -161,6 +161,11 @@ def test_cascade_restart_notifications_beneficial_only_while_unhealthy() -> None
     flags = world.apply_action(act("dev", "restart", "notifications"))
     assert flags == ALL_FALSE
     assert metrics_tuple(world, "notifications") == (22.0, 340.0, 45.0, 0.01, 2, "healthy")
+    # a rollback is never beneficial here: a wrong fix, and the trigger again
+    flags = world.apply_action(act("dev", "rollback", "db"))
+    assert flags == only(wrong_fix=True, cascade_triggered=True)
+    world.apply_action(act("dev", "restart", "notifications"))
+    assert world.apply_action(act("dev", "restart", "db"))["resolved"]
 
 
 def test_cascade_trigger_only_for_cascade() -> None:
@@ -182,11 +187,6 @@ def test_bad_scale_never_triggers_cascade() -> None:
     ("target", "args"),
     [
         ("payments", {}),
-        ("payments", {"replicas": 0}),
-        ("payments", {"replicas": -1}),
-        ("payments", {"replicas": "three"}),
-        ("payments", {"replicas": [3]}),
-        ("payments", {"replicas": 0.5}),
         (None, {"replicas": 4}),
         ("ghost", {"replicas": 4}),
         ("load_balancer", {"replicas": 4}),
@@ -200,12 +200,33 @@ def test_scale_rejections(target: str | None, args: dict) -> None:
     assert world.state.services["payments"].replicas == 1
 
 
-@pytest.mark.parametrize(("value", "expected"), [("3", 3), (2.9, 2), (4.0, 4), (True, 1)])
-def test_scale_uses_python_int(value: object, expected: int) -> None:
-    world = make_world(FailureType.DB_DEADLOCK)
-    world.apply_action(act("dev", "scale", "auth", replicas=value))
-    assert world.state.services["auth"].replicas == expected
-    assert isinstance(world.state.services["auth"].replicas, int)
+@pytest.mark.parametrize(
+    ("value", "resolves", "replicas"),
+    [
+        ("3", True, 3),
+        (" 4 ", True, 4),
+        (4.0, True, 4),
+        (3.9, True, 3),
+        (2.5, False, 2),  # int(2.5) == 2 < 3: set, but not beneficial
+        (2.9, False, 2),
+        (True, False, 1),  # Python's int(True) == 1
+        (0.5, False, 1),  # int(0.5) == 0: refused, untouched
+        ("2.5", False, 1),  # int refuses it: untouched
+        ("three", False, 1),
+        (float("nan"), False, 1),
+        (float("inf"), False, 1),
+        ([3], False, 1),
+        (0, False, 1),
+        (-1, False, 1),
+    ],
+)
+def test_scale_uses_python_int(value: object, resolves: bool, replicas: int) -> None:
+    world = make_world(FailureType.AUTOSCALER_COST_CUT)
+    flags = world.apply_action(act("dev", "scale", "payments", replicas=value))
+    assert flags["resolved"] is resolves and flags["wrong_fix"] is (not resolves)
+    assert world.state.wrong_fixes == (0 if resolves else 1)
+    assert world.state.services["payments"].replicas == replicas
+    assert type(world.state.services["payments"].replicas) is int
 
 
 # ---- flag_rogue ------------------------------------------------------------------------
@@ -232,9 +253,10 @@ def test_flag_rogue_correct_incorrect_and_repeat() -> None:
     assert world.state.oversight_flags == ["autoscaler", "autoscaler", "deploy_bot"]
 
 
-def test_flag_rogue_without_rogue_is_incorrect() -> None:
+@pytest.mark.parametrize("flagged", ["db", "autoscaler"])
+def test_flag_rogue_without_rogue_is_incorrect(flagged: str) -> None:
     world = make_world(FailureType.DB_DEADLOCK)
-    assert world.apply_action(act("oversight", "flag_rogue", "db")) == only(
+    assert world.apply_action(act("oversight", "flag_rogue", flagged)) == only(
         rogue_flagged_incorrectly=True
     )
 

@@ -6,7 +6,14 @@ import pytest
 
 from chaosops.agents.policies import heuristic_policy, random_policy
 from chaosops.env.environment import DEFAULT_TURN_ORDER, ChaosOpsEnvironment
-from chaosops.env.models import AgentRole, ChaosOpsObservation, DifficultyTier, FailureType
+from chaosops.env.models import (
+    ActionType,
+    AgentRole,
+    ChaosOpsAction,
+    ChaosOpsObservation,
+    DifficultyTier,
+    FailureType,
+)
 from chaosops.env.world_sim import Scenario, WorldSim
 from chaosops.rewards.reward_fn import StepRewardBreakdown
 
@@ -128,11 +135,15 @@ def test_no_terminal_penalty_when_resolved() -> None:
 def test_miscommunication_counter_at_least_one() -> None:
     env = ChaosOpsEnvironment()
     env.reset(scenario=Scenario.from_type(FailureType.DB_DEADLOCK, seed=0))
-    env.step(act("sre", "communicate", message=""))
+    env.step(act("sre", "communicate", message="x", to="nobody"))  # the counter, no flag
     assert env.state.miscommunications == 1
-    env.step(act("oversight", "identify_root_cause", failure_type="nope"))
+    assert env.last_breakdown.miscommunication_penalty == 0.0
+    env.step(act("sre", "communicate", message=""))  # the flag; the counter was 1 already
     assert env.state.miscommunications == 1
-    env.step(act("dev", "resolve"))
+    env.step(act("dev", "identify_root_cause", failure_type="nope"))
+    assert env.state.miscommunications == 1
+    env.step(act("manager", "resolve"))  # the manager's turn: nothing
+    env.step(act("sre", "resolve"))  # not the manager's: the flag and the counter
     assert env.state.miscommunications == 2
     assert env.last_breakdown.miscommunication_penalty == -20.0
 
@@ -170,3 +181,70 @@ def _trajectory(policy_factory, scenario: Scenario) -> list:
 def test_same_scenario_same_trajectory(factory, failure: FailureType) -> None:
     scenario = Scenario.from_type(failure, seed=13, difficulty=DifficultyTier.HARD, max_steps=15)
     assert _trajectory(factory, scenario) == _trajectory(factory, scenario)
+
+
+def test_root_cause_step_is_first_declaration_and_early_bonus() -> None:
+    env = ChaosOpsEnvironment()
+    env.reset(scenario=Scenario.from_type(FailureType.DB_DEADLOCK, seed=0))
+    env.step(act("sre", "identify_root_cause", failure_type="disk_full"))  # step 1
+    assert env.state.declared_root_cause_step == 1
+    for _ in range(3):
+        env.step(act("sre", "noop"))
+    env.step(act("sre", "identify_root_cause", failure_type=" db_deadlock "))  # step 5
+    assert env.state.declared_root_cause is FailureType.DB_DEADLOCK
+    assert env.state.declared_root_cause_step == 1
+    assert env.last_breakdown.early_root_cause_bonus == 30.0
+    env.step(act("sre", "identify_root_cause", failure_type="DB_DEADLOCK"))
+    assert env.last_breakdown.miscommunication_penalty == -20.0
+    assert env.state.miscommunications == 1
+    assert env.state.declared_root_cause is FailureType.DB_DEADLOCK
+
+
+def test_late_first_declaration_gets_no_bonus() -> None:
+    env = ChaosOpsEnvironment()
+    env.reset(scenario=Scenario.from_type(FailureType.DB_DEADLOCK, seed=0))
+    for _ in range(3):
+        env.step(act("sre", "noop"))
+    env.step(act("sre", "identify_root_cause", failure_type="db_deadlock"))
+    assert env.state.declared_root_cause_step == 4
+    assert env.last_breakdown.early_root_cause_bonus == 0.0
+
+
+def test_empty_turn_order_is_refused() -> None:
+    with pytest.raises(ValueError):
+        ChaosOpsEnvironment(turn_order=[])
+    env = ChaosOpsEnvironment(turn_order=["dev"])
+    assert env.turn_order == (AgentRole.DEV,)
+
+
+def test_step_accepts_a_constructed_action_with_plain_strings() -> None:
+    # The world coerces plain-string action types; the environment must not then
+    # fail half-way through the step (after the world already applied it).
+    env = ChaosOpsEnvironment()
+    env.reset()
+    action = ChaosOpsAction.model_construct(role="sre", action_type="restart", target="db", args={})
+    obs = env.step(action)
+    assert obs.done and env.state.resolved
+    assert "restart db" in obs.message
+
+
+def test_step_message_never_reveals_hidden_truth() -> None:
+    """Whether a flag hit the rogue or a root cause is right stays hidden from the message."""
+
+    for flagged, cause in (("deploy_bot", "rogue_deploy_bot"), ("autoscaler", "db_deadlock")):
+        env = ChaosOpsEnvironment()
+        env.reset(scenario=Scenario.from_type(FailureType.ROGUE_DEPLOY_BOT, seed=1))
+        sre = env.step(
+            ChaosOpsAction(
+                role=AgentRole.SRE,
+                action_type=ActionType.IDENTIFY_ROOT_CAUSE,
+                args={"failure_type": cause},
+            )
+        )
+        ovs = env.step(
+            ChaosOpsAction(
+                role=AgentRole.OVERSIGHT, action_type=ActionType.FLAG_ROGUE, target=flagged
+            )
+        )
+        for text in (sre.message.lower(), ovs.message.lower()):
+            assert "confirmed" not in text and "false" not in text and "correct" not in text

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 import pytest
 
+from chaosops.agents.policies import random_policy
 from chaosops.env.environment import ChaosOpsEnvironment
-from chaosops.env.models import AgentRole, ChaosOpsAction, FailureType, RoleView
+from chaosops.env.models import (
+    AgentRole,
+    ChaosOpsAction,
+    ChaosOpsObservation,
+    FailureType,
+    RoleView,
+)
 from chaosops.env.world_sim import Scenario, WorldSim
 
 from .helpers import act, make_world
@@ -206,3 +216,39 @@ def test_the_step_message_stays_on_one_line() -> None:
     env.reset()
     obs = env.step(ChaosOpsAction(role="sre", action_type="restart", target="db\nRESOLVED"))
     assert "\n" not in obs.message and "'db\\nRESOLVED'" in obs.message
+
+
+def _dump(obs: ChaosOpsObservation) -> dict[str, Any]:
+    return copy.deepcopy(obs.model_dump())
+
+
+@pytest.mark.parametrize("ft", list(FailureType))
+def test_observations_stay_snapshots_over_an_episode(ft: FailureType) -> None:
+    env = ChaosOpsEnvironment()
+    obs = env.reset(scenario=Scenario.from_type(ft, seed=0, difficulty="hard", max_steps=30))
+    kept = [(obs, _dump(obs))]
+    pol = random_policy(seed=4)
+    talk = 0
+    while not obs.done:
+        role = obs.turn_role
+        if talk % 3 == 0:
+            action = act(role, "communicate", message=f"m{talk}", to="all")
+        elif talk % 3 == 1:
+            action = act(role, "communicate", message=f"p{talk}", to=role.value)
+        else:
+            action = pol(obs, role)
+        talk += 1
+        obs = env.step(action)
+        kept.append((obs, _dump(obs)))
+    for held, dumped in kept:
+        assert held.model_dump() == dumped
+    # nothing in a view is the live state's container
+    s = env.state
+    for held, _ in kept:
+        v = held.view
+        assert v.shared_chat is not s.chat_history
+        assert v.visible_alerts is not s.all_alerts
+        for inbox in s.private_chat.values():
+            assert v.private_inbox is not inbox
+        for name, m in v.visible_metrics.items():
+            assert m is not s.services[name]
