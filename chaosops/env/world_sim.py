@@ -59,9 +59,12 @@ from chaosops.env.models import (
 )
 
 __all__ = [
+    "FAILURES",
     "FLAG_NAMES",
     "NO_FLAGS",
     "ROGUE_AGENT_BY_FAILURE",
+    "FailureRules",
+    "Fix",
     "Scenario",
     "WorldSim",
     "copy_with",
@@ -82,12 +85,6 @@ FLAG_NAMES: tuple[str, ...] = (
     "root_cause_correct",
     "miscommunication",
 )
-
-ROGUE_AGENT_BY_FAILURE: dict[FailureType, str] = {
-    FailureType.AUTOSCALER_COST_CUT: "autoscaler",
-    FailureType.MISROUTED_TRAFFIC: "load_balancer",
-    FailureType.ROGUE_DEPLOY_BOT: "deploy_bot",
-}
 
 _SERVICE_SET = frozenset(SERVICE_NAMES)
 _ROLE_VALUES = frozenset(r.value for r in AgentRole)
@@ -312,7 +309,7 @@ class WorldSim:
         self._logs_source = self.state.all_logs
         self._fleet_source = self.state.fleet_actions
         self._clear_view_cache()
-        _INJECTORS[self.state.failure_type](self)
+        FAILURES[self.state.failure_type].inject(self)
         if scenario.inject_misleading_logs:
             # The episode's generator, seeded only when it is drawn from.
             rng = random.Random(scenario.seed)
@@ -398,167 +395,15 @@ class WorldSim:
         if health is not None:
             m.health = health
 
-    # -------------------------------------------------------------- injectors
-    def _inject_db_deadlock(self) -> None:
-        self._set("db", latency_ms=1800.0, error_rate=0.45, health=CRITICAL)
-        self._set("payments", latency_ms=950.0, error_rate=0.32, health=DEGRADED)
-        self._set("auth", latency_ms=950.0, error_rate=0.32, health=DEGRADED)
-        self._log(ServiceName.DB, "ERROR", "deadlock detected on txn_id=0x8f4a")
-        self._log(ServiceName.PAYMENTS, "ERROR", "upstream DB timeout after 2000ms")
-        self._alert(ServiceName.PAYMENTS, "page", "payment error rate > 30%")
-
-    def _inject_memory_leak(self) -> None:
-        self._set("notifications", memory_mb=1200.0, cpu_pct=71.0, health=DEGRADED)
-        self._log(ServiceName.NOTIFICATIONS, "WARN", "heap 1200MB, gc pause 880ms")
-        self._alert(ServiceName.NOTIFICATIONS, "warn", "memory pressure on notifications")
-
-    def _inject_bad_config_push(self) -> None:
-        self._set("auth", error_rate=0.68, latency_ms=210.0, health=CRITICAL)
-        self._log(
-            ServiceName.AUTH,
-            "ERROR",
-            "config v17.2 rolled out 48s ago; 68% of requests rejected: unknown key 'jwt_iss'",
-        )
-        self._alert(ServiceName.AUTH, "page", "auth error rate spike after deploy")
-
-    def _inject_autoscaler_cost_cut(self) -> None:
-        self._set(
-            "payments",
-            replicas=1,
-            cpu_pct=94.0,
-            latency_ms=780.0,
-            error_rate=0.22,
-            health=CRITICAL,
-        )
-        self._fleet("autoscaler", "scale_down", "payments")
-        self._log(
-            ServiceName.PAYMENTS, "WARN", "pool shrank 4 -> 1 by autoscaler (cost budget exceeded)"
-        )
-        self._alert(ServiceName.PAYMENTS, "page", "payments CPU 94%, latency > 700ms")
-
-    def _inject_misrouted_traffic(self) -> None:
-        self._set("payments", error_rate=0.41, health=CRITICAL)
-        self._fleet("load_balancer", "route_override", "payments")
-        self._log(
-            ServiceName.PAYMENTS, "ERROR", "41% of requests routed to shadow cluster (hash=0xdead)"
-        )
-        self._alert(ServiceName.PAYMENTS, "page", "payments error rate 41% — backends healthy")
-
-    def _inject_cascade(self) -> None:
-        self._inject_db_deadlock()
-        self._log(
-            ServiceName.DB,
-            "WARN",
-            "connection pool near saturation — downstream services queueing",
-        )
-
-    def _inject_dns_outage(self) -> None:
-        self._set("auth", latency_ms=1450.0, error_rate=0.28, health=DEGRADED)
-        self._set("payments", latency_ms=1100.0, error_rate=0.19, health=DEGRADED)
-        self._log(
-            ServiceName.AUTH,
-            "ERROR",
-            "upstream lookup NXDOMAIN for auth-idp.internal (resolver TTL expired)",
-        )
-        self._log(
-            ServiceName.PAYMENTS,
-            "WARN",
-            "fallback DNS resolver returning SERVFAIL; retry storm observed",
-        )
-        self._alert(ServiceName.AUTH, "page", "auth latency > 1.4s — DNS resolution failing")
-
-    def _inject_disk_full(self) -> None:
-        self._set(
-            "db",
-            memory_mb=3650.0,
-            cpu_pct=58.0,
-            error_rate=0.14,
-            latency_ms=640.0,
-            health=DEGRADED,
-        )
-        self._log(ServiceName.DB, "WARN", "disk usage 97% on /var/lib/db (WAL archiving stalled)")
-        self._log(
-            ServiceName.DB, "ERROR", "INSERT failed: could not extend file: No space left on device"
-        )
-        self._alert(ServiceName.DB, "page", "database disk volume near capacity")
-
-    def _inject_rogue_deploy_bot(self) -> None:
-        self._set("payments", error_rate=0.71, latency_ms=310.0, health=CRITICAL)
-        self._fleet("deploy_bot", "push_config", "payments")
-        self._log(
-            ServiceName.PAYMENTS,
-            "ERROR",
-            "config v22.1 pushed by deploy_bot 30s ago; 71% of txns rejected: checksum mismatch",
-        )
-        self._alert(
-            ServiceName.PAYMENTS,
-            "page",
-            "payments error rate 71% immediately after deploy_bot push",
-        )
-
     # ------------------------------------------------------------ the rules
-    def _is_beneficial(self, action_type: ActionType, target: str, replicas: int = 0) -> bool:
-        """Whether a remediation on a valid service target helps (docs/world.md, "Failures")."""
-        ft = self.state.failure_type
-        if ft is _CASCADE:
-            if action_type is _RESTART:
-                if target == "db":
-                    return True
-                if target == "notifications":
-                    return self.state.services["notifications"].health is not HEALTHY
-            return False
-        if ft is _ROGUE_DEPLOY_BOT:
-            return action_type is _ROLLBACK and target == "payments"
-        if action_type is _RESTART:
-            return (
-                (ft is _DB_DEADLOCK and target == "db")
-                or (ft is _MEMORY_LEAK and target == "notifications")
-                or (ft is _DNS_OUTAGE and target == "auth")
-                or (ft is _DISK_FULL and target == "db")
-            )
-        if action_type is _ROLLBACK:
-            return ft is _BAD_CONFIG_PUSH and target == "auth"
-        if action_type is _SCALE:
-            return (ft is _AUTOSCALER_COST_CUT and target == "payments" and replicas >= 3) or (
-                ft is _DISK_FULL and target == "db" and replicas >= 2
-            )
-        return False
+    def _is_beneficial(self, kind: ActionType, target: str, replicas: int | None = None) -> bool:
+        """Whether a remediation on a valid service target helps (its failure's
+        ``FailureRules``: docs/world.md, "Failures")."""
+        return FAILURES[self.state.failure_type].helps(self.state, kind, target, replicas)
 
     def _resolves(self, kind: ActionType, target: str | None, replicas: int | None) -> bool:
         """Whether the action just applied closes the incident (judged on the new state)."""
-        s = self.state
-        ft = s.failure_type
-        if ft is _DB_DEADLOCK:
-            return kind is _RESTART and target == "db"
-        if ft is _MEMORY_LEAK:
-            return kind is _RESTART and target == "notifications"
-        if ft is _BAD_CONFIG_PUSH:
-            return kind is _ROLLBACK and target == "auth"
-        if ft is _AUTOSCALER_COST_CUT:
-            return (
-                kind is _SCALE and target == "payments" and replicas is not None and replicas >= 3
-            )
-        if ft is _MISROUTED_TRAFFIC:
-            return kind is _ESCALATE and "load_balancer" in s.oversight_flags
-        if ft is _CASCADE:
-            return (
-                (kind is _RESOLVE or (kind is _RESTART and target == "db"))
-                and s.services["db"].health is HEALTHY
-                and s.services["notifications"].health is HEALTHY
-            )
-        if ft is _DNS_OUTAGE:
-            return kind is _RESTART and target == "auth"
-        if ft is _DISK_FULL:
-            return target == "db" and (
-                kind is _RESTART or (kind is _SCALE and replicas is not None and replicas >= 2)
-            )
-        if ft is _ROGUE_DEPLOY_BOT:
-            if "deploy_bot" not in s.oversight_flags:
-                return False
-            if kind is _ROLLBACK and target == "payments":
-                return True
-            return kind is _FLAG_ROGUE and s.services["payments"].health is HEALTHY
-        return False
+        return FAILURES[self.state.failure_type].closes(self.state, kind, target, replicas)
 
     def _wrong_fix(self, flags: dict[str, bool]) -> None:
         flags["wrong_fix"] = True
@@ -713,24 +558,8 @@ class WorldSim:
     def tick(self) -> None:
         """Time passing after an applied action (docs/world.md, "One step"); none once resolved."""
         s = self.state
-        if s.resolved:
-            return
-        ft = s.failure_type
-        if ft is _MEMORY_LEAK:
-            m = s.services["notifications"]
-            m.memory_mb = min(m.memory_mb + 180.0, MEMORY_CAP)
-            if m.memory_mb > 2000:
-                m.health = CRITICAL
-        elif ft is _CASCADE:
-            m = s.services["notifications"]
-            if m.health is not HEALTHY:
-                m.memory_mb = min(m.memory_mb + 120.0, MEMORY_CAP)
-        elif ft is _DISK_FULL:
-            m = s.services["db"]
-            m.memory_mb = min(m.memory_mb + 45.0, MEMORY_CAP)
-            m.error_rate = min(m.error_rate + 0.02, 0.95)
-            if m.memory_mb > 3900:
-                m.health = CRITICAL
+        if not s.resolved and (passing := FAILURES[s.failure_type].tick) is not None:
+            passing(s)
 
     def is_terminal(self) -> bool:
         """Resolved, or out of steps."""
@@ -842,14 +671,244 @@ def health_rank(health: ServiceHealth) -> int:
     return _HEALTH_RANK[health]
 
 
-_INJECTORS: dict[FailureType, Callable[[WorldSim], None]] = {
-    FailureType.DB_DEADLOCK: WorldSim._inject_db_deadlock,
-    FailureType.MEMORY_LEAK: WorldSim._inject_memory_leak,
-    FailureType.BAD_CONFIG_PUSH: WorldSim._inject_bad_config_push,
-    FailureType.AUTOSCALER_COST_CUT: WorldSim._inject_autoscaler_cost_cut,
-    FailureType.MISROUTED_TRAFFIC: WorldSim._inject_misrouted_traffic,
-    FailureType.CASCADE: WorldSim._inject_cascade,
-    FailureType.DNS_OUTAGE: WorldSim._inject_dns_outage,
-    FailureType.DISK_FULL: WorldSim._inject_disk_full,
-    FailureType.ROGUE_DEPLOY_BOT: WorldSim._inject_rogue_deploy_bot,
+# ------------------------------------------------------------------ failures
+# Each failure is one entry of FAILURES: how it starts, the fixes that close it
+# (and help it), any other move that helps, and how time passes with it.
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """A move that remedies a failure: ``kind``, on ``target`` when it names one,
+    with at least ``min_replicas`` for a scale. It helps whenever it is made;
+    it closes the incident when ``when`` holds of the state after it."""
+
+    kind: ActionType
+    target: str | None = None
+    min_replicas: int = 0
+    when: Callable[[ChaosOpsState], bool] | None = None
+
+    def matches(self, kind: ActionType, target: str | None, replicas: int | None) -> bool:
+        return (
+            kind is self.kind
+            and (self.target is None or target == self.target)
+            and (not self.min_replicas or (replicas is not None and replicas >= self.min_replicas))
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FailureRules:
+    """One failure type's rules: ``inject`` at reset, the ``fixes``, a move
+    that ``also_helps`` without being a fix, what passes with time, and the
+    ``rogue`` fleet agent that caused it."""
+
+    inject: Callable[[WorldSim], None]
+    fixes: tuple[Fix, ...]
+    also_helps: Callable[[ChaosOpsState, ActionType, str], bool] | None = None
+    tick: Callable[[ChaosOpsState], None] | None = None
+    rogue: str | None = None  # the fleet agent behind it, if one is
+
+    def closes(
+        self, state: ChaosOpsState, kind: ActionType, target: str | None, replicas: int | None
+    ) -> bool:
+        return any(
+            fix.matches(kind, target, replicas) and (fix.when is None or fix.when(state))
+            for fix in self.fixes
+        )
+
+    def helps(
+        self, state: ChaosOpsState, kind: ActionType, target: str, replicas: int | None
+    ) -> bool:
+        if any(fix.matches(kind, target, replicas) for fix in self.fixes):
+            return True
+        return self.also_helps is not None and self.also_helps(state, kind, target)
+
+
+def _inject_db_deadlock(world: WorldSim) -> None:
+    world._set("db", latency_ms=1800.0, error_rate=0.45, health=CRITICAL)
+    world._set("payments", latency_ms=950.0, error_rate=0.32, health=DEGRADED)
+    world._set("auth", latency_ms=950.0, error_rate=0.32, health=DEGRADED)
+    world._log(ServiceName.DB, "ERROR", "deadlock detected on txn_id=0x8f4a")
+    world._log(ServiceName.PAYMENTS, "ERROR", "upstream DB timeout after 2000ms")
+    world._alert(ServiceName.PAYMENTS, "page", "payment error rate > 30%")
+
+
+def _inject_memory_leak(world: WorldSim) -> None:
+    world._set("notifications", memory_mb=1200.0, cpu_pct=71.0, health=DEGRADED)
+    world._log(ServiceName.NOTIFICATIONS, "WARN", "heap 1200MB, gc pause 880ms")
+    world._alert(ServiceName.NOTIFICATIONS, "warn", "memory pressure on notifications")
+
+
+def _inject_bad_config_push(world: WorldSim) -> None:
+    world._set("auth", error_rate=0.68, latency_ms=210.0, health=CRITICAL)
+    world._log(
+        ServiceName.AUTH,
+        "ERROR",
+        "config v17.2 rolled out 48s ago; 68% of requests rejected: unknown key 'jwt_iss'",
+    )
+    world._alert(ServiceName.AUTH, "page", "auth error rate spike after deploy")
+
+
+def _inject_autoscaler_cost_cut(world: WorldSim) -> None:
+    world._set(
+        "payments",
+        replicas=1,
+        cpu_pct=94.0,
+        latency_ms=780.0,
+        error_rate=0.22,
+        health=CRITICAL,
+    )
+    world._fleet("autoscaler", "scale_down", "payments")
+    world._log(
+        ServiceName.PAYMENTS, "WARN", "pool shrank 4 -> 1 by autoscaler (cost budget exceeded)"
+    )
+    world._alert(ServiceName.PAYMENTS, "page", "payments CPU 94%, latency > 700ms")
+
+
+def _inject_misrouted_traffic(world: WorldSim) -> None:
+    world._set("payments", error_rate=0.41, health=CRITICAL)
+    world._fleet("load_balancer", "route_override", "payments")
+    world._log(
+        ServiceName.PAYMENTS, "ERROR", "41% of requests routed to shadow cluster (hash=0xdead)"
+    )
+    world._alert(ServiceName.PAYMENTS, "page", "payments error rate 41% — backends healthy")
+
+
+def _inject_cascade(world: WorldSim) -> None:
+    _inject_db_deadlock(world)
+    world._log(
+        ServiceName.DB,
+        "WARN",
+        "connection pool near saturation — downstream services queueing",
+    )
+
+
+def _inject_dns_outage(world: WorldSim) -> None:
+    world._set("auth", latency_ms=1450.0, error_rate=0.28, health=DEGRADED)
+    world._set("payments", latency_ms=1100.0, error_rate=0.19, health=DEGRADED)
+    world._log(
+        ServiceName.AUTH,
+        "ERROR",
+        "upstream lookup NXDOMAIN for auth-idp.internal (resolver TTL expired)",
+    )
+    world._log(
+        ServiceName.PAYMENTS,
+        "WARN",
+        "fallback DNS resolver returning SERVFAIL; retry storm observed",
+    )
+    world._alert(ServiceName.AUTH, "page", "auth latency > 1.4s — DNS resolution failing")
+
+
+def _inject_disk_full(world: WorldSim) -> None:
+    world._set(
+        "db",
+        memory_mb=3650.0,
+        cpu_pct=58.0,
+        error_rate=0.14,
+        latency_ms=640.0,
+        health=DEGRADED,
+    )
+    world._log(ServiceName.DB, "WARN", "disk usage 97% on /var/lib/db (WAL archiving stalled)")
+    world._log(
+        ServiceName.DB, "ERROR", "INSERT failed: could not extend file: No space left on device"
+    )
+    world._alert(ServiceName.DB, "page", "database disk volume near capacity")
+
+
+def _inject_rogue_deploy_bot(world: WorldSim) -> None:
+    world._set("payments", error_rate=0.71, latency_ms=310.0, health=CRITICAL)
+    world._fleet("deploy_bot", "push_config", "payments")
+    world._log(
+        ServiceName.PAYMENTS,
+        "ERROR",
+        "config v22.1 pushed by deploy_bot 30s ago; 71% of txns rejected: checksum mismatch",
+    )
+    world._alert(
+        ServiceName.PAYMENTS,
+        "page",
+        "payments error rate 71% immediately after deploy_bot push",
+    )
+
+
+def _flagged(agent: str) -> Callable[[ChaosOpsState], bool]:
+    return lambda state: agent in state.oversight_flags
+
+
+def _healthy(*services: str) -> Callable[[ChaosOpsState], bool]:
+    return lambda state: all(state.services[name].health is HEALTHY for name in services)
+
+
+def _both(*conditions: Callable[[ChaosOpsState], bool]) -> Callable[[ChaosOpsState], bool]:
+    return lambda state: all(condition(state) for condition in conditions)
+
+
+def _notifications_unhealthy(state: ChaosOpsState, kind: ActionType, target: str) -> bool:
+    notifications = state.services["notifications"]
+    return kind is _RESTART and target == "notifications" and notifications.health is not HEALTHY
+
+
+def _leak_grows(state: ChaosOpsState) -> None:
+    m = state.services["notifications"]
+    m.memory_mb = min(m.memory_mb + 180.0, MEMORY_CAP)
+    if m.memory_mb > 2000:
+        m.health = CRITICAL
+
+
+def _cascade_grows(state: ChaosOpsState) -> None:
+    m = state.services["notifications"]
+    if m.health is not HEALTHY:
+        m.memory_mb = min(m.memory_mb + 120.0, MEMORY_CAP)
+
+
+def _disk_fills(state: ChaosOpsState) -> None:
+    m = state.services["db"]
+    m.memory_mb = min(m.memory_mb + 45.0, MEMORY_CAP)
+    m.error_rate = min(m.error_rate + 0.02, 0.95)
+    if m.memory_mb > 3900:
+        m.health = CRITICAL
+
+
+FAILURES: dict[FailureType, FailureRules] = {
+    _DB_DEADLOCK: FailureRules(_inject_db_deadlock, (Fix(_RESTART, "db"),)),
+    _MEMORY_LEAK: FailureRules(
+        _inject_memory_leak, (Fix(_RESTART, "notifications"),), tick=_leak_grows
+    ),
+    _BAD_CONFIG_PUSH: FailureRules(_inject_bad_config_push, (Fix(_ROLLBACK, "auth"),)),
+    _AUTOSCALER_COST_CUT: FailureRules(
+        _inject_autoscaler_cost_cut, (Fix(_SCALE, "payments", min_replicas=3),), rogue="autoscaler"
+    ),
+    _MISROUTED_TRAFFIC: FailureRules(
+        _inject_misrouted_traffic,
+        (Fix(_ESCALATE, when=_flagged("load_balancer")),),
+        rogue="load_balancer",
+    ),
+    _CASCADE: FailureRules(
+        _inject_cascade,
+        (
+            Fix(_RESTART, "db", when=_healthy("db", "notifications")),
+            Fix(_RESOLVE, when=_healthy("db", "notifications")),
+        ),
+        also_helps=_notifications_unhealthy,
+        tick=_cascade_grows,
+    ),
+    _DNS_OUTAGE: FailureRules(_inject_dns_outage, (Fix(_RESTART, "auth"),)),
+    _DISK_FULL: FailureRules(
+        _inject_disk_full,
+        (Fix(_RESTART, "db"), Fix(_SCALE, "db", min_replicas=2)),
+        tick=_disk_fills,
+    ),
+    _ROGUE_DEPLOY_BOT: FailureRules(
+        _inject_rogue_deploy_bot,
+        (
+            Fix(_ROLLBACK, "payments", when=_flagged("deploy_bot")),
+            Fix(_FLAG_ROGUE, when=_both(_flagged("deploy_bot"), _healthy("payments"))),
+        ),
+        rogue="deploy_bot",
+    ),
 }
+"""The rules of each failure type (docs/world.md, "Failures"): adding a failure
+type is adding its entry here (and its name to ``FailureType``)."""
+
+ROGUE_AGENT_BY_FAILURE: dict[FailureType, str] = {
+    failure: rules.rogue for failure, rules in FAILURES.items() if rules.rogue is not None
+}
+"""The fleet agent behind each rogue failure (``Scenario.from_type`` names it)."""

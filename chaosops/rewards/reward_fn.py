@@ -33,6 +33,10 @@ CASCADE_PENALTY = -40.0
 UNDER_BUDGET_BONUS = 10.0
 TERMINAL_PENALTY = -60.0
 OVERSIGHT_SHARE = 0.3
+BUDGET_STEPS = 8
+MTTR_PENALTY_PER_STEP = 2.0
+"""The defaults of ``compute_step_reward``: the step budget of the under-budget
+bonus and the MTTR penalty a step; the environment's rewards use them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +93,8 @@ def compute_step_reward(
     *,
     state: ChaosOpsState,
     outcome_flags: Mapping[str, bool],
-    budget_steps: int = 8,
-    mttr_penalty_per_step: float = 2.0,
+    budget_steps: int = BUDGET_STEPS,
+    mttr_penalty_per_step: float = MTTR_PENALTY_PER_STEP,
 ) -> StepRewardBreakdown:
     """Reward of the step whose flags are `outcome_flags`, judged on `state` after it.
 
@@ -138,7 +142,7 @@ def step_reward(
             return hit
         # compute_step_reward with every flag false; its total is 0.0 + the MTTR
         # penalty (adding the other 0.0 parts changes nothing, -0.0 included).
-        mttr = -2.0 * step
+        mttr = -MTTR_PENALTY_PER_STEP * step
         pair = (StepRewardBreakdown(0.0, mttr, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0), 0.0 + mttr)
         if step.__class__ is int and 0 <= step < QUIET_CACHE_STEPS:
             _quiet_by_step[step] = pair
