@@ -102,7 +102,7 @@ async def run_jobs(
     concurrency: int,
     failed: Callable[[R], bool] | None = None,
     log_fields: Mapping[str, Any] | None = None,
-    gc_freeze: bool = True,
+    gc_freeze: bool = False,
 ) -> list[R]:
     """Run ``job(item)`` for every item, at most ``concurrency`` at a time.
 
@@ -121,7 +121,9 @@ async def run_jobs(
     in flight one turn each in turn, which keeps their data in the CPU's cache;
     an episode waiting for a slow reply holds nothing (see ``actors._gate``).
 
-    ``gc_freeze`` (default on): while the batch runs, what survives the
+    ``gc_freeze`` (off by default: it changes interpreter-wide state, so a
+    program that owns its process opts in, as the ``chaosops`` command does):
+    while the batch runs, what survives the
     garbage collector is frozen out of its sight, so no collection walks every
     result and trace kept so far again (each walk stalls every job in flight),
     and young collections stay a few milliseconds long; it is unfrozen when the
@@ -202,7 +204,7 @@ async def open_jobs(
     concurrency: int,
     failed: Callable[[R], bool] | None = None,
     log_fields: Mapping[str, Any] | None = None,
-    gc_freeze: bool = True,
+    gc_freeze: bool = False,
 ) -> AsyncIterator[JobResults[R]]:
     """Like :func:`run_jobs`, streaming ``(index, result)`` as each job finishes.
 

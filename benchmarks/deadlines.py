@@ -67,6 +67,7 @@ def overshoots_ms(episodes: int) -> tuple[list[float], float]:
             lambda sc: role_map(never),
             concurrency=episodes,
             turn_timeout=DEADLINE,
+            gc_freeze=True,
             env_factory=env_factory,
         )
         assert all(s.timed_out for r in results for s in r.steps)
@@ -108,7 +109,7 @@ def aligned_overshoots_ms(episodes: int) -> list[float]:
                     AgentRole.MANAGER: DEADLINE}  # fmt: skip
         values: list[float] = []
         async with open_batch(
-            scenarios, policies, concurrency=episodes, turn_timeout=timeouts
+            scenarios, policies, concurrency=episodes, turn_timeout=timeouts, gc_freeze=True
         ) as results:
             async for _, result in results:
                 values += [(s.latency_s - DEADLINE) * 1000 for s in result.steps if s.timed_out]

@@ -26,7 +26,8 @@ def wall(episodes: int) -> float:
     scenarios = [suite[i % len(suite)] for i in range(episodes)]
 
     async def main() -> None:
-        await arun_batch(scenarios, lambda sc: role_map(heuristic_policy(sc.seed)), concurrency=64)
+        await arun_batch(scenarios, lambda sc: role_map(heuristic_policy(sc.seed)),
+                         concurrency=64, gc_freeze=True)  # fmt: skip
 
     start = time.perf_counter()
     actors.run(main)

@@ -99,7 +99,9 @@ async def _run(
         roles = dict.fromkeys(AgentRole, policy)
         await arun_batch(scenarios[:1], roles, concurrency=1)  # warm-up
         started = time.perf_counter()
-        results = await arun_batch(scenarios, roles, concurrency=concurrency, turn_timeout=30.0)
+        results = await arun_batch(
+            scenarios, roles, concurrency=concurrency, turn_timeout=30.0, gc_freeze=True
+        )
         return results, time.perf_counter() - started
 
 

@@ -46,7 +46,7 @@ def per_episode_kb(episodes: int = 10_000) -> tuple[float, float]:
         before = process.memory_info().rss
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: arun_batch(scenarios, lambda sc: role_map(blocked),
-                                             concurrency=episodes))  # fmt: skip
+                                             concurrency=episodes, gc_freeze=True))  # fmt: skip
             await all_in.wait()
             gc.collect()
             during = process.memory_info().rss

@@ -62,7 +62,7 @@ def _factory(scenario: Any) -> dict[Any, Any]:
 
 def runtime_us_per_turn(scenarios: list[Any], concurrency: int) -> float:
     async def main() -> int:
-        results = await arun_batch(scenarios, _factory, concurrency=concurrency)
+        results = await arun_batch(scenarios, _factory, concurrency=concurrency, gc_freeze=True)
         return sum(len(r.steps) for r in results)
 
     dt, turns = timed(lambda: actors.run(main))

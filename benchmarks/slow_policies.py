@@ -42,7 +42,10 @@ def _scenarios(n: int) -> list[Scenario]:
 def run(episodes: int, concurrency: int) -> float:
     async def main() -> None:
         results = await arun_batch(
-            _scenarios(episodes), lambda sc: role_map(slow_noop), concurrency=concurrency
+            _scenarios(episodes),
+            lambda sc: role_map(slow_noop),
+            concurrency=concurrency,
+            gc_freeze=True,
         )
         assert all(len(r.steps) == TURNS for r in results)
 

@@ -524,7 +524,7 @@ async def arun_batch(
     concurrency: int = 64,
     turn_timeout: TurnTimeoutArg = None,
     env_factory: Callable[[], ChaosOpsEnvironment] = ChaosOpsEnvironment,
-    gc_freeze: bool = True,
+    gc_freeze: bool = False,
     fields: Mapping[str, Any] | None = None,
 ) -> list[EpisodeResult]:
     """Run one episode per scenario (each on a fresh environment), at most
@@ -546,7 +546,9 @@ async def arun_batch(
     environment's turn order, a ``done`` whose truth raises). Cancelling the
     caller cancels every episode. ``fields``: see :data:`FIELDS_DOC`.
 
-    ``gc_freeze`` (default on): what survives the garbage collector while the
+    ``gc_freeze`` (off by default: it changes interpreter-wide state; a program
+    that owns its process opts in, as the ``chaosops`` command does): what
+    survives the garbage collector while the
     batch runs is frozen out of its sight, so that no collection walks the
     results and traces again (each walk stalls every episode in flight); the
     cost is that cyclic garbage alive at a freeze is only collected after the
@@ -567,7 +569,7 @@ async def open_batch(
     concurrency: int = 64,
     turn_timeout: TurnTimeoutArg = None,
     env_factory: Callable[[], ChaosOpsEnvironment] = ChaosOpsEnvironment,
-    gc_freeze: bool = True,
+    gc_freeze: bool = False,
     fields: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[actors.JobResults[EpisodeResult]]:
     """:func:`arun_batch` as a stream: ``(index, result)`` as each episode finishes.
@@ -649,7 +651,7 @@ def run_batch(
     concurrency: int = 64,
     turn_timeout: TurnTimeoutArg = None,
     env_factory: Callable[[], ChaosOpsEnvironment] = ChaosOpsEnvironment,
-    gc_freeze: bool = True,
+    gc_freeze: bool = False,
     fields: Mapping[str, Any] | None = None,
 ) -> list[EpisodeResult]:
     """Synchronous :func:`arun_batch`: results in the order of ``scenarios``.

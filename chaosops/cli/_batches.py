@@ -207,8 +207,11 @@ def _open(batch: Batch, concurrency: int, cluster: Any) -> Any:
     if cluster is None:
         from chaosops.agents.runner import open_batch
 
+        # the command owns its process: it keeps its results out of the
+        # collector's sight (gc.freeze) while the batches run
         return open_batch(batch.scenarios, batch.factory, concurrency=concurrency,
-                          turn_timeout=batch.turn_timeout, fields=fields)  # fmt: skip
+                          turn_timeout=batch.turn_timeout, fields=fields,
+                          gc_freeze=True)  # fmt: skip
     from chaosops.agents.cluster import EpisodeJob, Outputs, open_cluster_batch
 
     remote = batch.remote

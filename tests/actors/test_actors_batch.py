@@ -200,7 +200,7 @@ async def test_batches_freeze_gc_survivors_and_unfreeze_when_the_last_one_ends()
         await anyio.lowlevel.checkpoint()
         return n
 
-    await run_jobs(range(4), job, concurrency=2)
+    await run_jobs(range(4), job, concurrency=2, gc_freeze=True)
     assert len(seen) == 4 and all(count > _INTERPRETER_FROZEN for count in seen)
     assert _unfrozen()
     # The eager mode's young threshold while the batch runs; the process's setting comes back.
@@ -208,18 +208,18 @@ async def test_batches_freeze_gc_survivors_and_unfreeze_when_the_last_one_ends()
     assert gc.get_threshold() == threshold
 
     seen.clear()
-    async with open_jobs(range(3), job, concurrency=3, gc_freeze=False) as results:
+    async with open_jobs(range(3), job, concurrency=3) as results:  # off by default
         assert sorted([index async for index, _ in results]) == [0, 1, 2]
     assert len(seen) == 3 and all(count <= _INTERPRETER_FROZEN for count in seen)
 
     async def outer(n: int) -> int:
-        await run_jobs(range(2), job, concurrency=1)  # nested: ends first
+        await run_jobs(range(2), job, concurrency=1, gc_freeze=True)  # nested: ends first
         gc.collect(1)
         seen.append(gc.get_freeze_count())
         return n
 
     seen.clear()
-    await run_jobs(range(2), outer, concurrency=2)
+    await run_jobs(range(2), outer, concurrency=2, gc_freeze=True)
     # still frozen after the inner batches ended
     assert all(count > _INTERPRETER_FROZEN for count in seen)
     assert _unfrozen()
@@ -246,7 +246,7 @@ async def test_eager_mode_freezes_young_survivors_and_ignores_the_garbage_held_b
         await anyio.lowlevel.checkpoint()
         return n
 
-    assert await run_jobs(range(3), job, concurrency=3) == [0, 1, 2]
+    assert await run_jobs(range(3), job, concurrency=3, gc_freeze=True) == [0, 1, 2]
     assert [eager for eager, _ in snapshots] == [True] * 3
     assert all(grew >= 10 for _, grew in snapshots)  # a young collection's survivors, frozen
     assert not gc_eager() and _unfrozen()
@@ -272,7 +272,7 @@ async def test_cyclic_garbage_switches_the_batch_to_freezing_only_old_survivors(
         del kept
         return n
 
-    assert await run_jobs(range(3), job, concurrency=1) == [0, 1, 2]
+    assert await run_jobs(range(3), job, concurrency=1, gc_freeze=True) == [0, 1, 2]
     assert [(eager, t0, young) for eager, t0, young, _ in seen] == [
         (False, max(threshold[0], BATCH_GEN0_THRESHOLD), 0)
     ] * 3
@@ -286,7 +286,7 @@ async def test_cyclic_garbage_switches_the_batch_to_freezing_only_old_survivors(
         modes.append(gc_eager())
         return n
 
-    await run_jobs(range(2), probe, concurrency=2)
+    await run_jobs(range(2), probe, concurrency=2, gc_freeze=True)
     assert modes == [True, True]
 
 
@@ -298,7 +298,7 @@ async def test_gc_is_unfrozen_after_a_failed_or_cancelled_batch() -> None:
 
     threshold = gc.get_threshold()
     with pytest.raises(ExceptionGroup):
-        await run_jobs(range(3), boom, concurrency=3)
+        await run_jobs(range(3), boom, concurrency=3, gc_freeze=True)
     assert _unfrozen()
     assert gc.get_threshold() == threshold
 
@@ -308,7 +308,7 @@ async def test_gc_is_unfrozen_after_a_failed_or_cancelled_batch() -> None:
         return n
 
     with anyio.move_on_after(0.05):
-        async with open_jobs(range(3), hung, concurrency=3) as results:
+        async with open_jobs(range(3), hung, concurrency=3, gc_freeze=True) as results:
             async for _ in results:
                 pass
     assert _unfrozen()
@@ -326,7 +326,7 @@ async def test_an_application_that_froze_objects_itself_is_left_alone() -> None:
             grew.append(gc.get_freeze_count() > before)
             return n
 
-        assert await run_jobs(range(3), job, concurrency=3) == [0, 1, 2]
+        assert await run_jobs(range(3), job, concurrency=3, gc_freeze=True) == [0, 1, 2]
         assert grew == [False, False, False]
         assert gc.get_freeze_count() > 0  # not unfrozen either
     finally:
