@@ -44,7 +44,7 @@ from ._ids import new_episode_id
 from ._json import json_safe
 from ._logging import configure_logging, disable_logging, get_logger
 from ._metrics import Meter, configure_metrics, current_meter
-from ._run import run
+from ._run import LOOPS, new_event_loop, resolve_loop, run
 from ._threads import in_thread
 from ._tracing import configure_tracing, disable_tracing
 from ._types import (
@@ -60,6 +60,7 @@ from ._types import (
 
 __all__ = [
     "LOGGED_ANNOTATIONS",
+    "LOOPS",
     "EpisodeTrace",
     "JobResults",
     "Meter",
@@ -83,7 +84,9 @@ __all__ = [
     "in_thread",
     "json_safe",
     "new_episode_id",
+    "new_event_loop",
     "open_jobs",
+    "resolve_loop",
     "run",
     "run_episode",
     "run_jobs",

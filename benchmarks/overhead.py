@@ -41,8 +41,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import bare_loop, result_of, role_map, timed, verdict
 
 import actors
-from actors import configure_logging, disable_logging
-from actors._run import resolve_loop
+from actors import configure_logging, disable_logging, resolve_loop
 from chaosops.agents.policies import random_policy
 from chaosops.agents.runner import arun_batch
 from chaosops.curriculum.generator import scenarios_for_tier

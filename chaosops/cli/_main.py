@@ -121,7 +121,7 @@ def _report(exc: CLIError) -> int:
 
 def _check_event_loop() -> None:
     """``ACTORS_LOOP`` (the event loop of the runs) is valid, before anything is written."""
-    from actors._run import resolve_loop
+    from actors import resolve_loop
 
     try:
         resolve_loop()

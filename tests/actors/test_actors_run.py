@@ -9,7 +9,7 @@ import pytest
 from actors_toy import ToyEnv, instant_policies, run_kwargs
 
 import actors
-from actors._run import resolve_loop
+from actors import resolve_loop
 from tests._needs import needs
 
 HAS_UVLOOP = importlib.util.find_spec("uvloop") is not None
