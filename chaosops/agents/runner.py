@@ -43,24 +43,23 @@ import sys
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import anyio
 
 import actors
+from chaosops.agents.results import EpisodeResult, EpisodeStep
 from chaosops.env.environment import DEFAULT_TURN_ORDER, ChaosOpsEnvironment
 from chaosops.env.models import (
     ActionType,
     AgentRole,
     ChaosOpsAction,
-    ChaosOpsObservation,
-    FailureType,
 )
 from chaosops.env.world_sim import Scenario, copy_with, fast_construct
-from chaosops.rewards.reward_fn import StepRewardBreakdown
 
 __all__ = [
+    "BatchOptions",
     "EpisodeResult",
     "EpisodeStep",
     "Policies",
@@ -86,52 +85,19 @@ TurnTimeoutArg: TypeAlias = (
 function of the scenario returning either, or None (no deadline)."""
 
 
-@dataclass(slots=True, eq=False)
-class EpisodeStep:
-    """One applied step: what ``role`` saw, the action applied, what it earned.
+@dataclass(frozen=True, slots=True)
+class BatchOptions:
+    """How a batch runs (the keyword arguments of :func:`run_batch`,
+    :func:`arun_batch` and :func:`open_batch`): at most ``concurrency``
+    episodes at once, each turn under ``turn_timeout``, each episode on a fresh
+    ``env_factory()``, ``gc_freeze`` (see :func:`arun_batch`) and the
+    ``fields`` its logs, spans and metrics carry (see :data:`FIELDS_DOC`)."""
 
-    ``action`` is noop when the turn timed out (``timed_out``) or the policy
-    failed (``error``); ``latency_s`` runs from sending the observation to
-    closing the turn; ``info`` holds the policy's annotations (LLM prompt,
-    completion, usage, token ids...).
-    """
-
-    turn: int
-    role: AgentRole
-    observation: ChaosOpsObservation
-    action: ChaosOpsAction
-    reward: float
-    breakdown: StepRewardBreakdown | None
-    done: bool
-    timed_out: bool = False
-    error: str | None = None
-    latency_s: float = 0.0
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(slots=True, eq=False)
-class EpisodeResult:
-    """The outcome of one episode (ground truth read from the environment at the end)."""
-
-    scenario: Scenario
-    steps: list[EpisodeStep]
-    resolved: bool
-    final_step: int
-    cumulative_reward: float
-    wrong_fixes: int
-    oversight_flags: list[str]
-    declared_root_cause: FailureType | None
-    episode_id: str = ""
-    status: str = "ok"
-    error: str | None = None
-    timeouts: int = 0
-    errors: int = 0
-    wall_s: float = 0.0
-
-    @property
-    def mttr_steps(self) -> int:
-        """Steps to resolution, or -1 when unresolved."""
-        return self.final_step if self.resolved else -1
+    concurrency: int = 64
+    turn_timeout: TurnTimeoutArg = None
+    env_factory: Callable[[], ChaosOpsEnvironment] = ChaosOpsEnvironment
+    gc_freeze: bool = False
+    fields: Mapping[str, Any] | None = None
 
 
 # --------------------------------------------------------------- adapters
@@ -498,37 +464,28 @@ def _failed(result: EpisodeResult) -> bool:
     return result.status != "ok"
 
 
-def _jobs_kwargs(
-    policies: Policies,
-    turn_timeout: TurnTimeoutArg,
-    env_factory: Callable[[], ChaosOpsEnvironment],
-    concurrency: int,
-    gc_freeze: bool,
-    fields: Mapping[str, Any] | None,
+def _jobs(
+    scenarios: Iterable[Scenario], policies: Policies, options: BatchOptions
 ) -> dict[str, Any]:
     """The arguments of ``actors.run_jobs`` / ``open_jobs`` for a batch of episodes."""
-    fields = _check_fields(fields)
+    fields = _check_fields(options.fields)
+    turn_timeout = options.turn_timeout
     return {
-        "job": _episode_job(policies, turn_timeout, env_factory, fields),
-        "concurrency": concurrency,
+        "items": _check_batch(scenarios, policies, turn_timeout),
+        "job": _episode_job(policies, turn_timeout, options.env_factory, fields),
+        "concurrency": options.concurrency,
         "failed": _failed,
         "log_fields": {**fields, "turn_timeout": _timeout_field(turn_timeout)},
-        "gc_freeze": gc_freeze,
+        "gc_freeze": options.gc_freeze,
     }
 
 
 async def arun_batch(
-    scenarios: Iterable[Scenario],
-    policies: Policies,
-    *,
-    concurrency: int = 64,
-    turn_timeout: TurnTimeoutArg = None,
-    env_factory: Callable[[], ChaosOpsEnvironment] = ChaosOpsEnvironment,
-    gc_freeze: bool = False,
-    fields: Mapping[str, Any] | None = None,
+    scenarios: Iterable[Scenario], policies: Policies, **options: Any
 ) -> list[EpisodeResult]:
     """Run one episode per scenario (each on a fresh environment), at most
     ``concurrency`` at a time; results in the order of ``scenarios``.
+    ``options`` are the fields of :class:`BatchOptions`.
     (:mod:`chaosops.agents.cluster` has the same on Ray worker actors.)
 
     ``policies`` is a role map or a factory ``scenario -> role map``. With
@@ -555,24 +512,15 @@ async def arun_batch(
     batch, which is why a batch that makes such garbage (requests cancelled at
     their deadline) freezes less. See ``actors.gc_frozen``.
     """
-    return await actors.run_jobs(
-        _check_batch(scenarios, policies, turn_timeout),
-        **_jobs_kwargs(policies, turn_timeout, env_factory, concurrency, gc_freeze, fields),
-    )
+    return await actors.run_jobs(**_jobs(scenarios, policies, BatchOptions(**options)))
 
 
 @asynccontextmanager
 async def open_batch(
-    scenarios: Iterable[Scenario],
-    policies: Policies,
-    *,
-    concurrency: int = 64,
-    turn_timeout: TurnTimeoutArg = None,
-    env_factory: Callable[[], ChaosOpsEnvironment] = ChaosOpsEnvironment,
-    gc_freeze: bool = False,
-    fields: Mapping[str, Any] | None = None,
+    scenarios: Iterable[Scenario], policies: Policies, **options: Any
 ) -> AsyncIterator[actors.JobResults[EpisodeResult]]:
-    """:func:`arun_batch` as a stream: ``(index, result)`` as each episode finishes.
+    """:func:`arun_batch` as a stream: ``(index, result)`` as each episode finishes
+    (``options``: the fields of :class:`BatchOptions`).
 
     ::
 
@@ -587,10 +535,7 @@ async def open_batch(
     the episodes still running. Same notes on shared stateful policies and on
     ``gc_freeze`` as :func:`arun_batch`.
     """
-    async with actors.open_jobs(
-        _check_batch(scenarios, policies, turn_timeout),
-        **_jobs_kwargs(policies, turn_timeout, env_factory, concurrency, gc_freeze, fields),
-    ) as results:
+    async with actors.open_jobs(**_jobs(scenarios, policies, BatchOptions(**options))) as results:
         yield results
 
 
@@ -645,16 +590,10 @@ def run_episode(
 
 
 def run_batch(
-    scenarios: Iterable[Scenario],
-    policies: Policies,
-    *,
-    concurrency: int = 64,
-    turn_timeout: TurnTimeoutArg = None,
-    env_factory: Callable[[], ChaosOpsEnvironment] = ChaosOpsEnvironment,
-    gc_freeze: bool = False,
-    fields: Mapping[str, Any] | None = None,
+    scenarios: Iterable[Scenario], policies: Policies, **options: Any
 ) -> list[EpisodeResult]:
-    """Synchronous :func:`arun_batch`: results in the order of ``scenarios``.
+    """Synchronous :func:`arun_batch`: results in the order of ``scenarios``
+    (``options``: the fields of :class:`BatchOptions`).
 
     ``policies``: a role map, or (recommended) a factory ``scenario -> role
     map``; a shared map of stateful policies sees the turns of concurrent
@@ -663,11 +602,9 @@ def run_batch(
     called from a running event loop: await :func:`arun_batch` there.
     """
     _no_running_loop("run_batch")
+    BatchOptions(**options)  # a wrong keyword fails here, not in the event loop
     opened = _Opened()
-    play = functools.partial(
-        arun_batch, scenarios, opened.track(policies), concurrency=concurrency,
-        turn_timeout=turn_timeout, env_factory=env_factory, gc_freeze=gc_freeze, fields=fields,
-    )  # fmt: skip
+    play = functools.partial(arun_batch, scenarios, opened.track(policies), **options)
     return actors.run(functools.partial(opened.closing, play))
 
 

@@ -95,8 +95,9 @@ async def test_requests_cancelled_at_the_deadline_end_the_eager_collector_mode(
         # a deadline long enough for the request to be sent and in flight when
         # it is cancelled (50 ms was not always, on a loaded machine)
         results = await arun_batch(
-            scenarios, dict.fromkeys(AgentRole, watched), concurrency=1, turn_timeout=1.0
-        )
+            scenarios, dict.fromkeys(AgentRole, watched), concurrency=1, turn_timeout=1.0,
+            gc_freeze=True,
+        )  # fmt: skip
     assert all(step.timed_out for result in results for step in result.steps)
     assert modes[0] is True and modes[-1] is False, modes
 
