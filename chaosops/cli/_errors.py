@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 PROG = "chaosops"
 
@@ -13,6 +14,24 @@ class CLIError(Exception):
     def __init__(self, message: str, code: int = 2) -> None:
         super().__init__(message)
         self.code = code
+
+
+_ADVICE = {
+    "not-a-folder": "pass --out with a folder path",
+    "not-writable": "pass --out with a writable folder",
+    "holds-a-run": "pass --resume to continue that run, or a new --out folder",
+    "in-use": "wait for that run to end, or pass another --out",
+    "another-plan": "resume with the options of that run",
+}
+"""What to do about each kind of output folder trouble (an ``OutputError``'s reason)."""
+
+
+def output_error(exc: Any) -> CLIError:
+    """An ``OutputError`` as the command's one line: what is wrong, then the
+    option to use; exit 2 for the user's input, 1 for the system."""
+    advice = _ADVICE.get(exc.reason or "")
+    message = f"{exc}; {advice}" if advice else str(exc)
+    return CLIError(message, code=2 if exc.usage else 1)
 
 
 def one_line(text: object) -> str:

@@ -16,7 +16,7 @@ from chaosops.outputs import RUN_FILE
 
 from ._batches import Batch, Remote, Stop, execute, plan_batches
 from ._config import RunConfig
-from ._errors import CLIError
+from ._errors import CLIError, output_error
 from ._plan import Plan, PlanKeys, plan_episodes
 from ._run_folder import (
     check_resume,
@@ -123,7 +123,7 @@ def _open(play: Play) -> None:
     try:
         state = play.outputs.open()
     except OutputError as exc:
-        raise CLIError(str(exc), code=2 if exc.usage else 1) from None
+        raise output_error(exc) from None
     play.done = state.done or bytearray(len(play.keys))
     if play.recorded is None and state.records == 0:
         # a new run (or one begun before run.json existed with nothing done):

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._errors import CLIError, one_line
+from ._errors import CLIError, one_line, output_error
 from ._terminal import note
 
 
@@ -212,7 +212,7 @@ def cmd_replay(results: str) -> int:
             note("ignored a torn last line (the run was killed while writing it)")
         episodes, steps, mismatches = replay_records(records)
     except OutputError as exc:
-        raise CLIError(str(exc), code=2 if exc.usage else 1) from None
+        raise output_error(exc) from None
     for mismatch in mismatches:
         print(mismatch.line())
     bad = len({m.episode_id for m in mismatches})

@@ -16,7 +16,7 @@ from chaosops.summary import Summary
 from chaosops.summary import summarise as summary_of
 
 from ._config import RunConfig
-from ._errors import CLIError
+from ._errors import CLIError, output_error
 from ._plan import Plan, PlanKeys
 from ._resume import RECORDED
 from ._run_file import LLM_FLAGS
@@ -219,7 +219,7 @@ def check_resume(
             if keys.position(record["run_key"]) is None:
                 stray, strays = stray or record["run_key"], strays + 1
     except OutputError as exc:
-        raise CLIError(str(exc), code=2 if exc.usage else 1) from None
+        raise output_error(exc) from None
     label = label or options["policy"]  # what the records call the policy that played
     if policies and sorted(policies) != [label]:
         raise refuse("--policy", ", ".join(sorted(policies)), label)

@@ -127,9 +127,11 @@ def test_fsync_syncs_both_files_after_every_episode(
 
 def test_refuses_existing_run_without_resume(tmp_path: Path) -> None:
     write_all(tmp_path, SCENARIOS[:1])
-    with pytest.raises(OutputError, match="--resume") as info:
+    with pytest.raises(OutputError, match="already holds results.jsonl") as info:
         RunOutputs(tmp_path).open()
-    assert info.value.usage
+    # the library says what is wrong; the command adds what to do (--resume)
+    assert info.value.usage and info.value.reason == "holds-a-run"
+    assert "--" not in str(info.value)
 
 
 def test_unwritable_folder(tmp_path: Path) -> None:
