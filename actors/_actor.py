@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from inspect import isawaitable
 from types import GeneratorType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import anyio
 from anyio import ClosedResourceError, EndOfStream
@@ -16,10 +16,8 @@ from ._asyncio import cancelled_by_the_policy
 from ._context import CURRENT
 from ._mailbox import Mailbox
 from ._metrics import EpisodeMeter
+from ._slot import TurnSlot
 from ._types import Policy, error_text
-
-if TYPE_CHECKING:
-    from ._episode import Episode
 
 
 class Request(NamedTuple):
@@ -51,11 +49,11 @@ class Actor:
     flight, which closing the turn at its deadline cancels.
     """
 
-    def __init__(self, role: Any, policy: Policy, episode: Episode, inbox: Mailbox[Request]):
+    def __init__(self, role: Any, policy: Policy, slot: TurnSlot, inbox: Mailbox[Request]):
         self.role = role
         self.policy = policy
-        self.episode = episode
-        self.episode_id = episode.episode_id
+        self.slot = slot  # the episode's turn, shared with its coordinator
+        self.episode_id = slot.episode_id
         self.inbox = inbox
         self.turn = -1
         self.deadline: float | None = None
@@ -77,13 +75,13 @@ class Actor:
                 request = await self.inbox.get()
             except (EndOfStream, ClosedResourceError):
                 return  # the episode is over
-            if request.turn != self.episode.open_turn:
+            if request.turn != self.slot.open_turn:
                 continue  # closed at its deadline while waiting in the inbox
             reply = await self._play(request)
             if reply is None:
                 continue
             try:
-                await self.episode.replies.put(reply)
+                await self.slot.replies.put(reply)
             except ClosedResourceError:
                 return  # the episode ended while this call was finishing
 
@@ -98,7 +96,7 @@ class Actor:
             return None
         action, error = outcome
         if self._too_late(request, info):
-            log_late_reply(self.episode_id, turn, self.role, error, self.episode.meter)
+            log_late_reply(self.episode_id, turn, self.role, error, self.slot.meter)
             return None
         if error is not None and _logging.log_enabled(_logging.ERROR):
             _logging.get_logger().error(
@@ -112,7 +110,7 @@ class Actor:
 
     async def _call(self, observation: Any) -> Any:
         """``(action, None)``, ``(None, exception)``, or ``_CANCELLED`` at the deadline."""
-        trace_context = self.episode.trace_context
+        trace_context = self.slot.trace_context
         attached = _tracing.STATE.attach(trace_context) if trace_context is not None else None
         try:
             result = self.policy(observation, self.role)
@@ -128,7 +126,7 @@ class Actor:
         except asyncio.CancelledError as exc:
             # Raised by the policy's own code, not a cancellation of this task:
             # a policy bug too (ending the actor would leave its turns unplayed).
-            if self.episode.on_asyncio and not cancelled_by_the_policy():
+            if self.slot.on_asyncio and not cancelled_by_the_policy():
                 raise
             return None, exc
         finally:
@@ -143,11 +141,11 @@ class Actor:
         cancellation, or blocked the loop past its deadline. A turn not closed
         yet keeps the annotations made, for the coordinator closing it.
         """
-        episode = self.episode
-        if episode.open_turn != request.turn:
+        slot = self.slot
+        if slot.open_turn != request.turn:
             return True
         deadline = request.deadline
-        if deadline is None or episode.replies.clock() < deadline:
+        if deadline is None or slot.replies.clock() < deadline:
             return False
         self.turn, self.info = request.turn, info
         return True

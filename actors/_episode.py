@@ -17,6 +17,7 @@ from ._annotations import turn_fields
 from ._asyncio import AsyncioMailbox, TaskGroup, one_pass, running_loop
 from ._gate import CURRENT_GATE, INSTANT_S, Permit
 from ._mailbox import Mailbox
+from ._slot import TurnSlot
 from ._types import EpisodeTrace, Policy, TurnEnv, TurnRecord, error_text
 
 
@@ -58,7 +59,7 @@ class Episode:
 
     Each turn sends the observation to the actor of ``observation.turn_role``,
     waits for its reply until the role's deadline, steps the environment with
-    one action, and records, logs, traces and counts the step. ``open_turn``
+    one action, and records, logs, traces and counts the step. ``slot.open_turn``
     is the turn whose reply is awaited (-1 between turns): an actor drops a
     reply for any other.
     """
@@ -85,13 +86,13 @@ class Episode:
             Mailbox if loop is None else lambda size: AsyncioMailbox(size, loop)
         )
         self.replies: Mailbox[Reply] | AsyncioMailbox[Reply] = mailbox(len(policies) + 1)
+        # what the actors see of the episode: the open turn, the replies' mailbox
+        self.slot = TurnSlot(episode_id, self.replies, self.on_asyncio)
         self.actors = {
-            role: Actor(role, policy, self, mailbox(1)) for role, policy in policies.items()
+            role: Actor(role, policy, self.slot, mailbox(1)) for role, policy in policies.items()
         }
         self.turn = 0
-        self.open_turn = -1
         self.closed_info: dict[str, Any] | None = None  # what a timed-out call annotated
-        self.trace_context: Any = None  # the open turn's span, for the policy call
         self.turn_span: Any = None
         self.meter: _metrics.EpisodeMeter | None = None  # set by play() when metrics are on
         self.gate = CURRENT_GATE.get() if self.on_asyncio else None
@@ -133,6 +134,7 @@ class Episode:
     def _start(self) -> None:
         meter = _metrics.STATE.meter
         self.meter = meter.episode(self.hooks.log_fields) if meter is not None else None
+        self.slot.meter = self.meter
         if _logging.log_enabled(_logging.INFO):
             _logging.get_logger().info(
                 "episode_started", episode_id=self.episode_id, **(self.hooks.log_fields or {})
@@ -256,10 +258,10 @@ class Episode:
         timeout = self.timeouts[actor.role]
         deadline = None if timeout is None else self.replies.clock() + timeout
         sent = perf_counter()
-        self.open_turn = self.turn
+        self.slot.open_turn = self.turn
         actor.inbox.put_latest(Request(self.turn, observation, deadline))
         reply = await self._wait_reply(actor, deadline)
-        self.open_turn = -1
+        self.slot.open_turn = -1
         latency = perf_counter() - sent
         if self.gate is not None and (reply is None or not self.permit.held):
             actor.instant = reply is not None and latency < INSTANT_S
@@ -297,7 +299,7 @@ class Episode:
     def _close_turn(self, actor: Actor) -> None:
         """Close the open turn at its deadline: no reply is accepted any more, the
         annotations made so far are kept, the policy call in flight is cancelled."""
-        self.open_turn = -1
+        self.slot.open_turn = -1
         if actor.turn == self.turn:
             if actor.info:  # a copy: a call still running in a thread cannot write into it
                 self.closed_info, actor.info = dict(actor.info), None
@@ -384,7 +386,7 @@ class Episode:
             describe = self.hooks.describe_turn
             described = describe(record) if describe is not None else None
             if self.turn_span is not None:
-                self.trace_context = None
+                self.slot.trace_context = None
                 _tracing.end_turn(self.turn_span, record, described, done)
                 self.turn_span = None
             if logged:
@@ -416,7 +418,7 @@ class Episode:
             "turn", attributes={"turn.index": self.turn, "turn.role": _tracing.attribute(role)}
         )
         if played:  # the actor makes it current for the policy call
-            self.trace_context = _tracing.STATE.in_context(self.turn_span)
+            self.slot.trace_context = _tracing.STATE.in_context(self.turn_span)
 
     # ---------------------------------------------------------------- the end
 

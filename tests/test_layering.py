@@ -52,19 +52,13 @@ def test_world_has_no_async_defs() -> None:
 
 
 def _package_imports(path: Path) -> set[str]:
-    """The modules of this project ``path`` imports, anywhere in it (dotted names)."""
+    """The modules of this project ``path`` imports, anywhere in it (dotted
+    names), those under ``TYPE_CHECKING`` included: a cycle of types is a cycle
+    of ideas, whether or not it runs."""
     package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
     found: set[str] = set()
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    typing_only = {  # imports for type checkers only are no import at run time
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
-        for inner in ast.walk(node)
-    }
     for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from types import MappingProxyType
 from typing import Any
 
 PROG = "chaosops"
@@ -16,13 +17,15 @@ class CLIError(Exception):
         self.code = code
 
 
-_ADVICE = {
-    "not-a-folder": "pass --out with a folder path",
-    "not-writable": "pass --out with a writable folder",
-    "holds-a-run": "pass --resume to continue that run, or a new --out folder",
-    "in-use": "wait for that run to end, or pass another --out",
-    "another-plan": "resume with the options of that run",
-}
+_ADVICE = MappingProxyType(
+    {
+        "not-a-folder": "pass --out with a folder path",
+        "not-writable": "pass --out with a writable folder",
+        "holds-a-run": "pass --resume to continue that run, or a new --out folder",
+        "in-use": "wait for that run to end, or pass another --out",
+        "another-plan": "resume with the options of that run",
+    }
+)
 """What to do about each kind of output folder trouble (an ``OutputError``'s reason)."""
 
 
