@@ -13,8 +13,8 @@ from structlog.contextvars import bind_contextvars
 
 from . import _logging, _tracing
 from ._asyncio import cancelled_by_the_policy
+from ._backend import Inbox
 from ._context import CURRENT
-from ._mailbox import Mailbox
 from ._metrics import EpisodeMeter
 from ._slot import TurnSlot
 from ._types import Policy, error_text
@@ -49,7 +49,7 @@ class Actor:
     flight, which closing the turn at its deadline cancels.
     """
 
-    def __init__(self, role: Any, policy: Policy, slot: TurnSlot, inbox: Mailbox[Request]):
+    def __init__(self, role: Any, policy: Policy, slot: TurnSlot, inbox: Inbox[Request]):
         self.role = role
         self.policy = policy
         self.slot = slot  # the episode's turn, shared with its coordinator

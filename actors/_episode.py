@@ -8,15 +8,13 @@ from time import perf_counter
 from typing import Any
 
 import anyio
-import anyio.lowlevel
 from structlog.contextvars import bind_contextvars, reset_contextvars, unbind_contextvars
 
 from . import _logging, _metrics, _tracing
 from ._actor import Actor, Reply, Request, log_late_reply
 from ._annotations import turn_fields
-from ._asyncio import AsyncioMailbox, TaskGroup, one_pass, running_loop
+from ._backend import Inbox, current_backend
 from ._gate import CURRENT_GATE, INSTANT_S, Permit
-from ._mailbox import Mailbox
 from ._slot import TurnSlot
 from ._types import EpisodeTrace, Policy, TurnEnv, TurnRecord, error_text
 
@@ -79,13 +77,11 @@ class Episode:
         self.hooks = hooks
         self.episode_id = episode_id
         self.trace = EpisodeTrace(episode_id=episode_id)
-        # One kind of mailbox, and so one way of waiting, for the whole episode.
-        loop = running_loop()
-        self.on_asyncio = loop is not None
-        mailbox: Callable[[int], Any] = (
-            Mailbox if loop is None else lambda size: AsyncioMailbox(size, loop)
-        )
-        self.replies: Mailbox[Reply] | AsyncioMailbox[Reply] = mailbox(len(policies) + 1)
+        # One way of waiting, chosen once, for the whole episode.
+        self.backend = current_backend()
+        self.on_asyncio = self.backend.on_asyncio
+        mailbox = self.backend.mailbox
+        self.replies: Inbox[Reply] = mailbox(len(policies) + 1)
         # what the actors see of the episode: the open turn, the replies' mailbox
         self.slot = TurnSlot(episode_id, self.replies, self.on_asyncio)
         self.actors = {
@@ -99,7 +95,6 @@ class Episode:
         self.permit = Permit()
         self._known_roles: frozenset[Any] | None = None
         self._tasks: Any = None  # the actors' task group while turns are played
-        self._pass = anyio.lowlevel.checkpoint if loop is None else one_pass
 
     # ------------------------------------------------------------ the episode
 
@@ -195,7 +190,7 @@ class Episode:
     async def _play_turns(self, observation: Any) -> None:
         """The actors' task group around the turn loop."""
         raised: Exception | None = None
-        async with TaskGroup() if self.on_asyncio else anyio.create_task_group() as tasks:
+        async with self.backend.task_group() as tasks:
             self._tasks = tasks
             try:
                 await self._turn_loop(observation)
@@ -205,8 +200,7 @@ class Episode:
                 raised = exc  # a callback's: raised as itself once the actors are gone
             except BaseException:  # cancelled: end the calls in flight the anyio way first
                 self._wind_down(None)
-                if isinstance(tasks, TaskGroup):
-                    await tasks.wait_shielded()
+                await self.backend.settle(tasks)
                 raise
             self._wind_down(raised)
         self._tasks = None
@@ -249,33 +243,61 @@ class Episode:
 
     async def _ask(self, actor: Actor, observation: Any) -> Outcome:
         """Send ``observation`` to ``actor``; its reply, or the fallback at the deadline."""
-        if self.gate is not None:  # the batch's gate decides (see actors._gate)
+        await self._admit(actor)
+        self._start_actor(actor)
+        deadline = self._deadline(actor)
+        sent = perf_counter()
+        reply = await self._exchange(actor, observation, deadline)
+        latency = perf_counter() - sent
+        self._learn_instant(actor, reply, latency)
+        return self._outcome(actor.role, reply, latency)
+
+    async def _admit(self, actor: Actor) -> None:
+        """The batch's gate decides when the turn is played (see actors._gate)."""
+        if self.gate is not None:
             await self.gate.admit(self.permit, actor.instant, mid_episode=self.turn > 0)
+
+    def _start_actor(self, actor: Actor) -> None:
+        """An actor's task starts at its role's first turn."""
         if not actor.started:
             actor.started = True
             assert self._tasks is not None
             self._tasks.start_soon(actor.run)
+
+    def _deadline(self, actor: Actor) -> float | None:
         timeout = self.timeouts[actor.role]
-        deadline = None if timeout is None else self.replies.clock() + timeout
-        sent = perf_counter()
+        return None if timeout is None else self.replies.clock() + timeout
+
+    async def _exchange(self, actor: Actor, observation: Any, deadline: float | None) -> Any:
+        """Open the turn, send the request, wait for its reply (None once the
+        deadline closed it), close the turn."""
         self.slot.open_turn = self.turn
         actor.inbox.put_latest(Request(self.turn, observation, deadline))
-        reply = await self._wait_reply(actor, deadline)
+        if self.permit.held and (reply := await self._reply_in_one_pass(actor)) is not None:
+            self.slot.open_turn = -1
+            return reply
+        reply = await self._reply_by(actor, deadline)
         self.slot.open_turn = -1
-        latency = perf_counter() - sent
+        return reply
+
+    def _learn_instant(self, actor: Actor, reply: Reply | None, latency: float) -> None:
+        """Update the guess that the actor's policy replies within a pass of the loop."""
         if self.gate is not None and (reply is None or not self.permit.held):
             actor.instant = reply is not None and latency < INSTANT_S
-        return self._outcome(actor.role, reply, latency)
 
-    async def _wait_reply(self, actor: Actor, deadline: float | None) -> Reply | None:
-        """The open turn's reply, or None once its deadline closed it."""
-        if self.permit.held:
-            await self._pass()  # an instant policy has replied by then
-            reply = self._take_reply()
-            if reply is not None:
-                return reply
-            self.gate.leave(self.permit)  # type: ignore[union-attr]  # not instant after all
+    async def _reply_in_one_pass(self, actor: Actor) -> Reply | None:
+        """An instant policy's reply, there after one pass of the loop; else the
+        permit goes back (the policy is no instant one after all) and None."""
+        await self.backend.one_pass()
+        reply = self._take_reply()
+        if reply is None:
+            self.gate.leave(self.permit)  # type: ignore[union-attr]
             actor.instant = False
+        return reply
+
+    async def _reply_by(self, actor: Actor, deadline: float | None) -> Reply | None:
+        """The open turn's reply, or None once its deadline closed the turn
+        (replies to earlier turns are logged and dropped)."""
         while True:
             if deadline is None:
                 reply = await self.replies.get()
