@@ -217,19 +217,20 @@ def result_record(
     key: str,
     turn_timeout: Any = None,
     roles: Mapping[str, Any] | None = None,
+    actions: Sequence[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The ``results.jsonl`` record of one finished episode; ``turn_timeout``
     is the deadline it ran under (see :func:`deadline_fields`), ``roles`` what
     played each role (``{"sre": {"policy": ..., "model": ...}, ...}``)."""
     steps = []
-    for step in result.steps:
+    for index, step in enumerate(result.steps):
         info: Mapping[str, Any] = getattr(step, "info", None) or {}
         usage = info.get("usage")
         steps.append(
             {
                 "turn": step.turn,
                 "role": _value(step.role),
-                "action": action_json(step.action),
+                "action": action_json(step.action) if actions is None else actions[index],
                 "reward": float(step.reward),
                 "done": bool(step.done),
                 "timed_out": bool(step.timed_out),
@@ -360,5 +361,7 @@ def episode_lines(
     """An episode's ``trajectories.jsonl`` lines and ``results.jsonl`` line, as
     :meth:`RunOutputs.write_lines` appends them, and its results record."""
     records = trajectory_records(result, policy=policy, key=key, render=render)
-    record = result_record(result, policy=policy, key=key, turn_timeout=turn_timeout, roles=roles)
+    actions = [r["action"] for r in records]  # each action's JSON made once, for both files
+    record = result_record(result, policy=policy, key=key, turn_timeout=turn_timeout,
+                           roles=roles, actions=actions)  # fmt: skip
     return b"".join(map(dumps_line, records)), dumps_line(record), record

@@ -31,7 +31,7 @@ line breaks replaced by spaces, so it can never open a section of its own.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -56,7 +56,16 @@ _NONE = "(none)"
 
 
 def _one_line(text: object) -> str:
+    if text.__class__ is str:
+        return _one_line_text(text)  # type: ignore[arg-type]
     return " ".join(str(text).split())
+
+
+@lru_cache(maxsize=4096)
+def _one_line_text(text: str) -> str:
+    # The same log lines, alerts and chat lines come back every turn of an
+    # episode: each is put on one line once.
+    return " ".join(text.split())
 
 
 def _num(value: float) -> str:
