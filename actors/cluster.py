@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import structlog
 
 from . import _logging
 from ._batch import JobResults
@@ -192,7 +193,6 @@ class _Jobs:
     waiting their turn, the results kept until a call takes them."""
 
     def __init__(self, number: int, make_job: Callable[[], Any], slots: int) -> None:
-        import structlog
 
         self._make_job = make_job
         self._job: Any = None

@@ -19,6 +19,7 @@ from typing import Any
 
 from chaosops.env.world_sim import Scenario
 from chaosops.stats import mean_interval, wilson_interval
+from chaosops.untrusted import plain
 
 __all__ = [
     "SEED_STEP",
@@ -140,8 +141,6 @@ def render_sample_table(rows: Iterable[SampleRow], *, title: str | None = None) 
     """The rows as a rich table: pass@1 and pass@k with their 95% intervals."""
     from rich import box
     from rich.table import Table
-
-    from chaosops.untrusted import plain
 
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
     for header in ("policy", "tier", "scenarios", "k", "pass@1", "pass@k", "reward\nvariance"):

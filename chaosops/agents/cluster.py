@@ -10,14 +10,18 @@ event loop, so deadlines are enforced there.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass, fields
 from functools import partial
 from typing import Any
 
 import actors
 from actors.cluster import ClusterOptions, connect, import_ray, open_cluster_jobs
-from chaosops.agents.runner import EpisodeResult
+from chaosops._otlp import exporting_provider, otlp_exporter
+from chaosops.agents.llm.render import build_messages
+from chaosops.agents.runner import EpisodeResult, _count_episode, _policies_for, arun_episode
+from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.outputs import episode_lines
 
 __all__ = [
     "ClusterOptions",
@@ -86,8 +90,6 @@ class _Played:
         self.outputs = outputs  # set: items are (scenario, key), lines made here
 
     async def __call__(self, item: Any) -> Any:
-        from chaosops.agents.runner import _policies_for, arun_episode
-        from chaosops.env.environment import ChaosOpsEnvironment
 
         scenario, key = item if self.outputs is not None else (item, None)
         result = await arun_episode(
@@ -113,7 +115,6 @@ class _Played:
 def _export_spans(url: str) -> Any:
     """Episodes and turns traced in this worker, exported to ``url`` (the
     driver checked that it answers) as the driver exports its own."""
-    from chaosops._otlp import exporting_provider, otlp_exporter
 
     provider = exporting_provider(otlp_exporter(url))
     actors.configure_tracing(provider, name="chaosops")
@@ -123,8 +124,6 @@ def _export_spans(url: str) -> Any:
 def _written(result: EpisodeResult, key: str, outputs: Outputs, turn_timeout: Any) -> Any:
     """``result`` with its output lines made here, in the worker: the driver's
     CPU is what all the workers share."""
-    from chaosops.agents.llm.render import build_messages
-    from chaosops.outputs import episode_lines
 
     trajectory, results_line, _ = episode_lines(
         result, policy=outputs.policy, key=key, render=build_messages,
@@ -142,7 +141,6 @@ def _render_prompts(result: Any) -> None:
     """Each step's prompt rendered here, in the worker, where the driver would
     render it for trajectories.jsonl (the driver's CPU is what all the workers
     share)."""
-    from chaosops.agents.llm.render import build_messages
 
     for step in result.steps:
         info = step.info or {}
@@ -156,7 +154,6 @@ def _render_prompts(result: Any) -> None:
 def count_result(result: Any, fields: Mapping[str, Any] | None) -> None:
     """Count an episode a worker played in this process's metrics (the
     driver's Prometheus endpoint counts every worker's episodes and turns)."""
-    from chaosops.agents.runner import _count_episode
 
     meter = actors.current_meter()
     if meter is None:
@@ -250,7 +247,5 @@ def run_on_cluster(options: ClusterOptions) -> Any:
     this process is connected already."""
     ray = import_ray()
     if ray.is_initialized():
-        from contextlib import nullcontext
-
         return nullcontext(ray)
     return connect(options.address)

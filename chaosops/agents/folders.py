@@ -39,22 +39,10 @@ __all__ = ["arun_to_folder", "run_to_folder"]
 
 
 def run_to_folder(
-    out: str | Path,
-    scenarios: Iterable[Scenario],
-    policies: Policies,
-    *,
-    name: str = "python",
-    concurrency: int = 64,
-    turn_timeout: TurnTimeoutArg = None,
-    resume: bool = False,
-    log: bool = True,
+    out: str | Path, scenarios: Iterable[Scenario], policies: Policies, **options: Any
 ) -> Summary:
-    """Synchronous :func:`arun_to_folder`."""
-    run = functools.partial(
-        arun_to_folder, out, scenarios, policies, name=name, concurrency=concurrency,
-        turn_timeout=turn_timeout, resume=resume, log=log,
-    )  # fmt: skip
-    return actors.run(run)
+    """Synchronous :func:`arun_to_folder` (``options``: its keyword arguments)."""
+    return actors.run(functools.partial(arun_to_folder, out, scenarios, policies, **options))
 
 
 async def arun_to_folder(

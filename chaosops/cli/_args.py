@@ -13,6 +13,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from chaosops import __version__
+from chaosops.agents.llm.policy import OWN_REQUEST_FIELDS  # only with this option
+from chaosops.env.models import FailureType
+
 from ._errors import PROG, CLIError, one_line
 
 POLICIES: tuple[str, ...] = ("random", "heuristic", "oracle", "llm")
@@ -74,7 +78,6 @@ def _json_object(text: str) -> dict[str, Any]:
         raise argparse.ArgumentTypeError(
             f"expected a JSON object such as '{{\"return_token_ids\": true}}', got {text!r}"
         )
-    from chaosops.agents.llm.policy import OWN_REQUEST_FIELDS  # only with this option
 
     if taken := sorted(OWN_REQUEST_FIELDS & set(value)):
         raise argparse.ArgumentTypeError(
@@ -176,7 +179,6 @@ TIERS: tuple[str, ...] = ("easy", "medium", "hard")
 
 
 def _failure_type(text: str) -> str:
-    from chaosops.env.models import FailureType
 
     accepted = [f.value for f in FailureType]
     value = text.strip().lower()
@@ -485,7 +487,6 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Run, evaluate and replay ChaosOps incident-response episodes.",
     )
-    from chaosops import __version__
 
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

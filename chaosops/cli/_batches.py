@@ -7,7 +7,13 @@ import dataclasses
 import signal
 from array import array
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
+
+import anyio
+
+import actors
+from chaosops.agents.runner import open_batch
 
 from ._config import Deadlines, TurnTimeout
 from ._plan import Plan, PlanSlice, timeout_groups
@@ -78,7 +84,6 @@ def plan_batches(
 
 
 async def _watch_signals(scope: Any, stop: Stop) -> None:
-    import anyio
 
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
@@ -88,7 +93,6 @@ async def _watch_signals(scope: Any, stop: Stop) -> None:
 
 
 async def _watch_health(scope: Any, stop: Stop, check: Callable[[], str | None]) -> None:
-    import anyio
 
     while (reason := check()) is None:  # noqa: ASYNC110 - a counter, polled
         await anyio.sleep(HEALTH_EVERY_S)
@@ -162,7 +166,6 @@ async def run_batches(
     outage's, not the policy's, and ``--resume`` plays it again. The
     :class:`Stop` counts them (``withheld``).
     """
-    import anyio
 
     session = session or Session()
     stop = Stop()
@@ -205,8 +208,6 @@ def _open(batch: Batch, concurrency: int, cluster: Any) -> Any:
     ``cluster`` (a ClusterOptions; this process connected to it)."""
     fields = {"policy": batch.tag, "model": batch.model} if batch.tag else None
     if cluster is None:
-        from chaosops.agents.runner import open_batch
-
         # the command owns its process: it keeps its results out of the
         # collector's sight (gc.freeze) while the batches run
         return open_batch(batch.scenarios, batch.factory, concurrency=concurrency,
@@ -257,9 +258,6 @@ def execute(
     ``llm_roles`` names by batch tag) that failed in a row are counted instead,
     in the results as they come (:class:`TurnFailures`). ``max_policy_errors``
     stops the run on any policy's errors (:class:`PolicyErrors`)."""
-    from functools import partial
-
-    import actors
 
     session.ran = True
     health, failing, observe = _endpoint_health(llms, max_failures), None, None

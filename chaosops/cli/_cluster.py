@@ -10,6 +10,7 @@ from typing import Any
 
 from ._config import RunConfig
 from ._errors import CLIError
+from ._policies import PolicyRecipe
 
 
 @contextmanager
@@ -46,6 +47,5 @@ def recipe(config: RunConfig) -> Any:
     """What the Ray workers build the role maps from; None without ``--ray``."""
     if config.ray is None:
         return None
-    from ._policies import PolicyRecipe
 
     return PolicyRecipe.of(config.policy_by_role, config.llms_in_play, config.workers or 1)

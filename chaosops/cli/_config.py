@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -10,6 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from chaosops.agents.llm.settings import LLMSettings
+from chaosops.env.environment import DEFAULT_TURN_ORDER
+from chaosops.env.models import AgentRole
+from chaosops.outputs import LOG_FILE
+
+from ._errors import CLIError
+from ._folders import folder_name
+from ._run_file import apply_run_file, known_policy, unknown_policy
 
 TurnTimeout = float | dict[Any, float] | None
 """What one batch runs under: seconds for every role, per role, or no deadline."""
@@ -25,7 +33,6 @@ class Deadlines:
     def for_suite(self, suite_timeout: Mapping[Any, float] | None) -> TurnTimeout:
         """The deadline of one episode: ``--role-timeout`` over ``--turn-timeout``
         over the suite entry's per-role timeouts; ``None`` when nothing sets one."""
-        from chaosops.env.models import AgentRole
 
         if self.turn_timeout is None and not self.role_timeout:
             return dict(suite_timeout) if suite_timeout else None
@@ -120,7 +127,6 @@ class RunConfig:
     @property
     def policy_by_role(self) -> dict[str, str]:
         """Each role's policy, in turn order: ``--role-policy`` over ``--policy``."""
-        from chaosops.env.environment import DEFAULT_TURN_ORDER
 
         chosen = dict(self.role_policies)
         return {role.value: chosen.get(role.value, self.policy) for role in DEFAULT_TURN_ORDER}
@@ -196,8 +202,6 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 def _check_policies(
     policies: Sequence[str], role_policies: Sequence[tuple[str, str]], named: Mapping[str, Any]
 ) -> None:
-    from ._errors import CLIError
-    from ._run_file import known_policy, unknown_policy
 
     for option, name in [
         *(("--policy", p) for p in policies),
@@ -249,7 +253,6 @@ def _config(args: argparse.Namespace, policies: Sequence[str]) -> RunConfig:
 def _log_target(args: argparse.Namespace) -> str | None:
     """``--log-json``: ``off`` for none; a run writes its log into its folder by
     default, where ``chaosops watch`` and ``view`` find its episodes in flight."""
-    from chaosops.outputs import LOG_FILE
 
     if args.log_json == "off":
         return None
@@ -287,11 +290,6 @@ def eval_entries(args: argparse.Namespace, argv: Sequence[str]) -> list[RunConfi
     ``name``, else its stem), then each policy of ``--policies`` (default
     random, heuristic, oracle when no run file is given), ``--role-policy``
     over each. Refuses two entries of one name."""
-    import copy
-
-    from ._errors import CLIError
-    from ._folders import folder_name
-    from ._run_file import apply_run_file
 
     policies = args.policies
     if policies is None:

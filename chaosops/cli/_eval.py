@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import shlex
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from chaosops.outputs import EVAL_FILE
+import orjson
+
+from chaosops.evaluation import render_table, rows_to_json, write_reward_chart
+from chaosops.outputs import EVAL_FILE, atomic_write_bytes
+from chaosops.role_figures import render_role_table
+from chaosops.samples import render_sample_table
 
 from ._batches import stop_code, withheld_note
 from ._cluster import recipe
@@ -29,7 +35,6 @@ def _check_outputs(out: Path, outputs: tuple[tuple[Path | None, str | None, str]
     runs: ``--out`` not a folder, a parent folder that cannot be made or written
     in, a path that is a folder, and (like ``chaosops run``) a file an earlier
     evaluation wrote. Writes nothing."""
-    import tempfile
 
     for path, given, option in outputs:
         if path is None:
@@ -101,9 +106,6 @@ def _report(
     where: tuple[Path | None, Path | None, Any],
 ) -> int:
     """The table, the evaluation's JSON and chart, and the closing notes."""
-    from chaosops.evaluation import render_table
-    from chaosops.role_figures import render_role_table
-    from chaosops.samples import render_sample_table
 
     json_path, chart, table_stream = where
     interrupted = stop.signum is not None or stop.reason is not None
@@ -193,7 +195,6 @@ def _output_paths(config: RunConfig) -> tuple[Path | None, Path | None]:
 
 
 def _rows_json(rows: Any) -> Any:
-    from chaosops.evaluation import rows_to_json
 
     return rows_to_json(rows)
 
@@ -207,10 +208,6 @@ def _write(
     interrupted: bool,
 ) -> None:
     """The JSON table (a file or stdout) and, for a complete evaluation, the chart."""
-    import orjson
-
-    from chaosops.evaluation import write_reward_chart
-    from chaosops.outputs import atomic_write_bytes
 
     data = orjson.dumps(payload, option=orjson.OPT_INDENT_2) + b"\n"
     where: Path | None = json_path

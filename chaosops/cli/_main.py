@@ -7,6 +7,7 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 
+from actors import resolve_loop
 from chaosops.untrusted import printable
 
 from ._args import build_parser, refuse_repeats
@@ -14,6 +15,7 @@ from ._cluster import on_cluster
 from ._config import RunConfig, config_from_args, eval_entries
 from ._errors import PROG, CLIError, one_line, os_error_in, os_error_line
 from ._eval import cmd_eval
+from ._folders import new_run_folder
 from ._mock import cmd_mock_llm
 from ._replay import cmd_replay
 from ._resume import fill_from_run_file
@@ -23,6 +25,8 @@ from ._scenarios import cmd_scenarios
 from ._session import Session
 from ._telemetry import finish
 from ._terminal import note
+from ._view import cmd_view
+from ._watch import cmd_transcript, cmd_watch
 
 _COMMANDS = ("run", "eval", "replay", "scenarios", "watch", "view", "transcript")
 
@@ -71,8 +75,6 @@ def _new_folder(args: argparse.Namespace) -> argparse.Namespace:
     """A run without ``--out`` gets a folder of its own under runs/ (see _folders),
     named after the run's name (``--name``, a run file's ``name``) or its policy."""
     if args.command == "run" and args.out is None:
-        from ._folders import new_run_folder
-
         named = getattr(args, "name", None) or args.policy
         args.out, args.point_latest = new_run_folder(named), True
     return args
@@ -103,8 +105,6 @@ def _dispatch(args: argparse.Namespace, entries: Sequence[RunConfig] = ()) -> in
 
 
 def _viewer(args: argparse.Namespace) -> int:
-    from ._view import cmd_view
-    from ._watch import cmd_transcript, cmd_watch
 
     if args.command == "watch":
         return cmd_watch(args.folder, args.episode, args.every, args.delay)
@@ -121,7 +121,6 @@ def _report(exc: CLIError) -> int:
 
 def _check_event_loop() -> None:
     """``ACTORS_LOOP`` (the event loop of the runs) is valid, before anything is written."""
-    from actors import resolve_loop
 
     try:
         resolve_loop()

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import anyio
+
+from chaosops import mock_llm
+
 from ._args import Parser
 from ._errors import PROG, CLIError, one_line
 
@@ -11,9 +15,6 @@ from ._errors import PROG, CLIError, one_line
 def cmd_mock_llm(argv: Sequence[str]) -> int:
     """``chaosops mock-llm``: its options come from :func:`chaosops.mock_llm.build_parser`
     (parsed here, so other commands do not pay for importing the server)."""
-    import anyio
-
-    from chaosops import mock_llm
 
     parser = Parser(
         prog=f"{PROG} mock-llm",

@@ -9,6 +9,18 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
+from chaosops.curriculum.generator import TIER_POOLS
+from chaosops.outputs import parse_run_key, run_key, scenario_from_record
+from chaosops.samples import Sample
+from chaosops.scenarios import (
+    MAX_SEED,
+    MAX_SUITE_SCENARIOS,
+    ScenarioFileError,
+    canonical_suite_paths,
+    folder_suite_files,
+    read_suite,
+)
+
 from ._config import Deadlines, RunConfig, TurnTimeout
 from ._errors import CLIError, one_line
 
@@ -22,7 +34,6 @@ class PlannedEpisode:
 
 
 def _tier_pools() -> dict[str, list[str]]:
-    from chaosops.curriculum.generator import TIER_POOLS
 
     return {tier.value: [ft.value for ft in pool] for tier, pool in TIER_POOLS.items()}
 
@@ -30,7 +41,6 @@ def _tier_pools() -> dict[str, list[str]]:
 def suite_files(paths: Sequence[str]) -> list[Path]:
     """The suite files named by ``paths`` (folders give their ``*.toml``, sorted);
     the canonical suites when ``paths`` is empty."""
-    from chaosops.scenarios import ScenarioFileError, canonical_suite_paths, folder_suite_files
 
     if not paths:
         return [Path(p) for p in canonical_suite_paths()]
@@ -55,7 +65,6 @@ def suite_files(paths: Sequence[str]) -> list[Path]:
 
 
 def _too_many(count: int, what: str) -> CLIError:
-    from chaosops.scenarios import MAX_SUITE_SCENARIOS
 
     return CLIError(
         f"{what} plan {count} episodes; a run plans at most {MAX_SUITE_SCENARIOS} "
@@ -70,7 +79,6 @@ def load_suites(paths: Sequence[str]) -> list[Any]:
     and when the suites together plan more than ``MAX_SUITE_SCENARIOS``
     episodes (each file is bounded by the loader, before it builds anything).
     """
-    from chaosops.scenarios import MAX_SUITE_SCENARIOS, ScenarioFileError, read_suite
 
     suites = []
     total = 0
@@ -187,13 +195,11 @@ class PlanKeys(Sequence[str]):
         return len(self.plan)
 
     def __getitem__(self, index: Any) -> Any:
-        from chaosops.outputs import run_key
 
         return run_key(self.label, self.plan[index].scenario, self.plan.occurrence(index))
 
     def position(self, key: str) -> int | None:
         """The plan index of ``key``, None when it names no planned episode."""
-        from chaosops.outputs import parse_run_key
 
         parsed = parse_run_key(key)
         if parsed is None or parsed[0] != self.label:
@@ -218,7 +224,6 @@ class PlanSlice(Sequence[Any]):
         scenario = self.plan[number].scenario
         if self.plan.samples == 1:
             return scenario
-        from chaosops.samples import Sample
 
         return Sample.of(scenario, self.plan.occurrence(number))
 
@@ -234,7 +239,6 @@ def expand_episodes_per_type(planned: Plan, episodes_per_type: int, seed_offset:
     canonical suites this gives exactly ``scenarios_for_tier(tier,
     seed_offset=..., episodes_per_type=N)`` per tier.
     """
-    from chaosops.scenarios import MAX_SUITE_SCENARIOS
 
     pools = _tier_pools()
     templates: dict[tuple[str, str], PlannedEpisode] = {}
@@ -327,7 +331,6 @@ def _seeded(config: RunConfig) -> Plan:
 def _listed(scenarios: Sequence[Any]) -> Plan:
     """The plan of the scenarios a run from Python recorded (its run.json's
     ``scenarios``); refuses (exit 2) a list that is not of scenarios."""
-    from chaosops.outputs import scenario_from_record
 
     try:
         return Plan.listing(PlannedEpisode(scenario_from_record(s)) for s in scenarios)
@@ -338,7 +341,6 @@ def _listed(scenarios: Sequence[Any]) -> Plan:
 def _check_seeds(plan: Plan, seed_offset: int) -> None:
     """Refuse (exit 2) a ``--seed-offset`` that puts a seed outside 0..MAX_SEED,
     the range of a suite file's seeds."""
-    from chaosops.scenarios import MAX_SEED
 
     for group in plan.groups:
         outside = [seed for seed in (group.seeds[0], group.seeds[-1]) if not 0 <= seed <= MAX_SEED]

@@ -12,12 +12,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaosops.outputs import RUN_FILE
+import orjson
+
+from chaosops.outputs import (
+    RESULTS_FILE,
+    RUN_FILE,
+    OutputError,
+    ResultsReader,
+    RunOutputs,
+    atomic_write_bytes,
+)
 
 from ._batches import Batch, Remote, Stop, execute, plan_batches
 from ._config import RunConfig
 from ._errors import CLIError, output_error
 from ._plan import Plan, PlanKeys, plan_episodes
+from ._progress import ProgressBar
 from ._run_folder import (
     check_resume,
     plan_digest,
@@ -27,6 +37,7 @@ from ._run_folder import (
     summarise,
 )
 from ._session import Session
+from ._telemetry import traces_url
 from ._terminal import note
 
 
@@ -76,7 +87,6 @@ def same_plan(entries: Sequence[RunConfig]) -> Plan:
 def open_play(config: RunConfig, planned: Plan) -> Play:
     """The play of ``config``, its folder checked (writes nothing): a new folder
     holds no run; with ``--resume``, its run has these options."""
-    from chaosops.outputs import RunOutputs
 
     keys = planned.keys(config.label)
     outputs = RunOutputs(config.out, keys=keys, resume=config.resume, fsync=config.fsync)
@@ -98,7 +108,6 @@ def open_play(config: RunConfig, planned: Plan) -> Play:
 
 
 def _holds_a_run(folder: Path) -> bool:
-    from chaosops.outputs import RESULTS_FILE
 
     return (folder / RUN_FILE).is_file() or (folder / RESULTS_FILE).is_file()
 
@@ -116,9 +125,6 @@ def open_folders(plays: Sequence[Play]) -> None:
 
 
 def _open(play: Play) -> None:
-    import orjson
-
-    from chaosops.outputs import OutputError, atomic_write_bytes
 
     try:
         state = play.outputs.open()
@@ -149,7 +155,6 @@ def play_all(
     """Every play's episodes not done yet, in one event loop under one progress
     bar (``label``), each written to its folder as it finishes; then each
     folder's summary. The folders (opened by :func:`open_folders`) are closed."""
-    from ._progress import ProgressBar
 
     try:
         progress = ProgressBar(
@@ -203,7 +208,6 @@ def _remote(play: Play) -> Remote | None:
     config = play.config
     if config.ray is None:
         return None
-    from ._telemetry import traces_url
 
     endpoint = config.telemetry.otlp_endpoint
     spans = traces_url(endpoint) if endpoint is not None else None
@@ -212,7 +216,6 @@ def _remote(play: Play) -> Remote | None:
 
 def write_summary(play: Play) -> None:
     """The play's summary.json, of every record in its folder (read a line at a time)."""
-    from chaosops.outputs import ResultsReader
 
     play.summary = summarise(ResultsReader(play.outputs.results_path), play.keys, play.config)
     play.outputs.write_summary(play.summary.data)

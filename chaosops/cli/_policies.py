@@ -3,18 +3,35 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import inspect
+import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
+from chaosops._urls import shown_url
+from chaosops.agents.llm import (
+    AnswerRefused,
+    LLMEndpointError,
+    LLMPolicy,
+    LLMRequestError,
+    check_endpoint,
+)
+from chaosops.agents.llm.http import http_url_with_host
 from chaosops.agents.llm.settings import LLMSettings
+from chaosops.agents.policies import heuristic_policy, oracle_policy, random_policy
+from chaosops.env.models import AgentRole
+from chaosops.samples import policy_seed
 
 from ._errors import CLIError, one_line
 from ._terminal import note
 
 
 async def _check_llm(settings: LLMSettings) -> None:
-    from chaosops.agents.llm import LLMEndpointError, check_endpoint
 
     try:
         await check_endpoint(base_url=settings.base_url, model=settings.model, api_key=settings.key)
@@ -25,7 +42,6 @@ async def _check_llm(settings: LLMSettings) -> None:
 async def _negotiate(policy: Any, where: str, seconds: float | None) -> None:
     """Settle the policy's answer format with its endpoint, saying which in one
     line; a format named outright that the server refuses is exit 2."""
-    from chaosops.agents.llm import AnswerRefused, LLMRequestError
 
     settings = policy.settings
     try:
@@ -54,9 +70,6 @@ def policy_factory(name: str, llm: Any = None) -> Callable[[Any], Mapping[Any, A
     :class:`LLMPolicy`, shared so that its in-flight limit holds across the
     batch; with ``history`` each episode gets its own memory of it).
     """
-    from chaosops.agents.policies import heuristic_policy, oracle_policy, random_policy
-    from chaosops.env.models import AgentRole
-    from chaosops.samples import policy_seed
 
     roles = tuple(AgentRole)
     if name not in SCRIPTED:
@@ -86,7 +99,6 @@ def role_map_factory(
     ``--policy``); ``llms`` holds the LLM policies by name. A ``module:attribute``
     policy is imported and checked here, on the first planned scenario, before
     anything runs (:class:`CLIError`, exit 2)."""
-    from chaosops.env.models import AgentRole
 
     factories: dict[str, Callable[[Any], Mapping[Any, Any]]] = {}
     for role, name in policy_by_role.items():
@@ -114,12 +126,6 @@ def role_map_factory(
 def _user_factory(spec: str, role: str, planned: Sequence[Any]) -> Callable[[Any], Any]:
     """``module:attribute`` as a factory: a policy ``(observation, role)`` plays
     every role it is given; a factory ``scenario -> role map`` is called as it is."""
-    import importlib
-    import inspect
-    import os
-    import sys
-
-    from chaosops.env.models import AgentRole
 
     where = f"--role-policy {role}={spec}"
     module_name, _, attribute = spec.partition(":")
@@ -152,8 +158,6 @@ def _user_factory(spec: str, role: str, planned: Sequence[Any]) -> Callable[[Any
 
 def _check_url(url: str | None, where: str) -> None:
     """Refuse (exit 2) a base URL that is no http(s) URL with a host, before any request."""
-    from chaosops._urls import shown_url
-    from chaosops.agents.llm.http import http_url_with_host
 
     if url is not None and not http_url_with_host(url):
         raise CLIError(
@@ -172,9 +176,6 @@ def prepare_llms(
     which, in ``negotiated``)."""
     if not llms:
         return {}
-    import anyio
-
-    from chaosops.agents.llm import LLMPolicy
 
     for name, settings in llms.items():
         where = "--llm-base-url" if name == "llm" else f"{run_file}: llm.{name}.base_url"
@@ -214,8 +215,6 @@ class PolicyRecipe:
     @classmethod
     def of(cls, policy_by_role: Mapping[str, str], llms: Mapping[str, LLMSettings],
            workers: int) -> PolicyRecipe:  # fmt: skip
-        import dataclasses
-        import os
 
         shared = tuple(
             (name, dataclasses.replace(s, max_in_flight=max(1, s.max_in_flight // workers)))
@@ -224,9 +223,6 @@ class PolicyRecipe:
         return cls(tuple(policy_by_role.items()), shared, os.getcwd())
 
     def __call__(self) -> _WorkerPolicies:
-        import sys
-
-        from chaosops.agents.llm import LLMPolicy
 
         if self.cwd not in sys.path:
             sys.path.insert(0, self.cwd)

@@ -9,6 +9,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.env.models import ChaosOpsAction
+from chaosops.outputs import OutputError, ResultsReader, scenario_from_record
+
 from ._errors import CLIError, one_line, output_error
 from ._terminal import note
 
@@ -120,8 +124,6 @@ def replay_records(records: Iterable[Mapping[str, Any]]) -> tuple[int, int, list
 
 def _replay_one(record: Mapping[str, Any], mismatches: list[Mismatch]) -> int:
     """Replay one episode, adding what differs to ``mismatches``; returns the steps read."""
-    from chaosops.env.environment import ChaosOpsEnvironment
-    from chaosops.outputs import scenario_from_record
 
     ep_id, key = str(record.get("episode_id")), str(record.get("run_key"))
 
@@ -150,7 +152,6 @@ def _replay_one(record: Mapping[str, Any], mismatches: list[Mismatch]) -> int:
 
 def _replay_steps(env: Any, recorded: Sequence[Any], differs: Callable[[int, str], None]) -> int:
     """Step ``env`` through the recorded actions, checking role, reward and done."""
-    from chaosops.env.models import ChaosOpsAction
 
     done = False
     steps = 0
@@ -191,7 +192,6 @@ def _check_all(records: Any) -> int:
 
 def cmd_replay(results: str) -> int:
     """``chaosops replay RESULTS``; returns the exit code (1 when anything differs)."""
-    from chaosops.outputs import OutputError, ResultsReader
 
     path = Path(results)
     if not path.exists():

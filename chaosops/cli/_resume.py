@@ -7,7 +7,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from chaosops.agents.llm.settings import LLMSettings
+from chaosops.outputs import RUN_FILE, read_object
+
 from ._args import given_options
+from ._errors import CLIError
+from ._folders import LATEST, latest_run
+from ._run_file import LLM_FLAGS
 
 # The options run.json records, in the order --resume compares them: (run.json
 # field, namespace attribute, its option strings, how the value is restored).
@@ -66,7 +72,6 @@ def fill_from_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argpars
 
 def _restore_llms(args: argparse.Namespace, recorded: dict[str, Any]) -> None:
     """The named LLMs of a run begun with a run file, when not given again."""
-    from chaosops.agents.llm.settings import LLMSettings
 
     llms = recorded.get("llms")
     if getattr(args, "named_llms", None) or not isinstance(llms, dict):
@@ -82,7 +87,6 @@ def _restore_llms(args: argparse.Namespace, recorded: dict[str, Any]) -> None:
 def _restore_flag_llm(args: argparse.Namespace, recorded: dict[str, Any], given: set[str]) -> None:
     """The ``llm`` policy's settings as recorded, its endpoint included, where
     the command line does not give them again (a given one is compared)."""
-    from ._run_file import LLM_FLAGS
 
     llms = recorded.get("llms")
     fields = llms.get("llm") if isinstance(llms, dict) else None
@@ -96,8 +100,6 @@ def _restore_flag_llm(args: argparse.Namespace, recorded: dict[str, Any], given:
 
 
 def _latest_to_resume() -> Path:
-    from ._errors import CLIError
-    from ._folders import LATEST, latest_run
 
     folder = latest_run()
     if folder is None:
@@ -106,6 +108,5 @@ def _latest_to_resume() -> Path:
 
 
 def _recorded(out: Path) -> dict[str, Any] | None:
-    from chaosops.outputs import RUN_FILE, read_object
 
     return read_object(out / RUN_FILE)

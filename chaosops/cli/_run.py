@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
-from chaosops.outputs import LOG_FILE, RUN_FILE
+from chaosops.evaluation import render_table
+from chaosops.outputs import LOG_FILE, RUN_FILE, OutputError, ResultsReader
+from chaosops.role_figures import render_role_table
+from chaosops.samples import render_sample_table
 
 from ._batches import stop_code, withheld_note
 from ._cluster import recipe
 from ._config import RunConfig
 from ._errors import CLIError, os_error_in, os_error_line
+from ._folders import LATEST, point_latest
 from ._plan import plan_episodes
 from ._plays import Play, open_folders, open_play, play_all, trouble, unplayed
 from ._policies import prepare_llms, role_map_factory
@@ -58,7 +63,6 @@ def cmd_run(config: RunConfig, session: Session) -> int:
 
 
 def _point_latest(folder: Path) -> None:
-    from ._folders import LATEST, point_latest
 
     if not point_latest(folder):
         note(f"{LATEST} is not a link made by chaosops (a folder?): left as it is")
@@ -66,9 +70,6 @@ def _point_latest(folder: Path) -> None:
 
 def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) -> int:
     """The table and the closing notes; the exit code."""
-    from chaosops.evaluation import render_table
-    from chaosops.role_figures import render_role_table
-    from chaosops.samples import render_sample_table
 
     config, outputs, summary = play.config, play.outputs, play.summary.data
     if stop.reason is not None:
@@ -107,7 +108,6 @@ def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) 
 def _kept_after_failure(play: Play) -> str:
     """After a failed write: ``summary.json`` rewritten if it can be (complete:
     false), and the line's advice naming what is kept."""
-    from chaosops.outputs import OutputError, ResultsReader
 
     outputs = play.outputs
     outputs.close()
@@ -127,6 +127,5 @@ def _kept_after_failure(play: Play) -> str:
 
 def resume_command(out: Path) -> str:
     """The exact command that finishes the run in ``out``."""
-    import shlex
 
     return f"chaosops run --resume --out {shlex.quote(str(out))}"

@@ -9,6 +9,7 @@ override it role by role. See ``examples/run.toml``.
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import os
 import re
@@ -20,6 +21,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from chaosops._toml import FileProblem, read_toml
 from chaosops.agents.llm.settings import LLMSettings
+from chaosops.env.models import FailureType
 
 from ._args import POLICIES, given_options
 from ._errors import CLIError
@@ -154,7 +156,6 @@ def read_run_file(path: Path) -> RunFile:
 
 def _unknown_key(loc: tuple[Any, ...]) -> str:
     """What to say of a key the run file does not know: the nearest it does."""
-    import difflib
 
     key = str(loc[-1])
     known = list((LLMEntry if loc[0] == "llm" and len(loc) == 3 else RunFile).model_fields)
@@ -165,7 +166,6 @@ def _unknown_key(loc: tuple[Any, ...]) -> str:
 
 def _check_names(path: Path, run_file: RunFile) -> None:
     """LLM names a policy can name; policies that name something there is."""
-    from chaosops.env.models import FailureType
 
     for name in run_file.llm:
         if name in POLICIES[:-1] or not _NAME.fullmatch(name):

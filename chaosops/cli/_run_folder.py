@@ -9,9 +9,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from chaosops import __version__
 from chaosops._urls import shown_url
-from chaosops.outputs import RUN_FILE
+from chaosops.agents.llm.render import build_messages
+from chaosops.outputs import RESULTS_FILE, RUN_FILE, OutputError, ResultsReader, scenario_fields
 from chaosops.summary import Summary
 from chaosops.summary import summarise as summary_of
 
@@ -70,9 +73,6 @@ def refuse_existing(path: Path, advice: str, *, folder: Path | None = None) -> N
 def plan_digest(plan: Plan) -> str:
     """A fingerprint of the plan's groups of episodes (order aside): each
     group's scenario, deadlines and seeds."""
-    import orjson
-
-    from chaosops.outputs import scenario_fields
 
     entries = sorted(
         orjson.dumps(
@@ -165,9 +165,6 @@ def check_resume(
     A folder without ``run.json`` (written before it existed) is checked against
     its results: their policy, and every recorded episode in the given plan.
     """
-    import orjson
-
-    from chaosops.outputs import RESULTS_FILE, OutputError, ResultsReader
 
     def refuse(option: str, recorded: str, given: str) -> CLIError:
         return CLIError(
@@ -257,9 +254,6 @@ def _llm_difference(
     return None
 
 
-def renderer() -> Callable[[Any, Any], Any] | None:
-    try:
-        from chaosops.agents.llm.render import build_messages
-    except ImportError:  # pragma: no cover - the LLM package is part of chaosops
-        return None
+def renderer() -> Callable[[Any, Any], Any]:
+    """What scripted turns' prompts are rendered with: the LLM policy's own prompt."""
     return build_messages

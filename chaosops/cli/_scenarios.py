@@ -5,6 +5,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from chaosops.evaluation import TIER_ORDER
+from chaosops.scenarios import ScenarioFileError, read_suite
+
 from ._errors import PROG, one_line
 from ._plan import suite_files
 from ._terminal import console_for
@@ -13,9 +16,6 @@ from ._terminal import console_for
 def cmd_scenarios(paths: Sequence[str]) -> int:
     """``chaosops scenarios``; returns the exit code (2 when a file is invalid)."""
     from rich.table import Table
-
-    from chaosops.evaluation import TIER_ORDER
-    from chaosops.scenarios import ScenarioFileError, read_suite
 
     table = Table(title="scenario suites", title_justify="left")
     for header in ("suite", "file", "scenarios", "failure types", "tiers"):

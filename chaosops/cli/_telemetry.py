@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import errno
 import logging
 import os
@@ -15,6 +16,8 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+import actors
+from actors import configure_metrics
 from chaosops._otlp import EXPORT_TIMEOUT_S, exporting_provider, otlp_exporter
 from chaosops._urls import shown_url
 
@@ -35,8 +38,6 @@ def serve_metrics(telemetry: Telemetry) -> str | None:
                 raise CLIError(f"{option} needs --metrics-port (the port to serve them on)")
         return None
     import prometheus_client
-
-    from actors import configure_metrics
 
     prometheus_client.disable_created_metrics()  # no *_created series beside each counter
     where = f"{telemetry.host}:{telemetry.metrics_port}"
@@ -85,7 +86,6 @@ def start_tracing(telemetry: Telemetry, session: Session) -> str | None:
             "--otlp-endpoint needs OpenTelemetry's SDK and OTLP exporter: "
             "pip install 'chaosops[otel]'"
         ) from None
-    import actors
 
     _check_collector(url)
     # The SDK's own warnings (a retry, a full queue) would interleave with the
@@ -136,7 +136,6 @@ def finish(telemetry: Telemetry, session: Session) -> None:
     """After the command: keep serving the metrics ``--metrics-linger``
     seconds, then send the spans still queued. Ctrl-C cuts either short; the
     command's exit code stays its own."""
-    import actors
 
     meter = actors.current_meter()
     # --metrics-linger needs --metrics-port; nothing ran (the command failed
@@ -180,7 +179,6 @@ def _end_linger(signum: int, frame: Any) -> None:
 
 
 def _finish_tracing(tracing: _Tracing) -> None:
-    import actors
 
     actors.disable_tracing()
     try:
@@ -241,7 +239,6 @@ def _check_collector(url: str) -> None:
     if parts.username is not None:
         # user info in the URL: basic authentication, as the exporter's HTTP
         # client sends it, to the URL without it (urllib takes it for the host)
-        import base64
 
         pair = (
             f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"

@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from actors import configure_logging
+from chaosops.outputs import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, TRAJECTORIES_FILE
 from chaosops.untrusted import printable
 
 from ._errors import PROG, CLIError
@@ -68,7 +70,6 @@ def _check_log_path(log_json: str, outputs: Sequence[Path]) -> None:
     """Refuse (exit 2) a ``--log-json`` file that is one of this command's
     ``outputs``, or an output file of a run folder: log lines appended there
     would make it unreadable to ``replay`` and ``--resume``."""
-    from chaosops.outputs import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, TRAJECTORIES_FILE
 
     try:
         path = Path(log_json).resolve()
@@ -103,13 +104,11 @@ def configure_logs(log_json: str | None, outputs: Sequence[Path], session: Sessi
         # traceback, an LLM answer that did not parse) stay off the terminal,
         # where they would bury the progress bar; the bar counts them, and
         # the command sums them up at the end (ProgressBar.trouble).
-        from actors import configure_logging
 
         configure_logging(level="critical")
         return sys.stdout
     if log_json != "-":
         _check_log_path(log_json, outputs)
-    from actors import configure_logging
 
     if log_json == "-":
         session.stdout_logs = ReaderGoneStream(sys.stdout, session.stop_running)

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from chaosops.outputs import EVAL_FILE, RESULTS_FILE, read_object
+
 from ._errors import CLIError
 from ._watch import open_index, run_path
 
@@ -43,7 +45,6 @@ def cmd_view(folders: Sequence[str], host: str, port: int) -> int:
 def _runs_in(folder: Path) -> list[Path]:
     """``folder``, or the run folders of its entries when it holds an evaluation
     (``eval.json``, each entry a folder beside it)."""
-    from chaosops.outputs import EVAL_FILE, RESULTS_FILE, read_object
 
     evaluation = read_object(folder / EVAL_FILE)
     if (folder / RESULTS_FILE).exists() or evaluation is None:

@@ -3,16 +3,17 @@ a run followed from its folder, one episode frame by frame or as text."""
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from ._errors import CLIError
+from ._folders import LATEST, latest_run
 
 
 def run_path(folder: str | None) -> Path:
     """``folder``, or the latest run when it is None."""
-    from ._folders import LATEST, latest_run
 
     path = Path(folder) if folder else latest_run()
     if path is None:
@@ -110,7 +111,6 @@ def _play_episode(console: Any, index: Any, wanted: str, delay_s: float, every_s
 
 
 def cmd_transcript(folder: str, episode: str) -> int:
-    import sys
 
     from chaosops.viewer.transcript import transcript
 

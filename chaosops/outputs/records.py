@@ -12,6 +12,9 @@ from typing import Any
 import orjson
 
 import actors
+from actors import get_logger
+from chaosops.env.models import AgentRole, DifficultyTier, FailureType
+from chaosops.env.world_sim import Scenario
 
 LOG_FILE = "log.jsonl"
 """The run's JSON log, in its folder unless ``--log-json`` says otherwise."""
@@ -103,8 +106,6 @@ def scenario_fields(scenario: Any) -> dict[str, Any]:
 
 def scenario_from_record(record: Mapping[str, Any]) -> Any:
     """Rebuild the ``Scenario`` recorded in a results line."""
-    from chaosops.env.models import DifficultyTier, FailureType
-    from chaosops.env.world_sim import Scenario
 
     return Scenario(
         failure_type=FailureType(record["failure_type"]),
@@ -195,7 +196,6 @@ def deadline_fields(turn_timeout: Any) -> dict[str, float | None] | None:
     ``turn_timeout`` is what the runner took: seconds for every role, a
     mapping role -> seconds (a role left out has no deadline), or ``None``.
     """
-    from chaosops.env.models import AgentRole
 
     if turn_timeout is None:
         return None
@@ -338,7 +338,6 @@ def trajectory_records(
     if first_error is not None:
         # One warning per episode, however many of its prompts failed: which
         # turns have a null prompt, and the first failure's traceback.
-        from actors import get_logger
 
         get_logger().warning(
             "prompt_render_failed",

@@ -127,7 +127,7 @@ def test_fsync_syncs_both_files_after_every_episode(
 
 def test_refuses_existing_run_without_resume(tmp_path: Path) -> None:
     write_all(tmp_path, SCENARIOS[:1])
-    with pytest.raises(OutputError, match="already holds results.jsonl") as info:
+    with pytest.raises(OutputError, match=r"already holds results\.jsonl") as info:
         RunOutputs(tmp_path).open()
     # the library says what is wrong; the command adds what to do (--resume)
     assert info.value.usage and info.value.reason == "holds-a-run"

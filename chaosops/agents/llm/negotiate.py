@@ -30,6 +30,7 @@ from chaosops.agents.llm.moves import moves_for
 from chaosops.agents.llm.render import build_messages, fold_system_prompt
 from chaosops.agents.llm.request import request_params
 from chaosops.agents.llm.settings import STRONGEST_FIRST
+from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import AgentRole, ChaosOpsObservation
 
 __all__ = ["PROBE_TOKENS", "AnswerRefused", "Negotiation", "Unsettled", "negotiate", "probe"]
@@ -73,7 +74,6 @@ class Negotiation:
 
 @cache
 def _probe_view() -> ChaosOpsObservation:
-    from chaosops.env.environment import ChaosOpsEnvironment
 
     return ChaosOpsEnvironment().reset(seed=0)
 

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -184,6 +185,22 @@ def mock_process(cwd: Path, *options: str) -> Iterator[str]:
     finally:
         stop(proc)
         for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def viewed_page(cwd: Path, folder: Path, page: str = "/run/0") -> tuple[str, str]:
+    """``chaosops view FOLDER`` on a free port: its first line, and the text of ``page``."""
+    server = spawn("view", folder, "--port", "0", cwd=cwd)
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        url = line.split(" at ", 1)[1].split()[0].rstrip("/")
+        with urllib.request.urlopen(f"{url}{page}", timeout=10) as answer:
+            return line, answer.read().decode()
+    finally:
+        stop(server)
+        for stream in (server.stdout, server.stderr):
             if stream is not None:
                 stream.close()
 

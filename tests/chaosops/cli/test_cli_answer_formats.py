@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 from jsonschema import Draft202012Validator
 
-from ._cli import assert_one_error_line, chaosops, jsonl, llm_run, mock_process, spawn, stop
+from ._cli import assert_one_error_line, chaosops, jsonl, llm_run, mock_process, viewed_page
 
 HARD = ("--tier", "hard", "--episodes-per-type", "1")
 
@@ -108,22 +108,5 @@ def test_legal_moves_are_counted_and_a_run_with_none_fails(work: Path) -> None:
     results = jsonl(out / "results.jsonl")
     assert all(s["parse_error"] for r in results for s in r["steps"])
     assert " 0% " in proc.stdout  # the table's legal column
-    page = _run_page(work, out)
+    _, page = viewed_page(work, out)
     assert "legal moves" in page and '<td class="num">0%</td>' in page
-
-
-def _run_page(work: Path, folder: Path) -> str:
-    """The viewer's page of the run in ``folder``, served by ``chaosops view``."""
-    import urllib.request
-
-    server = spawn("view", folder, "--port", "0", cwd=work)
-    try:
-        assert server.stdout is not None
-        url = server.stdout.readline().split(" at ", 1)[1].split()[0]
-        with urllib.request.urlopen(f"{url.rstrip('/')}/run/0", timeout=10) as page:
-            return page.read().decode()
-    finally:
-        stop(server)
-        for stream in (server.stdout, server.stderr):
-            if stream is not None:
-                stream.close()

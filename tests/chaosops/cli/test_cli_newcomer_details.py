@@ -5,10 +5,9 @@ the nearest one suggested, and the run page's counts written cleanly."""
 from __future__ import annotations
 
 import socket
-import urllib.request
 from pathlib import Path
 
-from ._cli import assert_one_error_line, chaosops, spawn, stop
+from ._cli import assert_one_error_line, chaosops, viewed_page
 
 
 def test_a_run_file_s_name_names_its_folder(tmp_path: Path) -> None:
@@ -53,17 +52,7 @@ def test_the_run_page_counts_read_cleanly(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = chaosops("run", "--limit", "4", "--no-progress", "--out", out, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    server = spawn("view", out, "--port", "0", cwd=tmp_path)
-    try:
-        assert server.stdout is not None
-        url = server.stdout.readline().split(" at ", 1)[1].split()[0]
-        with urllib.request.urlopen(f"{url.rstrip('/')}/run/0", timeout=10) as page:
-            text = page.read().decode()
-    finally:
-        stop(server)
-        for stream in (server.stdout, server.stderr):
-            if stream is not None:
-                stream.close()
+    _, text = viewed_page(tmp_path, out)
     assert "4 of 4 episodes, success" in " ".join(text.split())
 
 

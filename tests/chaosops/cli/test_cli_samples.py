@@ -3,7 +3,6 @@ pass@1 / pass@k with intervals in the table, summary.json, eval and the viewer."
 
 from __future__ import annotations
 
-import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import orjson
 
 from chaosops.samples import pass_at_k
 
-from ._cli import assert_one_error_line, chaosops, jsonl, spawn, stop
+from ._cli import assert_one_error_line, chaosops, jsonl, viewed_page
 
 
 def test_samples_repeat_each_scenario_with_fresh_policy_seeds(tmp_path: Path) -> None:
@@ -40,7 +39,7 @@ def test_samples_repeat_each_scenario_with_fresh_policy_seeds(tmp_path: Path) ->
     # a resumed run plays the samples it was started with
     again = chaosops("run", "--resume", "--out", out, "--samples", "2", cwd=tmp_path)
     assert_one_error_line(again, "--samples", "recorded 3", "given 2")
-    page = _run_page(tmp_path, out)
+    _, page = viewed_page(tmp_path, out)
     assert 'id="samples"' in page and "pass@1" in page
 
 
@@ -58,17 +57,3 @@ def test_a_run_file_and_eval_take_samples(tmp_path: Path) -> None:
     assert {r["policy"] for r in data["samples"]} == {"random", "oracle"}
     oracle = next(r for r in data["samples"] if r["policy"] == "oracle")
     assert oracle["pass_at_1"] == oracle["pass_at_k"] == 1.0  # it knows the answer
-
-
-def _run_page(work: Path, folder: Path) -> str:
-    server = spawn("view", folder, "--port", "0", cwd=work)
-    try:
-        assert server.stdout is not None
-        url = server.stdout.readline().split(" at ", 1)[1].split()[0]
-        with urllib.request.urlopen(f"{url.rstrip('/')}/run/0", timeout=10) as page:
-            return page.read().decode()
-    finally:
-        stop(server)
-        for stream in (server.stdout, server.stderr):
-            if stream is not None:
-                stream.close()

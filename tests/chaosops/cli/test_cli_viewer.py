@@ -30,7 +30,7 @@ from ._cli import (
     command,
     interrupt,
     jsonl,
-    spawn,
+    viewed_page,
 )
 
 
@@ -192,24 +192,10 @@ def _read_until(fd: int, wanted: bytes, timeout: float) -> bytes:
 
 
 def test_view_of_an_evaluation_folder_serves_each_entry(work: Path) -> None:
-    import urllib.request
-
-    from ._cli import stop
-
     out = work / "evaluated"
     proc = chaosops("eval", "--policies", "heuristic,oracle", "--limit", "4", "--no-progress",
                     "--no-chart", "--out", out, cwd=work)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    server = spawn("view", out, "--port", "0", cwd=work)
-    try:
-        assert server.stdout is not None
-        line = server.stdout.readline()
-        assert "serving 2 run(s)" in line, line
-        with urllib.request.urlopen(line.split(" at ", 1)[1].split()[0], timeout=10) as page:
-            text = page.read().decode()
-    finally:
-        stop(server)
-        for stream in (server.stdout, server.stderr):
-            if stream is not None:
-                stream.close()
+    line, text = viewed_page(work, out, "/")
+    assert "serving 2 run(s)" in line, line
     assert '<a href="/run/0">heuristic</a>' in text and '<a href="/run/1">oracle</a>' in text
