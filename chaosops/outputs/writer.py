@@ -17,7 +17,6 @@ from .records import (
     SUMMARY_FILE,
     TRAJECTORIES_FILE,
     ListedKeys,
-    Renderer,
     _default,
     episode_lines,
 )
@@ -180,27 +179,13 @@ class RunOutputs:
                 raise
             raise OSError(exc.errno, exc.strerror, str(handle.name)) from exc
 
-    def write_episode(
-        self,
-        result: Any,
-        *,
-        policy: str,
-        key: str,
-        render: Renderer | None = None,
-        turn_timeout: Any = None,
-        roles: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """Append one finished episode: trajectory lines first, then its results line
-        (``turn_timeout``: the deadline it ran under, see :func:`deadline_fields`;
-        ``roles``: what played each role, see :func:`result_record`).
-
-        Returns the results record.
-        """
+    def write_episode(self, result: Any, **fields: Any) -> dict[str, Any]:
+        """Append one finished episode: trajectory lines first, then its results
+        line. ``fields`` are :func:`episode_lines`' keywords (``policy``, ``key``,
+        ``render``, ``turn_timeout``, ``roles``). Returns the results record."""
         if self._results is None or self._trajectories is None:
             raise RuntimeError("RunOutputs.write_episode() before open()")
-        trajectory, results_line, record = episode_lines(
-            result, policy=policy, key=key, render=render, turn_timeout=turn_timeout, roles=roles
-        )
+        trajectory, results_line, record = episode_lines(result, **fields)
         self.write_lines(trajectory, results_line)
         return record
 
