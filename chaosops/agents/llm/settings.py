@@ -112,11 +112,6 @@ class LLMSettings:
         return self.negotiated if self.answer == "auto" else self.answer
 
     @property
-    def answers_with_tools(self) -> bool:
-        """Whether the action is offered as a tool (``answer="tools"`` or ``use_tools``)."""
-        return self.use_tools or self.answer_format == "tools"
-
-    @property
     def key(self) -> str | None:
         """The API key in use: ``api_key``, else the variable ``api_key_env``
         names, else ``$OPENAI_API_KEY``, else None."""
