@@ -228,12 +228,13 @@ def _policy_list(text: str) -> list[str]:
 
 def _add_batch_options(parser: argparse.ArgumentParser) -> None:
     _add_plan_options(parser)
+    _add_pacing_options(parser)
     _add_watch_options(parser)
     _add_llm_options(parser)
 
 
 def _add_plan_options(parser: argparse.ArgumentParser) -> None:
-    """What to play: the suites, seeds, concurrency and deadlines."""
+    """What to play: the suites, seeds, filters and samples."""
     parser.add_argument(
         "paths",
         nargs="*",
@@ -277,6 +278,18 @@ def _add_plan_options(parser: argparse.ArgumentParser) -> None:
         help="only the first N scenarios of the plan, after --tier and --failure-type",
     )
     parser.add_argument(
+        "--samples",
+        type=_int_from(1, 1000),
+        default=None,
+        metavar="K",
+        help="play each scenario K times (1 to 1000; default 1), the scripted policies "
+        "seeded anew each time; the table and summary.json then give pass@1 and pass@K",
+    )
+
+
+def _add_pacing_options(parser: argparse.ArgumentParser) -> None:
+    """How it is played: concurrency, Ray, deadlines and when to give up."""
+    parser.add_argument(
         "--concurrency",
         type=_positive_int,
         default=64,
@@ -308,14 +321,6 @@ def _add_plan_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="ROLE=SECONDS",
         help="deadline of one role's turns (repeatable), e.g. --role-timeout dev=2.5",
-    )
-    parser.add_argument(
-        "--samples",
-        type=_int_from(1, 1000),
-        default=None,
-        metavar="K",
-        help="play each scenario K times (1 to 1000; default 1), the scripted policies "
-        "seeded anew each time; the table and summary.json then give pass@1 and pass@K",
     )
     parser.add_argument(
         "--max-policy-errors",
