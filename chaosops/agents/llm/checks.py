@@ -30,16 +30,20 @@ from chaosops.env.models import (
 __all__ = [
     "ACTION_ARGS",
     "FAILURES",
+    "FAILURE_NAMES",
     "ONLY_ROLE",
     "ON_A_SERVICE",
     "RECIPIENTS",
+    "RECIPIENT_NAMES",
     "services_of",
     "view_problem",
 ]
 
 FLEET_AGENTS = frozenset(FLEET_AGENT_NAMES)
-RECIPIENTS = frozenset(("all", *(role.value for role in AgentRole)))
-FAILURES = frozenset(failure.value for failure in FailureType)
+RECIPIENT_NAMES = ("all", *(role.value for role in AgentRole))
+FAILURE_NAMES = tuple(failure.value for failure in FailureType)
+RECIPIENTS = frozenset(RECIPIENT_NAMES)
+FAILURES = frozenset(FAILURE_NAMES)
 
 ACTION_ARGS: dict[ActionType, dict[str, type]] = {
     ActionType.SCALE: {"replicas": int},

@@ -19,13 +19,20 @@ from typing import Any
 
 import orjson
 
-from chaosops.agents.llm.checks import ON_A_SERVICE, ONLY_ROLE, services_of
+from chaosops.agents.llm.checks import (
+    FAILURE_NAMES,
+    ON_A_SERVICE,
+    ONLY_ROLE,
+    RECIPIENT_NAMES,
+    services_of,
+)
+from chaosops.agents.llm.parse import action_tool
 from chaosops.env.models import (
     FLEET_AGENT_NAMES,
+    SERVICE_NAMES,
     ActionType,
     AgentRole,
     ChaosOpsObservation,
-    FailureType,
 )
 
 __all__ = ["MAX_MESSAGE_CHARS", "MAX_REPLICAS", "Moves", "moves_for"]
@@ -37,9 +44,6 @@ a bound keeps a constrained model from writing digits until its token limit)."""
 MAX_MESSAGE_CHARS = 200
 """The longest message a communicate may carry, for the same reason."""
 
-# the checks' RECIPIENTS and FAILURES, in the enums' order
-_RECIPIENTS = ["all", *(role.value for role in AgentRole)]
-_FAILURES = [failure.value for failure in FailureType]
 # The order moves are listed in: the remediations first, noop last.
 _ORDER = (
     ActionType.RESTART, ActionType.ROLLBACK, ActionType.SCALE, ActionType.FLAG_ROGUE,
@@ -68,8 +72,8 @@ def moves_for(obs: ChaosOpsObservation, role: AgentRole | str | None = None) -> 
 
 
 def _service_order(name: str) -> tuple[int, str]:
-    order = ("auth", "payments", "notifications", "db")
-    return (order.index(name), name) if name in order else (len(order), name)
+    known = name in SERVICE_NAMES
+    return (SERVICE_NAMES.index(name) if known else len(SERVICE_NAMES), name)
 
 
 @lru_cache(maxsize=256)
@@ -81,14 +85,7 @@ def _moves(role: AgentRole, services: tuple[str, ...]) -> Moves:
     )
     variants = [_variant(kind, services) for kind in kinds]
     schema = {"anyOf": [schema for schema, _, _ in variants]}
-    tool = {
-        "type": "function",
-        "function": {
-            "name": "take_action",
-            "description": "Take exactly one action for your role this turn.",
-            "parameters": schema,
-        },
-    }
+    tool = action_tool(schema)
     lines = [
         "Answer with ONE JSON object and nothing else: one of these moves, "
         "with the values you choose from those listed.",
@@ -114,13 +111,7 @@ def _variant(kind: ActionType, services: tuple[str, ...]) -> tuple[dict[str, Any
     if args is not None:
         properties["args"], example["args"], args_choices = args
         choices += args_choices
-    schema = {
-        "type": "object",
-        "properties": properties,
-        "required": list(properties),
-        "additionalProperties": False,
-    }
-    return schema, example, choices
+    return _object(**properties), example, choices
 
 
 def _args(kind: ActionType) -> tuple[dict[str, Any], dict[str, Any], str] | None:
@@ -129,19 +120,19 @@ def _args(kind: ActionType) -> tuple[dict[str, Any], dict[str, Any], str] | None
         replicas = {"type": "integer", "minimum": 1, "maximum": MAX_REPLICAS}
         return _object(replicas=replicas), {"replicas": 3}, f"  replicas: 1 to {MAX_REPLICAS}"
     if kind is ActionType.IDENTIFY_ROOT_CAUSE:
-        failure = {"type": "string", "enum": _FAILURES}
+        failure = {"type": "string", "enum": list(FAILURE_NAMES)}
         return (
             _object(failure_type=failure),
-            {"failure_type": _FAILURES[0]},
-            f"  failure_type: {_either(_FAILURES)}",
+            {"failure_type": FAILURE_NAMES[0]},
+            f"  failure_type: {_either(FAILURE_NAMES)}",
         )
     if kind is ActionType.COMMUNICATE:
         message = {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_CHARS}
-        to = {"type": "string", "enum": _RECIPIENTS}
+        to = {"type": "string", "enum": list(RECIPIENT_NAMES)}
         return (
             _object(message=message, to=to),
             {"message": "checking the metrics", "to": "all"},
-            f"  message: your words; to: {_either(_RECIPIENTS)}",
+            f"  message: your words; to: {_either(RECIPIENT_NAMES)}",
         )
     return None
 

@@ -28,7 +28,15 @@ from pydantic import ValidationError
 
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction
 
-__all__ = ["ACTION_SCHEMA", "ACTION_TOOL", "MAX_PARSE_CHARS", "action_from_dict", "parse_action"]
+__all__ = [
+    "ACTION_SCHEMA",
+    "ACTION_TOOL",
+    "MAX_PARSE_CHARS",
+    "TOOL_NAME",
+    "action_from_dict",
+    "action_tool",
+    "parse_action",
+]
 
 MAX_PARSE_CHARS = 20_000
 """Answers are cut to this many characters before parsing (bounds the work)."""
@@ -61,15 +69,25 @@ ACTION_SCHEMA: dict[str, Any] = {
 """JSON schema of any action, whatever the view (the role is implied). The
 requests carry each turn's own schema of legal moves (:mod:`.moves`)."""
 
-ACTION_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "take_action",
-        "description": "Take exactly one action for your role this turn.",
-        "parameters": ACTION_SCHEMA,
-    },
-}
-"""The OpenAI tool offered to the model when tool calling is on."""
+TOOL_NAME = "take_action"
+"""The name of the tool whose call is the turn's action."""
+
+
+def action_tool(parameters: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAI tool, named :data:`TOOL_NAME`, whose arguments are an action
+    matching the JSON schema ``parameters``."""
+    return {
+        "type": "function",
+        "function": {
+            "name": TOOL_NAME,
+            "description": "Take exactly one action for your role this turn.",
+            "parameters": parameters,
+        },
+    }
+
+
+ACTION_TOOL: dict[str, Any] = action_tool(ACTION_SCHEMA)
+"""The tool for any action, whatever the view (requests carry each turn's own)."""
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript)?[ \t]*\n?(.*?)```", re.DOTALL)
 _DECODER = json.JSONDecoder()
@@ -233,7 +251,7 @@ def parse_action(
         if obj is None:
             first_error = first_error or f"tool call {str(name)[:40]!r}: arguments are not JSON"
             continue
-        if name and name != "take_action" and "action_type" not in obj:
+        if name and name != TOOL_NAME and "action_type" not in obj:
             obj = {**obj, "action_type": name}
         action, error = action_from_dict(obj, role)
         if action is not None:

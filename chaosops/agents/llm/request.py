@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from chaosops.agents.llm.moves import Moves
+from chaosops.agents.llm.parse import TOOL_NAME
 from chaosops.agents.llm.settings import LLMSettings
 
 __all__ = ["request_params"]
 
-_NAMED_TOOL = {"type": "function", "function": {"name": "take_action"}}
+_NAMED_TOOL = {"type": "function", "function": {"name": TOOL_NAME}}
 
 
 def request_params(
