@@ -5,9 +5,6 @@ A policy is a callable ``(observation, role) -> ChaosOpsAction``; async callable
 them). Each factory returns a fresh policy with its own state (the random and
 heuristic ones own a ``random.Random``), so one policy object shared by the four
 roles of an episode draws in turn order.
-
-Actions are built with ``model_construct`` from known-valid values (no
-validation cost per turn).
 """
 
 from __future__ import annotations
@@ -25,7 +22,6 @@ from chaosops.env.models import (
     FailureType,
     ServiceHealth,
 )
-from chaosops.env.world_sim import fast_construct
 
 __all__ = ["Policy", "heuristic_policy", "oracle_policy", "random_policy"]
 
@@ -64,10 +60,7 @@ def _act(
     target: str | None = None,
     args: dict[str, Any] | None = None,
 ) -> ChaosOpsAction:
-    return fast_construct(
-        ChaosOpsAction,
-        {"role": AgentRole(role), "action_type": action_type, "target": target, "args": args or {}},
-    )
+    return ChaosOpsAction(role=role, action_type=action_type, target=target, args=args or {})
 
 
 def random_policy(seed: int = 0) -> Callable[[ChaosOpsObservation, AgentRole], ChaosOpsAction]:

@@ -56,7 +56,7 @@ from chaosops.env.models import (
     AgentRole,
     ChaosOpsAction,
 )
-from chaosops.env.world_sim import Scenario, copy_with, fast_construct
+from chaosops.env.world_sim import Scenario
 
 __all__ = [
     "BatchOptions",
@@ -104,17 +104,8 @@ class BatchOptions:
 
 
 def _noop(role: Any) -> ChaosOpsAction:
-    # The fallback of every timed-out or failed turn: built without validation
-    # (the role comes from the environment's turn order).
-    return fast_construct(
-        ChaosOpsAction,
-        {
-            "role": role if type(role) is AgentRole else AgentRole(role),
-            "action_type": ActionType.NOOP,
-            "target": None,
-            "args": {},
-        },
-    )
+    # The fallback of every timed-out or failed turn.
+    return ChaosOpsAction(role=role, action_type=ActionType.NOOP)
 
 
 def _is_action(value: object) -> bool:
@@ -326,7 +317,7 @@ async def arun_episode(
         if action.role is not r.role:
             # Another role's action: the environment took it as this role's
             # (SPEC: the role field is overwritten); the step records what it applied.
-            action = copy_with(action, "role", r.role)
+            action = action.model_copy(update={"role": r.role})
         add_step(
             EpisodeStep(
                 r.turn, r.role, r.observation, action, next_observation.reward or 0.0,

@@ -31,8 +31,6 @@ from chaosops.env.world_sim import (
     NO_FLAGS,
     Scenario,
     WorldSim,
-    copy_with,
-    fast_construct,
 )
 from chaosops.rewards.reward_fn import (
     StepRewardBreakdown,
@@ -144,8 +142,7 @@ class ChaosOpsEnvironment:
             f"Incident open: {len(alerts)} alert(s) firing on {paged}; "
             f"{state.max_steps} steps to resolve; {role_name} acts first."
         )
-        return fast_construct(
-            ChaosOpsObservation,
+        return ChaosOpsObservation.model_validate(
             {
                 "done": False,
                 "reward": 0.0,
@@ -171,7 +168,7 @@ class ChaosOpsEnvironment:
         if not isinstance(action, ChaosOpsAction):
             action = ChaosOpsAction.model_validate({**action, "role": role})
         elif action.role is not role:
-            action = copy_with(action, "role", role)
+            action = action.model_copy(update={"role": role})
         world = self.world
         state = world.state
         flags = world.apply_action(action)
@@ -211,8 +208,7 @@ class ChaosOpsEnvironment:
             f"step {state.step_count}/{state.max_steps}: {role_name} {described}"
             f" -> {outcome}; reward {reward_text}"
         )
-        return fast_construct(
-            ChaosOpsObservation,
+        return ChaosOpsObservation.model_validate(
             {
                 "done": done,
                 "reward": reward,

@@ -1,9 +1,9 @@
 """Enums and pydantic v2 models of the ChaosOps world (docs/world.md, "Names" and "The models").
 
 Metric values are changed in place by the world's rules without re-validation
-(pydantic's ``validate_assignment`` is off), so a step never pays for
-validation. Views are built with ``model_construct`` from values the world
-already validated; see :mod:`chaosops.env.world_sim`.
+(pydantic's ``validate_assignment`` is off). Views are built by ordinary
+validation, which keeps the models and enum members it is given; see
+:mod:`chaosops.env.world_sim`.
 """
 
 from __future__ import annotations
