@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,27 +13,8 @@ from chaosops.outputs import RUN_FILE, read_object
 from ._args import given_options
 from ._errors import CLIError
 from ._folders import LATEST, latest_run
+from ._options import RECORDED
 from ._run_file import LLM_FLAGS
-
-# The options run.json records, in the order --resume compares them: (run.json
-# field, namespace attribute, its option strings, how the value is restored).
-RECORDED: tuple[tuple[str, str, tuple[str, ...], Callable[[Any], Any]], ...] = (
-    ("policy", "policy", ("--policy",), str),
-    ("name", "name", ("--name",), lambda v: v),
-    ("role_policies", "role_policy", ("--role-policy",), lambda v: list((v or {}).items())),
-    ("episodes_per_type", "episodes_per_type", ("--episodes-per-type",), lambda v: v),
-    ("seed_offset", "seed_offset", ("--seed-offset",), int),
-    ("tiers", "tier", ("--tier",), lambda v: list(v or [])),
-    ("failure_types", "failure_type", ("--failure-type",), lambda v: list(v or [])),
-    ("limit", "limit", ("--limit",), lambda v: v),
-    ("samples", "samples", ("--samples",), lambda v: v),
-    ("paths", "paths", (), list),  # compared by what they plan: run.json's "plan"
-    ("turn_timeout", "turn_timeout", ("--turn-timeout",), lambda v: v),
-    ("role_timeout", "role_timeout", ("--role-timeout",), lambda v: list((v or {}).items())),
-    ("llm_model", "llm_model", ("--llm-model", "--model"), str),
-    ("temperature", "temperature", ("--temperature",), float),
-    ("max_tokens", "max_tokens", ("--max-tokens",), int),
-)
 
 
 def fill_from_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argparse.Namespace:
@@ -56,15 +37,15 @@ def fill_from_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argpars
     _restore_flag_llm(args, recorded, given)
     if isinstance(recorded.get("scenarios"), list) and not args.paths:
         args.scenarios = recorded["scenarios"]  # a run from Python lists its scenarios
-    for field, attribute, options, restore in RECORDED:
-        if field not in recorded:
+    for option in RECORDED:
+        if option.restore is None or option.recorded not in recorded:
             continue
-        if options and given.intersection(options):
+        if given.intersection(option.flags):
             continue
-        if not options and getattr(args, attribute):  # positional paths given
+        if not option.flags and getattr(args, option.dest):  # positional paths given
             continue
         try:
-            setattr(args, attribute, restore(recorded[field]))
+            setattr(args, option.dest, option.restore(recorded[option.recorded]))
         except (TypeError, ValueError, AttributeError):
             continue  # not a value of ours: the resume check names the difference
     return args

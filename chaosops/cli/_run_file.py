@@ -10,116 +10,50 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import math
 import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from chaosops._toml import FileProblem, read_toml
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.env.models import FailureType
 
-from ._args import POLICIES, given_options
+from ._args import given_options
 from ._errors import CLIError
+from ._options import OPTIONS
+from ._values import POLICIES
 
-Role = Literal["sre", "oversight", "dev", "manager"]
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
+_FORBID = ConfigDict(extra="forbid")
 
-
-def _positive_seconds(value: float) -> float:
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"expected a positive number of seconds, got {value!r}")
-    return value
-
-
-Seconds = Annotated[float, AfterValidator(_positive_seconds)]
-
-
-class LLMEntry(BaseModel):
-    """One ``[llm.NAME]`` table: an endpoint, its model and how to ask it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str = Field(min_length=1)
-    base_url: str | None = None
-    api_key_env: str | None = Field(default=None, min_length=1)
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    seed: int | None = None
-    max_tokens: int = Field(default=256, ge=1, le=1_000_000)
-    answer: Literal["auto", "json", "json_object", "tools", "text"] = "auto"
-    system_prompt: Literal["system", "user"] = "system"
-    retries: int = Field(default=4, ge=0, le=100)
-    max_in_flight: int = Field(default=64, ge=1, le=100_000)
-    max_answer_bytes: int = Field(default=1 << 20, ge=1024, le=1 << 30)
-    history: int = Field(default=0, ge=0, le=1_000)
-    logprobs: bool = False
-    top_logprobs: int | None = Field(default=None, ge=0, le=20)
-    extra_body: dict[str, Any] | None = None
-
-
-class RunFile(BaseModel):
-    """A run file's top level (every field optional)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str | None = Field(default=None, pattern=_NAME.pattern)
-    paths: list[str] | None = None
-    episodes_per_type: int | None = Field(default=None, ge=1, le=100_000)
-    seed_offset: int | None = None
-    tiers: list[Literal["easy", "medium", "hard"]] | None = None
-    failure_types: list[str] | None = None
-    limit: int | None = Field(default=None, ge=1)
-    concurrency: int | None = Field(default=None, ge=1)
-    turn_timeout: Seconds | None = None
-    role_timeout: dict[Role, Seconds] = {}
-    policy: str | None = None
-    roles: dict[Role, str] = {}
-    llm: dict[str, LLMEntry] = {}
-    llm_max_failures: int | None = Field(default=None, ge=0)
-    max_policy_errors: int | None = Field(default=None, ge=1)
-    samples: int | None = Field(default=None, ge=1, le=1000)
-    out: str | None = None
-
-
-# (file field, namespace attribute, its options) of the top level: the file's
-# value goes in where none of the options was given
-_TOP: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("episodes_per_type", "episodes_per_type", ("--episodes-per-type",)),
-    ("seed_offset", "seed_offset", ("--seed-offset",)),
-    ("tiers", "tier", ("--tier",)),
-    ("failure_types", "failure_type", ("--failure-type",)),
-    ("limit", "limit", ("--limit",)),
-    ("concurrency", "concurrency", ("--concurrency",)),
-    ("turn_timeout", "turn_timeout", ("--turn-timeout",)),
-    ("policy", "policy", ("--policy",)),
-    ("llm_max_failures", "llm_max_failures", ("--llm-max-failures",)),
-    ("max_policy_errors", "max_policy_errors", ("--max-policy-errors",)),
-    ("samples", "samples", ("--samples",)),
+LLMEntry: type[BaseModel] = create_model(
+    "LLMEntry",
+    __config__=_FORBID,
+    __doc__="One ``[llm.NAME]`` table: an endpoint, its model and how to ask it.",
+    **{option.llm_key: option.file for option in OPTIONS if option.llm_key},  # type: ignore[arg-type]
+    api_key_env=(str | None, Field(default=None, min_length=1)),
 )
 
-# (entry field, namespace attribute, its options): ``[llm.llm]`` sets the
-# flags' own LLM, the one the policy ``llm`` names
-LLM_FLAGS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("base_url", "llm_base_url", ("--llm-base-url", "--base-url")),
-    ("model", "llm_model", ("--llm-model", "--model")),
-    ("temperature", "temperature", ("--temperature",)),
-    ("top_p", "top_p", ("--top-p",)),
-    ("seed", "llm_seed", ("--llm-seed",)),
-    ("max_tokens", "max_tokens", ("--max-tokens",)),
-    ("answer", "llm_answer", ("--llm-answer",)),
-    ("system_prompt", "llm_system_prompt", ("--llm-system-prompt",)),
-    ("retries", "llm_retries", ("--llm-retries",)),
-    ("max_in_flight", "llm_max_in_flight", ("--llm-max-in-flight",)),
-    ("max_answer_bytes", "llm_max_answer_bytes", ("--llm-max-answer-bytes",)),
-    ("history", "llm_history", ("--llm-history",)),
-    ("logprobs", "llm_logprobs", ("--llm-logprobs",)),
-    ("top_logprobs", "llm_top_logprobs", ("--llm-top-logprobs",)),
-    ("extra_body", "llm_extra_body", ("--llm-extra-body",)),
+RunFile: type[BaseModel] = create_model(
+    "RunFile",
+    __config__=_FORBID,
+    __doc__="A run file's top level (every key optional).",
+    **{option.file_key: option.file for option in OPTIONS if option.file_key},  # type: ignore[arg-type]
+    llm=(dict[str, LLMEntry], Field(default={})),  # type: ignore[valid-type]
+)
+
+# The options a run file's top level and its [llm.llm] set: (key, attribute, flags).
+_TOP = tuple(
+    (option.file_key, option.dest, option.flags)
+    for option in OPTIONS
+    if option.file_key and option.flags and option.dest != "out"
+)
+LLM_FLAGS = tuple(
+    (option.llm_key, option.dest, option.flags) for option in OPTIONS if option.llm_key
 )
 
 
@@ -217,22 +151,14 @@ def apply_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argparse.Na
         args.paths = [str(base / p) for p in run_file.paths]
     if run_file.out is not None and "--out" not in given and args.command == "run":
         args.out = base / run_file.out
-    top = {field: getattr(run_file, field) for field, _, _ in _TOP}
-    _fill(args, {field: value for field, value in top.items() if value is not None}, _TOP, given)
-    args.role_policy = [*run_file.roles.items(), *args.role_policy]  # the flag's win
-    args.role_timeout = [*run_file.role_timeout.items(), *args.role_timeout]
-    if run_file.roles:
-        args.from_run_file.add("--role-policy")
-    if run_file.role_timeout:
-        args.from_run_file.add("--role-timeout")
+    top = {key: getattr(run_file, key) for key, _, _ in _TOP}
+    _fill(args, {key: value for key, value in top.items() if value is not None and value != {}},
+          _TOP, given)  # fmt: skip
     for name, entry in run_file.llm.items():
         if name == "llm":
             _set_flag_llm(args, entry, given)
         else:
             args.named_llms[name] = llm_settings(entry, path, name)
-    if run_file.name is not None and "--name" not in given:
-        args.name = run_file.name
-        args.from_run_file.add("--name")
     return args
 
 
@@ -246,10 +172,17 @@ def _fill(
     goes into ``args`` unless one of its options was given; the options it
     stands for are noted (``--resume`` compares them as if given)."""
     for field, attribute, options in table:
-        if field in values and not given.intersection(options):
-            value = values[field]
+        if field not in values:
+            continue
+        value = values[field]
+        if isinstance(value, dict) and isinstance(getattr(args, attribute), list):
+            # a role-by-role table (roles, role_timeout): the flags' roles win
+            setattr(args, attribute, [*value.items(), *getattr(args, attribute)])
+        elif not given.intersection(options):
             setattr(args, attribute, list(value) if isinstance(value, list) else value)
-            args.from_run_file.update(options)
+        else:
+            continue
+        args.from_run_file.update(options)
 
 
 def _set_flag_llm(args: argparse.Namespace, entry: LLMEntry, given: set[str]) -> None:

@@ -20,8 +20,8 @@ from chaosops.summary import summarise as summary_of
 
 from ._config import RunConfig
 from ._errors import CLIError, output_error
+from ._options import RECORDED, recorded_values
 from ._plan import Plan, PlanKeys
-from ._resume import RECORDED
 from ._run_file import LLM_FLAGS
 
 
@@ -93,34 +93,11 @@ def plan_digest(plan: Plan) -> str:
 def run_options(config: RunConfig, planned: Plan) -> dict[str, Any]:
     """The content of ``run.json``: what decides the episodes and their outcomes
     (not ``--concurrency``, the LLM endpoint, logging or progress)."""
-    options: dict[str, Any] = {
-        "policy": config.policy,
-        "name": config.name,
-        "role_policies": dict(config.role_policies) or None,
-        "paths": [str(p) for p in config.paths],
-        "episodes_per_type": config.episodes_per_type,
-        "seed_offset": config.seed_offset,
-        "tiers": list(config.tiers) or None,
-        "failure_types": list(config.failure_types) or None,
-        "limit": config.limit,
-        "planned": len(planned),
-        "plan": plan_digest(planned),
-        "turn_timeout": config.deadlines.turn_timeout,
-        "role_timeout": config.deadlines.per_role,
-        "samples": config.samples,
-    }
-    if "llm" in config.policy_by_role.values():
-        llm = config.llm
-        options.update(llm_model=llm.model, temperature=llm.temperature, max_tokens=llm.max_tokens)
+    options = recorded_values(config)
+    options.update(planned=len(planned), plan=plan_digest(planned))
     if llms := config.llms_in_play:
         options["llms"] = {name: settings_json(settings) for name, settings in llms.items()}
-    options.update(
-        concurrency=config.concurrency,
-        llm_max_failures=config.llm_max_failures,
-        max_policy_errors=config.max_policy_errors,
-        config_file=config.config_file,
-        version=__version__,
-    )
+    options.update(config_file=config.config_file, version=__version__)
     return options
 
 
@@ -148,10 +125,12 @@ def _suites_shown(options: Mapping[str, Any]) -> str:
     return " ".join(options.get("paths") or []) or "the canonical suites"
 
 
-# (run.json field, option named in the message); compared in this order
+# (run.json field, option named in the message); compared in this order. The
+# suites are compared by what they plan.
 _MUST_MATCH = tuple(
-    ("plan", "PATH (the suites)") if field == "paths" else (field, options[0])
-    for field, _, options, _ in RECORDED
+    ("plan" if option.recorded == "paths" else option.recorded, option.flag)
+    for option in RECORDED
+    if option.must_match
 )
 
 
