@@ -55,6 +55,17 @@ class EpisodeResult:
     wall_s: float = 0.0
 
     @property
+    def terminated(self) -> bool:
+        """Ended in a terminal state: the incident resolved (the RL sense)."""
+        return self.status == "ok" and self.resolved
+
+    @property
+    def truncated(self) -> bool:
+        """Cut unresolved at its step limit: not a terminal state (the RL sense).
+        A failed episode is neither terminated nor truncated."""
+        return self.status == "ok" and not self.resolved
+
+    @property
     def mttr_steps(self) -> int:
         """Steps to resolution, or -1 when unresolved."""
         return self.final_step if self.resolved else -1

@@ -233,6 +233,7 @@ def result_record(
                 "action": action_json(step.action) if actions is None else actions[index],
                 "reward": float(step.reward),
                 "done": bool(step.done),
+                **_ending(result, step),
                 "timed_out": bool(step.timed_out),
                 "error": step.error,
                 "latency_ms": round(float(getattr(step, "latency_s", 0.0)) * 1000.0, 3),
@@ -250,6 +251,8 @@ def result_record(
         "status": result.status,
         "error": result.error,
         "resolved": bool(result.resolved),
+        "terminated": bool(result.terminated),
+        "truncated": bool(result.truncated),
         "final_step": int(result.final_step),
         "cumulative_reward": float(result.cumulative_reward),
         "wrong_fixes": int(result.wrong_fixes),
@@ -262,6 +265,13 @@ def result_record(
         "wall_s": float(result.wall_s),
         "steps": steps,
     }
+
+
+def _ending(result: Any, step: Any) -> dict[str, bool]:
+    """How a step ended its episode, in the RL sense: its last step is
+    terminated (resolved) or truncated (cut at the step limit); others neither."""
+    last = bool(step.done)
+    return {"terminated": last and result.terminated, "truncated": last and result.truncated}
 
 
 Renderer = Callable[[Any, Any], Any]
@@ -328,6 +338,7 @@ def trajectory_records(
             "team_reward": None if breakdown is None else float(breakdown.team_reward),
             "oversight_reward": (None if breakdown is None else float(breakdown.oversight_reward)),
             "done": bool(step.done),
+            **_ending(result, step),
             "timed_out": bool(step.timed_out),
             "error": step.error,
         }

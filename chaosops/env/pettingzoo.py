@@ -1,0 +1,232 @@
+"""ChaosOps as a PettingZoo AEC environment (the ``pettingzoo`` extra).
+
+The four roles are the agents, in turn order. An agent observes a dict of
+gymnasium spaces: ``observation`` (what its view shows, as numbers) and
+``action_mask`` (the moves of :data:`MOVES` legal in that view, judged as an
+LLM's answer is). An action is an index into :data:`MOVES`. Every agent is
+given each step's reward (the team's, an unresolved end's penalty on the last
+step), so an agent's rewards sum to the episode's reward. A resolved incident
+terminates the episode; running out of steps truncates it. The agent to move
+finds its view as text in ``infos[agent]["text"]``, for LLM agents.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, ClassVar
+
+import gymnasium
+import numpy as np
+from pettingzoo import AECEnv
+
+from chaosops.agents.llm.checks import FAILURE_NAMES, view_problem
+from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.env.models import (
+    FLEET_AGENT_NAMES,
+    SERVICE_NAMES,
+    AgentRole,
+    ChaosOpsAction,
+    ChaosOpsObservation,
+    DifficultyTier,
+    FailureType,
+    ServiceHealth,
+)
+from chaosops.env.world_sim import Scenario
+from chaosops.train.play import describe
+
+__all__ = ["MOVES", "ChaosOpsAEC", "aec_env"]
+
+SCALE_TO = (2, 3, 5)
+STATUS_MESSAGE = "status: investigating"
+
+MOVES: tuple[dict[str, Any], ...] = (
+    {"action_type": "noop"},
+    {"action_type": "escalate"},
+    {"action_type": "resolve"},
+    *({"action_type": "restart", "target": s} for s in SERVICE_NAMES),
+    *({"action_type": "rollback", "target": s} for s in SERVICE_NAMES),
+    *(
+        {"action_type": "scale", "target": s, "args": {"replicas": n}}
+        for s in SERVICE_NAMES
+        for n in SCALE_TO
+    ),
+    *({"action_type": "flag_rogue", "target": a} for a in FLEET_AGENT_NAMES),
+    *({"action_type": "identify_root_cause", "args": {"failure_type": f}} for f in FAILURE_NAMES),
+    {"action_type": "communicate", "args": {"message": STATUS_MESSAGE, "to": "all"}},
+)
+"""The moves an action indexes: each kind, with the targets and values it may take."""
+
+_HEALTH = {None: 0, **{health: i + 1 for i, health in enumerate(ServiceHealth)}}
+_METRIC_HIGH = np.array([100.0, 1e6, 1e6, 1.0, 1000.0], dtype=np.float32)  # cpu..replicas
+
+
+def _spaces() -> tuple[gymnasium.spaces.Dict, gymnasium.spaces.Discrete]:
+    services = len(SERVICE_NAMES)
+    view = gymnasium.spaces.Dict(
+        {
+            "metrics": gymnasium.spaces.Box(
+                0.0, np.tile(_METRIC_HIGH, (services, 1)), dtype=np.float32
+            ),
+            "health": gymnasium.spaces.MultiDiscrete([len(_HEALTH)] * services),
+            "alerts": gymnasium.spaces.MultiBinary(services),
+            "fleet": gymnasium.spaces.MultiBinary(len(FLEET_AGENT_NAMES)),
+            "steps": gymnasium.spaces.Box(0.0, 1e4, shape=(2,), dtype=np.float32),
+        }
+    )
+    observation = gymnasium.spaces.Dict(
+        {"observation": view, "action_mask": gymnasium.spaces.MultiBinary(len(MOVES))}
+    )
+    return observation, gymnasium.spaces.Discrete(len(MOVES))
+
+
+def aec_env(**kwargs: Any) -> ChaosOpsAEC:
+    """A ChaosOps AEC environment (see :class:`ChaosOpsAEC` for the keywords)."""
+    return ChaosOpsAEC(**kwargs)
+
+
+class ChaosOpsAEC(AECEnv):
+    """ChaosOps, its four roles taking turns.
+
+    ``failure_type`` and ``difficulty`` choose the scenario of every reset
+    (``failure_type`` None: drawn from the reset's seed); ``reset(seed,
+    options)`` takes the same keys in ``options``, and ``max_steps``.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {
+        "name": "chaosops_v0", "render_modes": ["ansi"], "is_parallelizable": False,
+    }  # fmt: skip
+
+    def __init__(
+        self,
+        failure_type: str | None = None,
+        difficulty: str = "easy",
+        max_steps: int | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.defaults = {"failure_type": failure_type, "difficulty": difficulty,
+                         "max_steps": max_steps}  # fmt: skip
+        self.render_mode = render_mode
+        self.possible_agents = [role.value for role in AgentRole]
+        observation, action = _spaces()
+        self.observation_spaces = dict.fromkeys(self.possible_agents, observation)
+        self.action_spaces = dict.fromkeys(self.possible_agents, action)
+        self.env = ChaosOpsEnvironment()
+        self.cumulative_rewards: dict[str, float] = {}
+        self._observation: ChaosOpsObservation | None = None
+
+    def observation_space(self, agent: str) -> gymnasium.spaces.Space:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> gymnasium.spaces.Space:
+        return self.action_spaces[agent]
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        given = {k: v for k, v in (options or {}).items() if k in self.defaults}
+        chosen = {**self.defaults, **given}
+        seed = random.randrange(2**31) if seed is None else int(seed)
+        failure = chosen["failure_type"] or random.Random(seed).choice(list(FailureType)).value
+        scenario = Scenario.from_type(
+            failure, seed=seed, difficulty=DifficultyTier(chosen["difficulty"]),
+            **({} if chosen["max_steps"] is None else {"max_steps": int(chosen["max_steps"])}),
+        )  # fmt: skip
+        self._observation = self.env.reset(scenario=scenario)
+        self.agents = list(self.possible_agents)
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self.cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self.infos = {agent: {} for agent in self.agents}
+        self.agent_selection = self._observation.turn_role.value
+        self.infos[self.agent_selection] = self._info()
+
+    def observe(self, agent: str) -> dict[str, Any]:
+        assert self._observation is not None, "reset() first"
+        view = self.env.world.project_view(agent)
+        metrics = np.zeros((len(SERVICE_NAMES), len(_METRIC_HIGH)), dtype=np.float32)
+        health = np.zeros(len(SERVICE_NAMES), dtype=np.int64)
+        for i, name in enumerate(SERVICE_NAMES):
+            m = view.visible_metrics.get(name)
+            if m is not None:
+                values = (m.cpu_pct, m.memory_mb, m.latency_ms, m.error_rate, m.replicas)
+                metrics[i] = np.clip(values, 0.0, _METRIC_HIGH)
+                health[i] = _HEALTH[m.health]
+        alerted = {str(alert.service) for alert in view.visible_alerts}
+        acting = {record.agent_name for record in view.visible_fleet_actions}
+        state = self.env.state
+        return {
+            "observation": {
+                "metrics": metrics,
+                "health": health,
+                "alerts": np.array([s in alerted for s in SERVICE_NAMES], dtype=np.int8),
+                "fleet": np.array([a in acting for a in FLEET_AGENT_NAMES], dtype=np.int8),
+                "steps": np.array([state.step_count, state.max_steps], dtype=np.float32),
+            },
+            "action_mask": self._mask(agent),
+        }
+
+    def _mask(self, agent: str) -> np.ndarray:
+        mask = np.zeros(len(MOVES), dtype=np.int8)
+        obs = self._observation
+        if obs is None or obs.done or agent != self.agent_selection:
+            return mask
+        for i, move in enumerate(MOVES):
+            mask[i] = view_problem(ChaosOpsAction(role=agent, **move), obs) is None
+        return mask
+
+    def _info(self) -> dict[str, Any]:
+        assert self._observation is not None
+        return {"text": describe(self._observation, AgentRole(self.agent_selection))}
+
+    def step(self, action: Any) -> None:
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._remove(agent, action)
+            return
+        move = MOVES[int(action)]
+        self.cumulative_rewards[agent] = 0.0
+        before = self.env.state.cumulative_reward
+        self._observation = obs = self.env.step(ChaosOpsAction(role=agent, **move))
+        reward = self.env.state.cumulative_reward - before  # an unresolved end's penalty too
+        self.rewards = dict.fromkeys(self.agents, reward)
+        for name in self.agents:
+            self.cumulative_rewards[name] += reward
+        self.infos = {name: {} for name in self.agents}
+        if obs.done:
+            resolved = self.env.state.resolved
+            self.terminations = dict.fromkeys(self.agents, resolved)
+            self.truncations = dict.fromkeys(self.agents, not resolved)
+        self.agent_selection = obs.turn_role.value
+        if not obs.done:
+            self.infos[self.agent_selection] = self._info()
+
+    def _remove(self, agent: str, action: Any) -> None:
+        """An ended agent's step: it leaves, and the next agent still in follows."""
+        if action is not None:
+            raise ValueError(f"{agent}'s episode is over: its only action is None")
+        position = self.agents.index(agent)
+        self.agents.remove(agent)
+        for table in (self.rewards, self.cumulative_rewards, self.terminations,
+                      self.truncations, self.infos):  # fmt: skip
+            del table[agent]
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        if self.agents:
+            self.agent_selection = self.agents[position % len(self.agents)]
+
+    def last(self, observe: bool = True) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        agent = self.agent_selection
+        return (
+            self.observe(agent) if observe else None,
+            self.cumulative_rewards[agent],
+            self.terminations[agent],
+            self.truncations[agent],
+            self.infos[agent],
+        )
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self._observation is None:
+            return None
+        return describe(self._observation, AgentRole(self.agent_selection))
+
+    def close(self) -> None:
+        self._observation = None

@@ -1,0 +1,141 @@
+"""One role of an episode played from outside, the other roles by policies.
+
+:class:`RolePlay` is what the trainers' adapters share (TRL's tool
+environment, PettingZoo's environment): it holds an episode, plays the moves
+it is given for the trained role, and lets the configured policies play the
+other roles until it is the trained role's turn again or the episode ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaosops.agents.llm.checks import view_problem
+from chaosops.agents.llm.moves import moves_for
+from chaosops.agents.llm.render import render_view
+from chaosops.agents.policies import heuristic_policy, oracle_policy, random_policy
+from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation
+from chaosops.env.world_sim import Scenario
+
+Policy = Callable[[ChaosOpsObservation, AgentRole], Any]
+Others = str | Policy | Mapping[str, "str | Policy"]
+
+SCRIPTED = ("random", "heuristic", "oracle")
+
+
+class IllegalMove(ValueError):
+    """A move the trained role may not make in its view, or a move after the end."""
+
+
+def scripted(name: str, scenario: Scenario) -> Policy:
+    """The scripted policy ``name`` for one episode (seeded by the scenario)."""
+    if name == "random":
+        return random_policy(seed=scenario.seed)
+    if name == "heuristic":
+        return heuristic_policy(seed=scenario.seed)
+    if name == "oracle":
+        return oracle_policy(scenario.failure_type)
+    raise ValueError(f"unknown policy {name!r}; choose from {', '.join(SCRIPTED)} or a callable")
+
+
+def policies_for(others: Others, scenario: Scenario) -> dict[AgentRole, Policy]:
+    """Each role's policy for one episode: a name or a policy for all, or a map by role."""
+    by_role = others if isinstance(others, Mapping) else dict.fromkeys(AgentRole, others)
+    made: dict[str, Policy] = {}  # one scripted policy object shared, as the runner does
+    chosen: dict[AgentRole, Policy] = {}
+    for role, policy in by_role.items():
+        if isinstance(policy, str):
+            policy = made.setdefault(policy, scripted(policy, scenario))
+        chosen[AgentRole(role)] = policy
+    return chosen
+
+
+@dataclass
+class RolePlay:
+    """An episode in which ``roles`` are played from outside."""
+
+    others: Others = "heuristic"
+    env: ChaosOpsEnvironment = field(default_factory=ChaosOpsEnvironment)
+    roles: frozenset[AgentRole] = frozenset()
+    observation: ChaosOpsObservation | None = None
+    reward_since: float = 0.0  # the reward of the moves since the trained side's last one
+    _policies: dict[AgentRole, Policy] = field(default_factory=dict)
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self, scenario: Scenario, roles: frozenset[AgentRole]) -> ChaosOpsObservation:
+        """Reset to ``scenario``; play the other roles up to the first turn of ``roles``."""
+        self.roles = roles
+        self._policies = policies_for(self.others, scenario)
+        self.observation = self.env.reset(scenario=scenario)
+        self.reward_since = 0.0
+        return self._others_play()
+
+    @property
+    def done(self) -> bool:
+        return self.observation is None or self.observation.done
+
+    def check(self, action: ChaosOpsAction) -> None:
+        """Raise :class:`IllegalMove` unless ``action`` is legal now."""
+        if self.observation is None:
+            raise IllegalMove("no episode yet: reset() first")
+        if self.observation.done:
+            raise IllegalMove("the episode is over: reset() to start another")
+        problem = view_problem(action, self.observation)
+        if problem is not None:
+            raise IllegalMove(f"illegal move: {problem}")
+
+    def play(self, action: ChaosOpsAction) -> ChaosOpsObservation:
+        """Play the trained role's legal ``action``, then the others' turns."""
+        self.check(action)
+        self.reward_since = 0.0
+        self._step(action)
+        return self._others_play()
+
+    def _step(self, action: ChaosOpsAction) -> None:
+        before = self.env.state.cumulative_reward
+        self.observation = self.env.step(action)
+        # the episode's reward grew by the step's, and an unresolved end's penalty
+        self.reward_since += self.env.state.cumulative_reward - before
+
+    def _others_play(self) -> ChaosOpsObservation:
+        obs = self.observation
+        assert obs is not None
+        while not obs.done and obs.turn_role not in self.roles:
+            policy = self._policies.get(obs.turn_role)
+            if policy is None:
+                action = ChaosOpsAction(role=obs.turn_role, action_type="noop")
+            else:
+                action = self._answer(policy(obs, obs.turn_role))
+            self._step(action)
+            obs = self.observation
+        return obs
+
+    def _answer(self, answer: Any) -> ChaosOpsAction:
+        """A policy's answer; an async policy's is awaited on this play's own loop."""
+        if inspect.isawaitable(answer):
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+            answer = self._loop.run_until_complete(answer)
+        return answer
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+        self.observation = None
+
+
+def describe(obs: ChaosOpsObservation, role: AgentRole) -> str:
+    """What ``role`` sees, as text for a model, with the moves it may make."""
+    head = f"ChaosOps incident, step {obs.step}. Your role: {role.value}."
+    if obs.message:
+        head += f"\nLast event: {obs.message}"
+    if obs.done:
+        return f"{head}\nThe episode is over."
+    kinds = ", ".join(kind.value for kind in moves_for(obs, role).kinds)
+    return f"{head}\n\n{render_view(obs.view)}\nYour moves: {kinds}."

@@ -1,0 +1,158 @@
+"""ChaosOpsToolEnv as TRL reads and drives it: its tools' schemas, episodes
+equal to the runner's, illegal moves, rewards, closing; and the dataset rows."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import jsonschema
+import pytest
+
+from chaosops.agents.policies import heuristic_policy, oracle_policy
+from chaosops.agents.runner import run_episode
+from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, FailureType
+from chaosops.env.world_sim import Scenario
+from chaosops.train import rows
+from chaosops.train.play import IllegalMove
+from chaosops.train.trl import ChaosOpsToolEnv
+from tests._needs import needs
+
+try:
+    from transformers.utils import get_json_schema
+except ImportError:  # pragma: no cover - the test extra installs it
+    get_json_schema = None
+
+
+def _tools(env: ChaosOpsToolEnv) -> dict[str, Any]:
+    """The methods TRL offers as tools (as GRPOTrainer lists them)."""
+    return {
+        name: getattr(env, name)
+        for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
+        if name not in ("reset", "get_reward") and not name.startswith("_")
+    }
+
+
+def test_each_action_kind_is_one_tool_with_a_valid_schema() -> None:
+    needs(get_json_schema, "transformers", "pip install -e '.[test]'")
+    env = ChaosOpsToolEnv()
+    tools = _tools(env)
+    assert sorted(tools) == sorted(kind.value for kind in ActionType)
+    for name, method in tools.items():
+        schema = get_json_schema(method)
+        assert schema["function"]["name"] == name and schema["function"]["description"]
+        parameters = schema["function"]["parameters"]
+        jsonschema.Draft202012Validator.check_schema(parameters)
+        for prop in parameters["properties"].values():
+            assert prop["description"], f"{name}: an argument without a description"
+    scale = get_json_schema(tools["scale"])["function"]["parameters"]
+    assert scale["properties"]["replicas"]["type"] == "integer"
+    assert scale["required"] == ["service", "replicas"]
+
+
+def _call(env: ChaosOpsToolEnv, action: ChaosOpsAction) -> str:
+    """Call the tool of ``action``, as a model's tool call would."""
+    kind, args = ActionType(action.action_type), dict(action.args)
+    if kind in (ActionType.RESTART, ActionType.ROLLBACK):
+        return getattr(env, kind.value)(service=action.target)
+    if kind is ActionType.SCALE:
+        return env.scale(service=action.target, replicas=args["replicas"])
+    if kind is ActionType.FLAG_ROGUE:
+        return env.flag_rogue(agent_name=action.target or args["agent_name"])
+    return getattr(env, kind.value)(**args)
+
+
+@pytest.mark.parametrize("failure", list(FailureType))
+@pytest.mark.parametrize("role", ["sre", "oversight", "dev", "manager"])
+def test_an_episode_through_the_tools_equals_the_runners(failure: FailureType, role: str) -> None:
+    scenario = Scenario.from_type(failure, seed=3, difficulty="hard")
+    trained = AgentRole(role)
+    oracle = oracle_policy(failure)
+    moves: list[ChaosOpsAction] = []
+    with ChaosOpsToolEnv() as env:
+        text = env.reset(
+            failure_type=failure.value,
+            difficulty="hard",
+            seed=3,
+            role=role,
+            max_steps=scenario.max_steps,
+            prompt=[{"role": "user", "content": ""}],
+        )
+        assert f"Your role: {role}" in text
+        while not env.done:
+            obs = env._play.observation
+            move = oracle(obs, trained)
+            moves.append(move)
+            text = _call(env, move)
+        tool_reward = env.get_reward()
+
+    replayed = iter(moves)
+    others = heuristic_policy(seed=scenario.seed)
+    policies = {r: others for r in AgentRole} | {trained: lambda obs, r: next(replayed)}
+    result = run_episode(ChaosOpsEnvironment(), scenario, policies)
+    assert tool_reward == pytest.approx(result.cumulative_reward)
+    assert [s.action for s in result.steps if s.role is trained] == [
+        m.model_copy(update={"role": trained}) for m in moves
+    ]
+    assert "The episode is over." in text
+    assert result.resolved == ("incident resolved" in text)
+
+
+def test_illegal_moves_and_moves_after_the_end_raise_what_a_model_can_read() -> None:
+    env = ChaosOpsToolEnv(others="oracle")
+    with pytest.raises(IllegalMove, match="reset"):
+        env.noop()
+    env.reset(failure_type="db_deadlock", seed=0, role="sre")
+    with pytest.raises(IllegalMove, match="flag_rogue is the oversight's action"):
+        env.flag_rogue("deploy_bot")
+    with pytest.raises(IllegalMove, match="no service of the view"):
+        env.restart("mainframe")
+    with pytest.raises(IllegalMove, match="no failure type"):
+        env.identify_root_cause("gremlins")
+    assert env._play.env.state.step_count == 0  # nothing illegal was applied
+    env.restart("db")  # the fix: resolved at once
+    assert env.done and env.get_reward() > 0
+    with pytest.raises(IllegalMove, match="the episode is over"):
+        env.noop()
+
+
+def _noop(obs: Any, role: AgentRole) -> ChaosOpsAction:
+    return ChaosOpsAction(role=role, action_type="noop")
+
+
+def test_a_tool_reports_the_reward_since_the_last_move_and_they_sum_to_get_reward() -> None:
+    def reward(text: str) -> float:
+        return float(text.rsplit(": ", 1)[1].rstrip("."))
+
+    for others in ("heuristic", "random", "noop"):
+        policy = others if others != "noop" else _noop
+        env = ChaosOpsToolEnv(others=policy)
+        total = reward(env.reset(failure_type="memory_leak", seed=5, role="dev", max_steps=6))
+        while not env.done:
+            total += reward(env.noop())
+        assert total == pytest.approx(env.get_reward(), abs=0.01)
+        if others == "noop":  # nobody fixes it: cut at max_steps, the penalty counted
+            assert env._play.env.state.step_count == 6 and env.get_reward() < 0
+
+
+def test_close_ends_the_episode_and_the_context_manager_closes() -> None:
+    with ChaosOpsToolEnv() as env:
+        env.reset(seed=1)
+    with pytest.raises(IllegalMove, match="reset"):
+        env.noop()
+    env.reset(seed=1)
+    env.close()
+    assert env.done
+    assert "close" not in _tools(env)
+
+
+def test_rows_are_one_per_scenario_with_the_columns_reset_reads() -> None:
+    table = rows(role="oversight")
+    assert len(table) == 55 and {r["failure_type"] for r in table} == {f.value for f in FailureType}
+    first = table[0]
+    assert first["role"] == "oversight" and first["prompt"][0]["role"] == "system"
+    assert "calling one tool" in first["prompt"][0]["content"]
+    assert "Answer format" not in first["prompt"][0]["content"]
+    env = ChaosOpsToolEnv()
+    assert "Your role: oversight" in env.reset(**first)
