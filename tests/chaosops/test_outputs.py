@@ -65,6 +65,8 @@ def play(scenario: Scenario, policy: Any, episode_id: str) -> SimpleNamespace:
         oversight_flags=list(state.oversight_flags),
         declared_root_cause=state.declared_root_cause,
         mttr_steps=state.step_count if state.resolved else -1,
+        terminated=state.resolved,
+        truncated=not state.resolved,
         episode_id=episode_id,
         status="ok",
         error=None,
