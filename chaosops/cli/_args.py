@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_viewer_parsers(sub)
 
+    _add_serve_parser(sub)
+
     # listed for --help; its options are parsed by _mock.cmd_mock_llm
     sub.add_parser("mock-llm", help="local OpenAI-compatible server for demos and tests")
     return parser
@@ -90,10 +92,20 @@ def _add_viewer_parsers(sub: Any) -> None:
     )
     watch.add_argument("folder", nargs="?", metavar="RUN_DIR", help="default: runs/latest")
     watch.add_argument("--episode", metavar="ID", help="an episode id (or its first characters)")
-    watch.add_argument("--every", type=v.seconds, default=0.5, metavar="S",
-                       help="seconds between two reads of the folder (default 0.5)")  # fmt: skip
-    watch.add_argument("--delay", type=v.non_negative, default=1.0, metavar="S",
-                       help="seconds between two frames of --episode (default 1)")  # fmt: skip
+    watch.add_argument(
+        "--every",
+        type=v.seconds,
+        default=0.5,
+        metavar="S",
+        help="seconds between two reads of the folder (default 0.5)",
+    )
+    watch.add_argument(
+        "--delay",
+        type=v.non_negative,
+        default=1.0,
+        metavar="S",
+        help="seconds between two frames of --episode (default 1)",
+    )
 
     view = sub.add_parser(
         "view",
@@ -104,8 +116,7 @@ def _add_viewer_parsers(sub: Any) -> None:
     )
     view.add_argument("folders", nargs="*", metavar="RUN_DIR", help="default: runs/latest")
     view.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    view.add_argument("--port", type=v.port, default=0,
-                      help="port (default 0: a free one)")  # fmt: skip
+    view.add_argument("--port", type=v.port, default=0, help="port (default 0: a free one)")
 
     tr = sub.add_parser(
         "transcript",
@@ -114,8 +125,60 @@ def _add_viewer_parsers(sub: Any) -> None:
         "it saw, its answer, the action applied and the reward.",
     )
     tr.add_argument("folder", metavar="RUN_DIR")
-    tr.add_argument("--episode", required=True, metavar="ID",
-                    help="an episode id (or its first characters)")  # fmt: skip
+    tr.add_argument(
+        "--episode", required=True, metavar="ID", help="an episode id (or its first characters)"
+    )
+
+
+def _add_serve_parser(sub: Any) -> None:
+    serve = sub.add_parser(
+        "serve",
+        allow_abbrev=False,
+        help="serve ChaosOps as an OpenEnv environment (needs the serve extra)",
+        description="Serve ChaosOps over OpenEnv's protocol (WebSocket /ws, /health, /schema) "
+        "on 127.0.0.1 unless --host: a client plays the roles it names at reset, the server's "
+        "scripted policies the others. The URL is printed; Ctrl-C stops it (exit 130).",
+    )
+    serve.add_argument(
+        "--config",
+        type=v.run_file,
+        metavar="RUN.toml",
+        help="a run file whose policy and [roles] play the roles clients leave",
+    )
+    serve.add_argument(
+        "--policy",
+        default="heuristic",
+        help="scripted policy of the roles clients leave (default heuristic)",
+    )
+    serve.add_argument(
+        "--role-policy",
+        type=v.role_policy,
+        action="append",
+        default=[],
+        metavar="ROLE=POLICY",
+        help="one role's policy over --policy (repeatable)",
+    )
+    serve.add_argument("--out", type=v.folder, metavar="DIR",
+                       help="run folder the served episodes go to (default: a new "
+                       "runs/<UTC time>-served, and runs/latest points to it)")  # fmt: skip
+    serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    serve.add_argument(
+        "--port", type=v.port, default=8000, help="port (default 8000; 0: a free one)"
+    )
+    serve.add_argument(
+        "--max-sessions",
+        type=v.positive_int,
+        default=64,
+        metavar="N",
+        help="sessions at once (default 64); one more gets CAPACITY_REACHED",
+    )
+    serve.add_argument(
+        "--idle-timeout",
+        type=v.non_negative,
+        default=300.0,
+        metavar="S",
+        help="close a session idle this long (default 300; 0: never)",
+    )
 
 
 def _add_run_parser(sub: Any) -> None:

@@ -22,13 +22,14 @@ from ._resume import fill_from_run_file
 from ._run import cmd_run
 from ._run_file import apply_run_file
 from ._scenarios import cmd_scenarios
+from ._serve import cmd_serve
 from ._session import Session
 from ._telemetry import finish
 from ._terminal import note
 from ._view import cmd_view
 from ._watch import cmd_transcript, cmd_watch
 
-_COMMANDS = ("run", "eval", "replay", "scenarios", "watch", "view", "transcript")
+_COMMANDS = ("run", "eval", "replay", "scenarios", "watch", "view", "transcript", "serve")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -89,6 +90,8 @@ def _dispatch(args: argparse.Namespace, entries: Sequence[RunConfig] = ()) -> in
         return cmd_scenarios(args.paths)
     if args.command in ("watch", "view", "transcript"):
         return _viewer(args)
+    if args.command == "serve":
+        return cmd_serve(args)
     _check_event_loop()
     config = config_from_args(args)
     session = Session()

@@ -18,6 +18,7 @@ from chaosops.agents.llm.checks import view_problem
 from chaosops.agents.llm.moves import moves_for
 from chaosops.agents.llm.render import render_view
 from chaosops.agents.policies import heuristic_policy, oracle_policy, random_policy
+from chaosops.agents.results import EpisodeResult, EpisodeStep
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation
 from chaosops.env.world_sim import Scenario
@@ -64,14 +65,18 @@ class RolePlay:
     roles: frozenset[AgentRole] = frozenset()
     observation: ChaosOpsObservation | None = None
     reward_since: float = 0.0  # the reward of the moves since the trained side's last one
+    steps: list[EpisodeStep] = field(default_factory=list)
+    scenario: Scenario | None = None
     _policies: dict[AgentRole, Policy] = field(default_factory=dict)
     _loop: asyncio.AbstractEventLoop | None = None
 
-    def start(self, scenario: Scenario, roles: frozenset[AgentRole]) -> ChaosOpsObservation:
+    def start(
+        self, scenario: Scenario, roles: frozenset[AgentRole], episode_id: str | None = None
+    ) -> ChaosOpsObservation:
         """Reset to ``scenario``; play the other roles up to the first turn of ``roles``."""
-        self.roles = roles
+        self.roles, self.scenario, self.steps = roles, scenario, []
         self._policies = policies_for(self.others, scenario)
-        self.observation = self.env.reset(scenario=scenario)
+        self.observation = self.env.reset(scenario=scenario, episode_id=episode_id)
         self.reward_since = 0.0
         return self._others_play()
 
@@ -97,10 +102,26 @@ class RolePlay:
         return self._others_play()
 
     def _step(self, action: ChaosOpsAction) -> None:
-        before = self.env.state.cumulative_reward
-        self.observation = self.env.step(action)
+        before, seen = self.env.state.cumulative_reward, self.observation
+        self.observation = obs = self.env.step(action)
         # the episode's reward grew by the step's, and an unresolved end's penalty
         self.reward_since += self.env.state.cumulative_reward - before
+        self.steps.append(EpisodeStep(
+            turn=len(self.steps), role=seen.turn_role, observation=seen,
+            action=action.model_copy(update={"role": seen.turn_role}),
+            reward=obs.reward or 0.0, breakdown=self.env.last_breakdown, done=obs.done,
+        ))  # fmt: skip
+
+    def result(self) -> EpisodeResult:
+        """The episode so far, as the runner reports one."""
+        state = self.env.state
+        assert self.scenario is not None, "start() first"
+        return EpisodeResult(
+            scenario=self.scenario, steps=list(self.steps), resolved=state.resolved,
+            final_step=state.step_count, cumulative_reward=state.cumulative_reward,
+            wrong_fixes=state.wrong_fixes, oversight_flags=list(state.oversight_flags),
+            declared_root_cause=state.declared_root_cause, episode_id=state.episode_id or "",
+        )  # fmt: skip
 
     def _others_play(self) -> ChaosOpsObservation:
         obs = self.observation

@@ -1,0 +1,66 @@
+"""``chaosops serve``: ChaosOps as an OpenEnv environment server, on loopback
+unless ``--host`` says otherwise (docs/serve.md)."""
+
+from __future__ import annotations
+
+import argparse
+
+from chaosops.env.models import AgentRole
+from chaosops.outputs import OutputError
+
+from ._errors import CLIError, output_error
+from ._folders import new_run_folder, point_latest
+from ._view import _bound
+
+SCRIPTED = ("random", "heuristic", "oracle")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from chaosops.serve import ServedRuns, build_app
+        from chaosops.serve.runs import SERVED
+    except ImportError as exc:  # the serve extra's; the rest of chaosops runs without it
+        raise CLIError(
+            f"chaosops serve needs the serve extra ({exc.name} is missing): "
+            "pip install 'chaosops[serve]'"
+        ) from None
+    others = _others(args)
+    idle = None if args.idle_timeout == 0 else args.idle_timeout
+    sock = _bound(args.host, args.port)
+    out = args.out or new_run_folder(SERVED)
+    try:
+        runs = ServedRuns(out).open()
+    except OutputError as exc:
+        sock.close()
+        raise output_error(exc) from None
+    if args.out is None:
+        point_latest(out)
+    app = build_app(others, max_sessions=args.max_sessions, idle_timeout=idle, runs=runs)
+    shown_host = f"[{args.host}]" if ":" in args.host else args.host
+    url = f"http://{shown_host}:{sock.getsockname()[1]}"
+    # on stdout, as mock-llm's and view's URL: a script reads it there
+    print(f"chaosops serve: OpenEnv environment at {url} , episodes to {out} ; "
+          "Ctrl-C stops it", flush=True)  # fmt: skip
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        runs.close()
+    return 130 if server.should_exit else 0
+
+
+def _others(args: argparse.Namespace) -> dict[str, str]:
+    """The policy of each role a client leaves to the server: --policy, over
+    it --role-policy (or the run file's policy and [roles]); scripted only."""
+    chosen = dict.fromkeys((role.value for role in AgentRole), args.policy)
+    chosen.update(dict(args.role_policy))
+    for role, name in chosen.items():
+        if name not in SCRIPTED:
+            raise CLIError(
+                f"--policy/--role-policy {role}={name}: chaosops serve plays the roles a client "
+                f"leaves with a scripted policy ({', '.join(SCRIPTED)})"
+            )
+    return chosen

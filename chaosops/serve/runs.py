@@ -1,0 +1,60 @@
+"""The run folder a server writes its episodes to, as ``chaosops run`` writes
+one: results, trajectories, and summary.json when the server stops, so that
+``chaosops view`` and ``watch`` follow a server as they follow a run."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from chaosops.agents.llm.render import build_messages
+from chaosops.agents.results import EpisodeResult
+from chaosops.outputs import ResultsReader, RunOutputs, run_key
+from chaosops.summary import summarise
+
+__all__ = ["SERVED", "ServedRuns"]
+
+SERVED = "served"
+"""What the outputs call a served episode's players (their ``policy``)."""
+
+
+class ServedRuns:
+    """Writes each finished episode of any session; sessions run in threads, so
+    one lock orders the writes (an episode's lines stay together)."""
+
+    def __init__(self, out: str | Path) -> None:
+        self.outputs = RunOutputs(out)
+        self._lock = threading.Lock()
+        self._seen: Counter[str] = Counter()
+        self._keys: list[str] = []
+
+    def open(self) -> ServedRuns:
+        self.outputs.open()
+        return self
+
+    def write(self, result: EpisodeResult, roles: Mapping[str, str]) -> None:
+        """Append ``result``; ``roles`` says what played each role (``client`` or a policy)."""
+        played = {role: {"policy": name, "model": None} for role, name in roles.items()}
+        with self._lock:
+            first = run_key(SERVED, result.scenario, 0)
+            key = run_key(SERVED, result.scenario, self._seen[first])
+            self._seen[first] += 1
+            self._keys.append(key)
+            self.outputs.write_episode(result, policy=SERVED, key=key, render=build_messages,
+                                       roles=played)  # fmt: skip
+
+    def close(self) -> None:
+        """summary.json of what was served, then the files closed."""
+        with self._lock:
+            records = ResultsReader(self.outputs.results_path)
+            self.outputs.write_summary(summarise(records, self._keys).data)
+            self.outputs.close()
+
+    def __enter__(self) -> ServedRuns:
+        return self.open()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

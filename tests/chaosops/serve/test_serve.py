@@ -1,0 +1,168 @@
+"""`chaosops serve` through the installed command, a real server on loopback,
+and OpenEnv's own clients."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from chaosops.agents.policies import oracle_policy
+from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.env.models import FailureType
+from chaosops.env.world_sim import Scenario
+from tests._needs import needs
+
+from ..cli._cli import chaosops, jsonl, spawn
+
+try:
+    from openenv.core.generic_client import GenericEnvClient
+    from websockets.sync.client import connect
+
+    from chaosops.serve.client import ChaosOpsClient
+    from chaosops.serve.env import TurnAction
+except ImportError:  # pragma: no cover - the test extra installs openenv
+    GenericEnvClient = None
+
+
+@pytest.fixture(autouse=True)
+def _openenv() -> None:
+    needs(GenericEnvClient, "openenv", "pip install -e '.[test]' (or the 'serve' extra)")
+
+
+def _start(tmp_path: Path, *options: str) -> tuple[subprocess.Popen[str], str]:
+    proc = spawn("serve", "--port", "0", "--out", tmp_path / "served", *options, cwd=tmp_path)
+    line = proc.stdout.readline()
+    assert line.startswith("chaosops serve: OpenEnv environment at "), (line, proc.stderr.read())
+    return proc, line.split(" at ", 1)[1].split(" ,", 1)[0]
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    """Ctrl-C: the server stops, exit 130; what it said on stderr."""
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    return err
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    proc, url = _start(tmp_path, "--max-sessions", "4")
+    yield url
+    _stop(proc)
+
+
+@pytest.mark.parametrize("failure", [FailureType.DB_DEADLOCK, FailureType.ROGUE_DEPLOY_BOT])
+def test_an_episode_through_the_server_equals_it_played_locally(server: str, failure) -> None:
+    scenario = Scenario.from_type(failure, seed=4, difficulty="hard")
+    oracle = oracle_policy(failure)
+    local = ChaosOpsEnvironment()
+    obs = local.reset(scenario=scenario)
+    with GenericEnvClient(base_url=server).sync() as env:
+        result = env.reset(failure_type=failure.value, difficulty="hard", seed=4)
+        while not obs.done:
+            assert result.observation["role"] == obs.turn_role.value
+            assert result.observation["turn"] == obs.step
+            assert result.observation["view"] == obs.view.model_dump(mode="json")
+            move = oracle(obs, obs.turn_role)
+            before = local.state.cumulative_reward
+            obs = local.step(move)
+            result = env.step({"turn": result.observation["turn"], **move.model_dump(
+                mode="json", include={"action_type", "target", "args"})})  # fmt: skip
+            assert result.reward == pytest.approx(local.state.cumulative_reward - before)
+        assert result.done and result.observation["terminated"] == local.state.resolved
+        state = env.state()
+        assert state["cumulative_reward"] == pytest.approx(local.state.cumulative_reward)
+
+
+def test_the_typed_client_plays_one_role_and_the_server_the_others(server: str) -> None:
+    with ChaosOpsClient(base_url=server).sync() as env:
+        result = env.reset(failure_type="memory_leak", seed=2, roles=["dev"], max_steps=8)
+        total = result.reward
+        while not result.done:
+            assert result.observation.role == "dev"
+            result = env.step(TurnAction(turn=result.observation.turn, action_type="noop"))
+            total += result.reward
+        assert total == pytest.approx(env.state().cumulative_reward)
+        assert result.observation.terminated != result.observation.truncated
+
+
+def test_a_step_for_another_turn_or_an_illegal_move_is_refused_and_not_applied(
+    server: str,
+) -> None:
+    with GenericEnvClient(base_url=server).sync() as env:
+        with pytest.raises(RuntimeError, match="NO_EPISODE"):
+            env.step({"turn": 0, "action_type": "noop"})
+        env.reset(failure_type="db_deadlock", seed=0, roles=["sre"])
+        with pytest.raises(RuntimeError, match="WRONG_TURN: this step answers turn 3"):
+            env.step({"turn": 3, "action_type": "noop"})
+        with pytest.raises(RuntimeError, match="ILLEGAL_MOVE: flag_rogue is the oversight's"):
+            env.step({"turn": 0, "action_type": "flag_rogue", "target": "deploy_bot"})
+        with pytest.raises(RuntimeError, match="UNKNOWN_ROLE"):
+            env.reset(roles=["chef"])
+        assert env.state()["step_count"] == 0  # nothing refused was applied
+        result = env.step({"turn": 0, "action_type": "restart", "target": "db"})
+        assert result.done and result.reward > 0
+        with pytest.raises(RuntimeError, match="EPISODE_OVER"):
+            env.step({"turn": 1, "action_type": "noop"})
+
+
+def test_bad_messages_are_answered_and_the_session_goes_on(server: str) -> None:
+    with connect(server.replace("http", "ws", 1) + "/ws") as ws:
+        for raw, code in (("{not json", "INVALID_JSON"), ('{"type": "dance"}', "UNKNOWN_TYPE"),
+                          ('{"type": "step", "data": {"turn": 0, "action_type": "noop",'
+                           ' "colour": "red"}}', "VALIDATION_ERROR")):  # fmt: skip
+            ws.send(raw)
+            answer = json.loads(ws.recv(timeout=10))
+            assert answer["type"] == "error" and answer["data"]["code"] == code, answer
+        ws.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
+        assert json.loads(ws.recv(timeout=10))["type"] == "observation"
+
+
+def test_capacity_is_answered_at_once(tmp_path: Path) -> None:
+    proc, url = _start(tmp_path, "--max-sessions", "1")
+    try:
+        with GenericEnvClient(base_url=url).sync() as first:
+            first.reset()
+            with pytest.raises(Exception, match=r"CAPACITY_REACHED|capacity"):
+                with GenericEnvClient(base_url=url).sync() as second:
+                    second.reset()
+    finally:
+        _stop(proc)
+
+
+def test_a_policy_that_is_not_scripted_is_one_line(tmp_path: Path) -> None:
+    done = chaosops("serve", "--policy", "llm", cwd=tmp_path)
+    assert done.returncode == 2 and "scripted policy" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_served_episodes_are_a_run_folder_the_viewer_reads(tmp_path: Path) -> None:
+    proc, url = _start(tmp_path)
+    try:
+        with GenericEnvClient(base_url=url).sync() as env:
+            for seed in (0, 1):
+                result = env.reset(failure_type="db_deadlock", seed=seed, roles=["sre"])
+                result = env.step({"turn": result.observation["turn"], "action_type": "noop"})
+                while not result.done:
+                    obs = result.observation
+                    result = env.step({"turn": obs["turn"], "action_type": "restart",
+                                       "target": "db"})  # fmt: skip
+    finally:
+        _stop(proc)
+    out = tmp_path / "served"
+    results = jsonl(out / "results.jsonl")
+    assert [r["policy"] for r in results] == ["served", "served"]
+    assert results[0]["roles"]["sre"]["policy"] == "client"
+    assert results[0]["roles"]["dev"]["policy"] == "heuristic"
+    assert all(r["terminated"] for r in results)
+    steps = jsonl(out / "trajectories.jsonl")
+    assert len(steps) == sum(len(r["steps"]) for r in results)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["episodes"] == 2
+    shown = chaosops("transcript", out, "--episode", results[1]["episode_id"], cwd=tmp_path)
+    assert shown.returncode == 0 and "restart" in shown.stdout, shown.stderr
