@@ -139,7 +139,7 @@ def main() -> None:
                     "--out",
                     os.path.join(scratch, "served"),
                 ]
-            ),  # fmt: skip
+            ),
             "echo": _start([sys.executable, "-c", ECHO_SERVER, most]),
         }
         try:
@@ -150,8 +150,8 @@ def main() -> None:
                 for name, (_, url) in servers.items():
                     got = asyncio.run(_load(url, sessions, args.episodes, name == "chaosops"))
                     rss = _rss_mb(servers[name][0].pid)
-                    print(f"{sessions:>8}  {name:<9}{got['steps_s']:>9.0f}"
-                          f"{got['p50_ms']:>9.1f}{got['p99_ms']:>9.1f}{rss:>9.0f}", flush=True)  # fmt: skip
+                    line = f"{got['steps_s']:>9.0f}{got['p50_ms']:>9.1f}{got['p99_ms']:>9.1f}"
+                    print(f"{sessions:>8}  {name:<9}{line}{rss:>9.0f}", flush=True)
             for name, (proc, _) in servers.items():
                 print(f"{name} server RSS: {before[name]:.0f} MB before, "
                       f"{_rss_mb(proc.pid):.0f} MB after")  # fmt: skip
