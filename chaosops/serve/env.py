@@ -102,6 +102,7 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
         played = frozenset(AgentRole(r) for r in (roles or names))
         self._play.start(scenario, played, episode_id)
         self._started, self._written = True, False
+        self._write_if_over()  # the server's roles may end it before the client moves
         return self._observation()
 
     def step(
@@ -122,14 +123,18 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
             self._play.play(move)
         except IllegalMove as exc:
             raise StepRefused("ILLEGAL_MOVE", str(exc).removeprefix("illegal move: ")) from None
+        self._write_if_over()
         return self._observation()
+
+    def _write_if_over(self) -> None:
+        """An episode that just ended goes to the run folder, once."""
+        if self._play.done and self._runs is not None and not self._written:
+            self._written = True
+            self._runs.write(self._play.result(), self._played_by())
 
     def _observation(self) -> TurnObservation:
         obs = self._play.observation
         assert obs is not None
-        if obs.done and self._runs is not None and not self._written:
-            self._written = True
-            self._runs.write(self._play.result(), self._played_by())
         state = self._play.env.state
         role = obs.turn_role
         return TurnObservation(
