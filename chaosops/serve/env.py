@@ -78,6 +78,7 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
         self._runs = runs  # where finished episodes are written, if anywhere
         self._started = False
         self._written = False
+        self._last_role = AgentRole.SRE
 
     def reset(
         self,
@@ -102,6 +103,8 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
         played = frozenset(AgentRole(r) for r in (roles or names))
         self._play.start(scenario, played, episode_id)
         self._started, self._written = True, False
+        # whose view an ended episode shows: the client's role that moved last
+        self._last_role = next(r for r in self._play.env.turn_order if r in played)
         self._write_if_over()  # the server's roles may end it before the client moves
         return self._observation()
 
@@ -117,6 +120,7 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
             raise StepRefused(
                 "WRONG_TURN", f"this step answers turn {action.turn}, the open turn is {obs.step}"
             )
+        self._last_role = obs.turn_role
         move = ChaosOpsAction(role=obs.turn_role, action_type=action.action_type,
                               target=action.target, args=action.args)  # fmt: skip
         try:
@@ -136,7 +140,7 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
         obs = self._play.observation
         assert obs is not None
         state = self._play.env.state
-        role = obs.turn_role
+        role = self._last_role if obs.done else obs.turn_role
         return TurnObservation(
             done=obs.done, reward=self._play.reward_since, episode_id=state.episode_id or "",
             turn=obs.step, role=role.value, terminated=obs.done and state.resolved,

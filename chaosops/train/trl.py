@@ -24,16 +24,52 @@ __all__ = ["ChaosOpsToolEnv"]
 _REWARD = "Reward since your last move (the others' moves included): "
 
 
+def _shown(text: str, reward: float) -> str:
+    return f"{text}\n{_REWARD}{reward:+.2f}."
+
+
+class _Local:
+    """The episode in this process: ``others`` play the roles not trained."""
+
+    def __init__(self, others: Others) -> None:
+        self.play = RolePlay(others=others)
+
+    def start(self, scenario: Scenario, role: AgentRole) -> tuple[str, float]:
+        obs = self.play.start(scenario, frozenset({role}))
+        return describe(obs, role), self.play.reward_since
+
+    def move(self, action: ChaosOpsAction) -> tuple[str, float]:
+        obs = self.play.play(action)
+        return describe(obs, AgentRole(action.role)), self.play.reward_since
+
+    def reward(self) -> float:
+        return float(self.play.env.state.cumulative_reward)
+
+    @property
+    def done(self) -> bool:
+        return self.play.done
+
+    def close(self) -> None:
+        self.play.close()
+
+
 class ChaosOpsToolEnv:
     """One ChaosOps episode a model plays through tools, as one role.
 
     ``others`` plays the other roles: a scripted policy's name (``random``,
     ``heuristic``, ``oracle``), a policy ``(observation, role) -> action``
     (async ones too), or a map from role to either. Default: heuristic.
+    With ``base_url``, the episode is played on a ``chaosops serve`` server
+    instead, whose own policies play the other roles (the serve extra).
     """
 
-    def __init__(self, others: Others = "heuristic") -> None:
-        self._play = RolePlay(others=others)
+    def __init__(self, others: Others = "heuristic", base_url: str | None = None) -> None:
+        if base_url is None:
+            self._world: Any = _Local(others)
+        else:
+            from chaosops.serve.client import ServedEpisode  # the serve extra's
+
+            self._world = ServedEpisode(base_url)
         self._role = AgentRole.SRE
         # TRL offers every public function of the class as a tool: close() is
         # the instance's own, so that a model is never offered it.
@@ -57,13 +93,11 @@ class ChaosOpsToolEnv:
             failure_type, seed=int(seed), difficulty=DifficultyTier(difficulty),
             **({} if max_steps is None else {"max_steps": int(max_steps)}),
         )  # fmt: skip
-        obs = self._play.start(scenario, frozenset({self._role}))
-        return f"{describe(obs, self._role)}\n{_REWARD}{self._play.reward_since:+.2f}."
+        return _shown(*self._world.start(scenario, self._role))
 
     def _move(self, kind: ActionType, target: str | None = None, **args: Any) -> str:
         action = ChaosOpsAction(role=self._role, action_type=kind, target=target, args=args)
-        obs = self._play.play(action)
-        return f"{describe(obs, self._role)}\n{_REWARD}{self._play.reward_since:+.2f}."
+        return _shown(*self._world.move(action))
 
     def restart(self, service: str) -> str:
         """Restart a service: heals it when a restart is its fix, else counts as a wrong fix.
@@ -129,15 +163,15 @@ class ChaosOpsToolEnv:
 
     def get_reward(self) -> float:
         """The episode's reward so far: every step's, and the penalty of an unresolved end."""
-        return float(self._play.env.state.cumulative_reward)
+        return self._world.reward()
 
     @property
     def done(self) -> bool:
         """Whether the episode ended (resolved, or out of steps)."""
-        return self._play.done
+        return self._world.done
 
     def _close(self) -> None:
-        self._play.close()
+        self._world.close()
 
     def __enter__(self) -> ChaosOpsToolEnv:
         return self

@@ -166,3 +166,23 @@ def test_served_episodes_are_a_run_folder_the_viewer_reads(tmp_path: Path) -> No
     assert summary["episodes"] == 2
     shown = chaosops("transcript", out, "--episode", results[1]["episode_id"], cwd=tmp_path)
     assert shown.returncode == 0 and "restart" in shown.stdout, shown.stderr
+
+
+def test_the_tool_environment_plays_a_served_world_as_it_plays_its_own(server: str) -> None:
+    from chaosops.train.play import IllegalMove
+    from chaosops.train.trl import ChaosOpsToolEnv
+
+    row = {"failure_type": "bad_config_push", "difficulty": "medium", "seed": 7, "role": "dev"}
+    local, remote = ChaosOpsToolEnv(), ChaosOpsToolEnv(base_url=server)
+    with local, remote:
+        assert remote.reset(**row) == local.reset(**row)
+        with pytest.raises(IllegalMove, match="flag_rogue is the oversight's"):
+            remote.flag_rogue("deploy_bot")
+        moves = iter([("rollback", "payments"), ("noop", None)] * 20)
+        while not local.done:
+            kind, target = next(moves)
+            args = (target,) if target else ()
+            assert getattr(remote, kind)(*args) == getattr(local, kind)(*args)
+        assert remote.done and remote.get_reward() == pytest.approx(local.get_reward())
+        with pytest.raises(IllegalMove, match="over"):
+            remote.noop()

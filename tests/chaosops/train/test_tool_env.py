@@ -81,7 +81,7 @@ def test_an_episode_through_the_tools_equals_the_runners(failure: FailureType, r
         )
         assert f"Your role: {role}" in text
         while not env.done:
-            obs = env._play.observation
+            obs = env._world.play.observation
             move = oracle(obs, trained)
             moves.append(move)
             text = _call(env, move)
@@ -110,7 +110,7 @@ def test_illegal_moves_and_moves_after_the_end_raise_what_a_model_can_read() -> 
         env.restart("mainframe")
     with pytest.raises(IllegalMove, match="no failure type"):
         env.identify_root_cause("gremlins")
-    assert env._play.env.state.step_count == 0  # nothing illegal was applied
+    assert env._world.play.env.state.step_count == 0  # nothing illegal was applied
     env.restart("db")  # the fix: resolved at once
     assert env.done and env.get_reward() > 0
     with pytest.raises(IllegalMove, match="the episode is over"):
@@ -133,7 +133,7 @@ def test_a_tool_reports_the_reward_since_the_last_move_and_they_sum_to_get_rewar
             total += reward(env.noop())
         assert total == pytest.approx(env.get_reward(), abs=0.01)
         if others == "noop":  # nobody fixes it: cut at max_steps, the penalty counted
-            assert env._play.env.state.step_count == 6 and env.get_reward() < 0
+            assert env._world.play.env.state.step_count == 6 and env.get_reward() < 0
 
 
 def test_close_ends_the_episode_and_the_context_manager_closes() -> None:
