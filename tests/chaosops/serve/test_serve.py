@@ -186,3 +186,18 @@ def test_the_tool_environment_plays_a_served_world_as_it_plays_its_own(server: s
         assert remote.done and remote.get_reward() == pytest.approx(local.get_reward())
         with pytest.raises(IllegalMove, match="over"):
             remote.noop()
+
+
+def test_a_run_file_chooses_the_servers_policies(tmp_path: Path) -> None:
+    (tmp_path / "run.toml").write_text('policy = "oracle"\n\n[roles]\ndev = "random"\n')
+    proc, url = _start(tmp_path, "--config", tmp_path / "run.toml")
+    try:
+        with GenericEnvClient(base_url=url).sync() as env:
+            result = env.reset(failure_type="memory_leak", seed=1, roles=["sre"], max_steps=4)
+            while not result.done:
+                result = env.step({"turn": result.observation["turn"], "action_type": "noop"})
+    finally:
+        _stop(proc)
+    (record,) = jsonl(tmp_path / "served" / "results.jsonl")
+    played = {role: fields["policy"] for role, fields in record["roles"].items()}
+    assert played == {"sre": "client", "oversight": "oracle", "dev": "random", "manager": "oracle"}
