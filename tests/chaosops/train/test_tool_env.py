@@ -3,6 +3,7 @@ equal to the runner's, illegal moves, rewards, closing; and the dataset rows."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from typing import Any
 
@@ -156,3 +157,18 @@ def test_rows_are_one_per_scenario_with_the_columns_reset_reads() -> None:
     assert "Answer format" not in first["prompt"][0]["content"]
     env = ChaosOpsToolEnv()
     assert "Your role: oversight" in env.reset(**first)
+
+
+def test_async_policies_play_the_other_roles_on_the_environments_own_loop() -> None:
+    scripted = heuristic_policy(seed=4)
+
+    async def others(obs: Any, role: AgentRole) -> ChaosOpsAction:
+        await asyncio.sleep(0)
+        return scripted(obs, role)
+
+    with ChaosOpsToolEnv(others=others) as env, ChaosOpsToolEnv() as same:
+        row = {"failure_type": "dns_outage", "seed": 4, "role": "manager"}
+        assert env.reset(**row) == same.reset(**row)
+        while not same.done:
+            assert env.noop() == same.noop()
+        assert env.get_reward() == same.get_reward()
