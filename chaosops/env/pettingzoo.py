@@ -27,12 +27,10 @@ from chaosops.env.models import (
     AgentRole,
     ChaosOpsAction,
     ChaosOpsObservation,
-    DifficultyTier,
     FailureType,
     ServiceHealth,
 )
-from chaosops.env.world_sim import Scenario
-from chaosops.train.play import describe
+from chaosops.train.play import describe, scenario_of
 
 __all__ = ["MOVES", "ChaosOpsAEC", "aec_env"]
 
@@ -126,10 +124,7 @@ class ChaosOpsAEC(AECEnv):
         chosen = {**self.defaults, **given}
         seed = random.randrange(2**31) if seed is None else int(seed)
         failure = chosen["failure_type"] or random.Random(seed).choice(list(FailureType)).value
-        scenario = Scenario.from_type(
-            failure, seed=seed, difficulty=DifficultyTier(chosen["difficulty"]),
-            **({} if chosen["max_steps"] is None else {"max_steps": int(chosen["max_steps"])}),
-        )  # fmt: skip
+        scenario = scenario_of(failure, chosen["difficulty"], seed, chosen["max_steps"])
         self._observation = self.env.reset(scenario=scenario)
         self.agents = list(self.possible_agents)
         self.rewards = dict.fromkeys(self.agents, 0.0)

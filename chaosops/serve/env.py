@@ -18,9 +18,8 @@ from typing import Any
 from openenv.core.env_server import Action, Environment, Observation, State
 from pydantic import Field
 
-from chaosops.env.models import AgentRole, ChaosOpsAction, DifficultyTier
-from chaosops.env.world_sim import Scenario
-from chaosops.train.play import IllegalMove, Others, RolePlay, describe
+from chaosops.env.models import AgentRole, ChaosOpsAction
+from chaosops.train.play import IllegalMove, Others, RolePlay, describe, scenario_of
 
 from .runs import ServedRuns
 
@@ -94,10 +93,7 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
         if unknown := sorted(set(roles or ()) - set(names)):
             raise StepRefused("UNKNOWN_ROLE", f"{unknown}: the roles are {', '.join(names)}")
         try:
-            scenario = Scenario.from_type(
-                failure_type, seed=int(seed or 0), difficulty=DifficultyTier(difficulty),
-                **({} if max_steps is None else {"max_steps": int(max_steps)}),
-            )  # fmt: skip
+            scenario = scenario_of(failure_type, difficulty, seed or 0, max_steps)
         except ValueError as exc:
             raise StepRefused("BAD_SCENARIO", str(exc)) from None
         played = frozenset(AgentRole(r) for r in (roles or names))

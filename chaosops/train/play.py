@@ -20,7 +20,7 @@ from chaosops.agents.llm.render import render_view
 from chaosops.agents.policies import heuristic_policy, oracle_policy, random_policy
 from chaosops.agents.results import EpisodeResult, EpisodeStep
 from chaosops.env.environment import ChaosOpsEnvironment
-from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation
+from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation, DifficultyTier
 from chaosops.env.world_sim import Scenario
 
 Policy = Callable[[ChaosOpsObservation, AgentRole], Any]
@@ -42,6 +42,16 @@ def scripted(name: str, scenario: Scenario) -> Policy:
     if name == "oracle":
         return oracle_policy(scenario.failure_type)
     raise ValueError(f"unknown policy {name!r}; choose from {', '.join(SCRIPTED)} or a callable")
+
+
+def scenario_of(
+    failure_type: str, difficulty: str = "easy", seed: int = 0, max_steps: int | None = None
+) -> Scenario:
+    """The scenario a reset names (``max_steps`` None: the failure type's default)."""
+    limit = {} if max_steps is None else {"max_steps": int(max_steps)}
+    return Scenario.from_type(
+        failure_type, seed=int(seed), difficulty=DifficultyTier(difficulty), **limit
+    )
 
 
 def policies_for(others: Others, scenario: Scenario) -> dict[AgentRole, Policy]:

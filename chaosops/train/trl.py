@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, DifficultyTier
+from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction
 from chaosops.env.world_sim import Scenario
 
-from .play import Others, RolePlay, describe
+from .play import Others, RolePlay, describe, scenario_of
 
 __all__ = ["ChaosOpsToolEnv"]
 
@@ -89,10 +89,7 @@ class ChaosOpsToolEnv:
         Columns other than these (``prompt``, say) are the trainer's and ignored.
         """
         self._role = AgentRole(role)
-        scenario = Scenario.from_type(
-            failure_type, seed=int(seed), difficulty=DifficultyTier(difficulty),
-            **({} if max_steps is None else {"max_steps": int(max_steps)}),
-        )  # fmt: skip
+        scenario = scenario_of(failure_type, difficulty, seed, max_steps)
         return _shown(*self._world.start(scenario, self._role))
 
     def _move(self, kind: ActionType, target: str | None = None, **args: Any) -> str:
