@@ -10,6 +10,7 @@ steps/s and p50/p99 step latency for each, and each server's RSS after each
 load (3,400 episodes a load by default: over 10,000 in all). Needs the serve extra. Usage::
 
     python benchmarks/serve.py [--episodes 3400] [--sessions 1,64,256]
+    python benchmarks/serve.py --soak 10000   # memory across episodes
 """
 
 from __future__ import annotations
@@ -119,11 +120,33 @@ async def _load(url: str, sessions: int, episodes: int, chaosops: bool) -> dict[
     }
 
 
+def soak(episodes: int) -> None:
+    """``episodes`` through one session, the server's RSS every tenth of them."""
+    with tempfile.TemporaryDirectory() as scratch:
+        proc, url = _start([str(CHAOSOPS), "serve", "--port", "0",
+                            "--out", os.path.join(scratch, "served")])  # fmt: skip
+        try:
+            print(f"chaosops server RSS at the start: {_rss_mb(proc.pid):.0f} MB")
+            for done in range(episodes // 10, episodes + 1, episodes // 10):
+                asyncio.run(_episodes(url, episodes // 10, True, []))
+                print(f"{done:>7} episodes: RSS {_rss_mb(proc.pid):.0f} MB", flush=True)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=3400, help="episodes per load (3400)")
     parser.add_argument("--sessions", default="1,64,256", help="concurrent sessions (1,64,256)")
+    parser.add_argument(
+        "--soak", type=int, default=0, metavar="N",
+        help="instead: N episodes through one session, and the RSS along the way",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.soak:
+        soak(args.soak)
+        return
     loads = [int(n) for n in args.sessions.split(",")]
     most = str(max(loads) + 8)
     with tempfile.TemporaryDirectory() as scratch:
