@@ -55,16 +55,7 @@ def bare_loop(scenarios: list[Scenario], factory: Callable[[Scenario], Any]) -> 
 
 def result_of(scenario: Scenario, steps: list[EpisodeStep], state: Any) -> EpisodeResult:
     """An episode's ``EpisodeResult`` from its steps and the environment's final state."""
-    return EpisodeResult(
-        scenario=scenario,
-        steps=steps,
-        resolved=state.resolved,
-        final_step=state.step_count,
-        cumulative_reward=state.cumulative_reward,
-        wrong_fixes=state.wrong_fixes,
-        oversight_flags=list(state.oversight_flags),
-        declared_root_cause=state.declared_root_cause,
-    )
+    return EpisodeResult.from_state(scenario, steps, state)
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:

@@ -22,8 +22,17 @@ from chaosops.env.models import (
     FailureType,
     ServiceHealth,
 )
+from chaosops.env.world_sim import Scenario
+from chaosops.samples import policy_seed
 
-__all__ = ["Policy", "heuristic_policy", "oracle_policy", "random_policy"]
+__all__ = [
+    "SCRIPTED",
+    "Policy",
+    "heuristic_policy",
+    "oracle_policy",
+    "random_policy",
+    "scripted_policy",
+]
 
 Policy: TypeAlias = Callable[
     [ChaosOpsObservation, AgentRole], ChaosOpsAction | Awaitable[ChaosOpsAction]
@@ -194,3 +203,20 @@ def oracle_policy(
         return _act(role, kind, target, dict(args))
 
     return policy
+
+
+SCRIPTED: tuple[str, ...] = ("random", "heuristic", "oracle")
+"""The scripted policies' names, as the command line and run files give them."""
+
+
+def scripted_policy(name: str, scenario: Scenario) -> Policy:
+    """The scripted policy ``name`` for one episode of ``scenario``: random and
+    heuristic seeded with its seed (a sample's own under ``--samples``:
+    :func:`chaosops.samples.policy_seed`), oracle given its failure type."""
+    if name == "random":
+        return random_policy(seed=policy_seed(scenario))
+    if name == "heuristic":
+        return heuristic_policy(seed=policy_seed(scenario))
+    if name == "oracle":
+        return oracle_policy(scenario.failure_type)
+    raise ValueError(f"unknown scripted policy {name!r}; choose from {', '.join(SCRIPTED)}")

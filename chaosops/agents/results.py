@@ -54,6 +54,24 @@ class EpisodeResult:
     errors: int = 0
     wall_s: float = 0.0
 
+    @classmethod
+    def from_state(
+        cls, scenario: Scenario, steps: list[EpisodeStep], state: Any, **fields: Any
+    ) -> EpisodeResult:
+        """The result read off the environment's final ``state`` (None: it never
+        started, nothing to read); ``fields`` are the others (episode_id, status...)."""
+        return cls(
+            scenario=scenario,
+            steps=steps,
+            resolved=bool(state and state.resolved),
+            final_step=state.step_count if state else 0,
+            cumulative_reward=state.cumulative_reward if state else 0.0,
+            wrong_fixes=state.wrong_fixes if state else 0,
+            oversight_flags=list(state.oversight_flags) if state else [],
+            declared_root_cause=state.declared_root_cause if state else None,
+            **fields,
+        )
+
     @property
     def terminated(self) -> bool:
         """Ended in a terminal state: the incident resolved (the RL sense)."""

@@ -347,15 +347,10 @@ async def arun_episode(
         record_turns=False,  # the steps above are the records
     )
     state = _final_state(env, trace)
-    result = EpisodeResult(
-        scenario=scenario,
-        steps=steps,
-        resolved=bool(state and state.resolved),
-        final_step=state.step_count if state else 0,
-        cumulative_reward=state.cumulative_reward if state else 0.0,
-        wrong_fixes=state.wrong_fixes if state else 0,
-        oversight_flags=list(state.oversight_flags) if state else [],
-        declared_root_cause=state.declared_root_cause if state else None,
+    result = EpisodeResult.from_state(
+        scenario,
+        steps,
+        state,
         episode_id=episode_id,
         status=trace.status,
         error=trace.error,

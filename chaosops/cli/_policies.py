@@ -23,9 +23,8 @@ from chaosops.agents.llm import (
 )
 from chaosops.agents.llm.http import http_url_with_host
 from chaosops.agents.llm.settings import LLMSettings
-from chaosops.agents.policies import heuristic_policy, oracle_policy, random_policy
+from chaosops.agents.policies import SCRIPTED, scripted_policy
 from chaosops.env.models import AgentRole
-from chaosops.samples import policy_seed
 
 from ._errors import CLIError, one_line
 from ._terminal import note
@@ -78,18 +77,9 @@ def policy_factory(name: str, llm: Any = None) -> Callable[[Any], Mapping[Any, A
         return lambda scenario: dict.fromkeys(roles, llm.for_episode())
 
     def factory(scenario: Any) -> Mapping[Any, Any]:
-        if name == "random":
-            policy = random_policy(seed=policy_seed(scenario))
-        elif name == "heuristic":
-            policy = heuristic_policy(seed=policy_seed(scenario))
-        else:
-            policy = oracle_policy(scenario.failure_type)
-        return dict.fromkeys(roles, policy)
+        return dict.fromkeys(roles, scripted_policy(name, scenario))
 
     return factory
-
-
-SCRIPTED: tuple[str, ...] = ("random", "heuristic", "oracle")
 
 
 def role_map_factory(

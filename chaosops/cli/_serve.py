@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import argparse
 
+from chaosops.agents.policies import SCRIPTED
 from chaosops.env.models import AgentRole
 from chaosops.outputs import OutputError
 
 from ._errors import CLIError, output_error
 from ._folders import new_run_folder, point_latest
-from ._view import _bound
-
-SCRIPTED = ("random", "heuristic", "oracle")
+from ._view import listening_socket, url_of
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -28,7 +27,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ) from None
     others = _others(args)
     idle = None if args.idle_timeout == 0 else args.idle_timeout
-    sock = _bound(args.host, args.port)
+    sock = listening_socket(args.host, args.port)
     out = args.out or new_run_folder(SERVED)
     try:
         runs = ServedRuns(out).open()
@@ -38,8 +37,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.out is None:
         point_latest(out)
     app = build_app(others, max_sessions=args.max_sessions, idle_timeout=idle, runs=runs)
-    shown_host = f"[{args.host}]" if ":" in args.host else args.host
-    url = f"http://{shown_host}:{sock.getsockname()[1]}"
+    url = url_of(args.host, sock)
     # on stdout, as mock-llm's and view's URL: a script reads it there
     print(f"chaosops serve: OpenEnv environment at {url} , episodes to {out} ; "
           "Ctrl-C stops it", flush=True)  # fmt: skip

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from chaosops.agents.llm.policy import OWN_REQUEST_FIELDS
+from chaosops.agents.policies import SCRIPTED
 from chaosops.env.models import FailureType
 
-POLICIES: tuple[str, ...] = ("random", "heuristic", "oracle", "llm")
+POLICIES: tuple[str, ...] = (*SCRIPTED, "llm")
 ROLES: tuple[str, ...] = ("sre", "oversight", "dev", "manager")
 TIERS: tuple[str, ...] = ("easy", "medium", "hard")
 ANSWERS: tuple[str, ...] = ("auto", "json", "json_object", "tools", "text")
@@ -81,34 +82,24 @@ def json_object(text: str) -> dict[str, Any]:
     return value
 
 
-def seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
+def _number(accepts: Callable[[float], bool], expected: str) -> Callable[[str], float]:
+    """An argparse type: a finite number that ``accepts`` takes."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and accepts(value)):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
 
 
-def non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
-
-
-def share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
-    return value
+seconds = _number(lambda v: v > 0, "a positive number of seconds")
+non_negative = _number(lambda v: v >= 0, "a number >= 0")
+share = _number(lambda v: 0 < v <= 1, "a number in (0, 1]")
 
 
 def error_limit(text: str) -> int | float:

@@ -27,10 +27,9 @@ def cmd_view(folders: Sequence[str], host: str, port: int) -> int:
             if path not in opened:
                 opened[path] = open_index(path)
             indexes.append(opened[path])
-    sock = _bound(host, port)
-    shown_host = f"[{host}]" if ":" in host else host
+    sock = listening_socket(host, port)
     # on stdout, as mock-llm's URL: a script reads it there
-    url = f"http://{shown_host}:{sock.getsockname()[1]}/"
+    url = f"{url_of(host, sock)}/"
     print(f"chaosops view serving {len(indexes)} run(s) at {url} ; Ctrl-C stops it", flush=True)
     server = uvicorn.Server(uvicorn.Config(build_app(indexes), log_level="warning"))
     try:
@@ -56,7 +55,13 @@ def _runs_in(folder: Path) -> list[Path]:
     return [run for run in runs if run.is_dir()] or [folder]
 
 
-def _bound(host: str, port: int) -> socket.socket:
+def url_of(host: str, sock: socket.socket) -> str:
+    """``http://HOST:PORT`` of a listening socket (an IPv6 host in brackets)."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{sock.getsockname()[1]}"
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
     """A listening socket on ``host``:``port``; one line (exit 2) when it cannot be had."""
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]

@@ -17,7 +17,7 @@ from typing import Any
 from chaosops.agents.llm.checks import view_problem
 from chaosops.agents.llm.moves import moves_for
 from chaosops.agents.llm.render import render_view
-from chaosops.agents.policies import heuristic_policy, oracle_policy, random_policy
+from chaosops.agents.policies import scripted_policy
 from chaosops.agents.results import EpisodeResult, EpisodeStep
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation, DifficultyTier
@@ -26,22 +26,9 @@ from chaosops.env.world_sim import Scenario
 Policy = Callable[[ChaosOpsObservation, AgentRole], Any]
 Others = str | Policy | Mapping[str, "str | Policy"]
 
-SCRIPTED = ("random", "heuristic", "oracle")
-
 
 class IllegalMove(ValueError):
     """A move the trained role may not make in its view, or a move after the end."""
-
-
-def scripted(name: str, scenario: Scenario) -> Policy:
-    """The scripted policy ``name`` for one episode (seeded by the scenario)."""
-    if name == "random":
-        return random_policy(seed=scenario.seed)
-    if name == "heuristic":
-        return heuristic_policy(seed=scenario.seed)
-    if name == "oracle":
-        return oracle_policy(scenario.failure_type)
-    raise ValueError(f"unknown policy {name!r}; choose from {', '.join(SCRIPTED)} or a callable")
 
 
 def scenario_of(
@@ -61,7 +48,7 @@ def policies_for(others: Others, scenario: Scenario) -> dict[AgentRole, Policy]:
     chosen: dict[AgentRole, Policy] = {}
     for role, policy in by_role.items():
         if isinstance(policy, str):
-            policy = made.setdefault(policy, scripted(policy, scenario))
+            policy = made.setdefault(policy, scripted_policy(policy, scenario))
         chosen[AgentRole(role)] = policy
     return chosen
 
@@ -126,12 +113,9 @@ class RolePlay:
         """The episode so far, as the runner reports one."""
         state = self.env.state
         assert self.scenario is not None, "start() first"
-        return EpisodeResult(
-            scenario=self.scenario, steps=list(self.steps), resolved=state.resolved,
-            final_step=state.step_count, cumulative_reward=state.cumulative_reward,
-            wrong_fixes=state.wrong_fixes, oversight_flags=list(state.oversight_flags),
-            declared_root_cause=state.declared_root_cause, episode_id=state.episode_id or "",
-        )  # fmt: skip
+        return EpisodeResult.from_state(
+            self.scenario, list(self.steps), state, episode_id=state.episode_id or ""
+        )
 
     def _others_play(self) -> ChaosOpsObservation:
         obs = self.observation
