@@ -295,16 +295,18 @@ async def arun_episode(
     max_turns: int | None = None,
     turn_timeout: TurnTimeoutArg = None,
     fields: Mapping[str, Any] | None = None,
+    episode_id: str | None = None,
 ) -> EpisodeResult:
     """Play ``scenario`` on ``env`` (reset here) with one actor per role.
 
     ``max_turns`` defaults to ``scenario.max_steps * len(env.turn_order)``.
     ``turn_timeout``: see :data:`TurnTimeoutArg`. ``fields``: see :data:`FIELDS_DOC`.
+    ``episode_id``: the episode's id (None: a new one).
     """
     fields = _check_fields(fields)
     if max_turns is None:
         max_turns = scenario.max_steps * len(env.turn_order)
-    episode_id = actors.new_episode_id()
+    episode_id = episode_id or actors.new_episode_id()
     steps: list[EpisodeStep] = []
     add_step = steps.append
 

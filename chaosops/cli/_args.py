@@ -179,6 +179,19 @@ def _add_serve_parser(sub: Any) -> None:
         metavar="S",
         help="close a session idle this long (default 300; 0: never)",
     )
+    serve.add_argument(
+        "--client-timeout",
+        type=v.seconds,
+        metavar="S",
+        help="a client's turn deadline: past it the server plays noop for it (default: none)",
+    )
+    serve.add_argument(
+        "--client-misses",
+        type=v.non_negative_int,
+        default=3,
+        metavar="N",
+        help="close a session whose client missed N turns in a row (default 3; 0: never)",
+    )
 
 
 def _add_run_parser(sub: Any) -> None:

@@ -18,7 +18,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from chaosops.serve import ServedRuns, build_app
+        from chaosops.serve import ServedRuns, TableRules, build_app, role_maps
         from chaosops.serve.runs import SERVED
     except ImportError as exc:  # the serve extra's; the rest of chaosops runs without it
         raise CLIError(
@@ -36,7 +36,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise output_error(exc) from None
     if args.out is None:
         point_latest(out)
-    app = build_app(others, max_sessions=args.max_sessions, idle_timeout=idle, runs=runs)
+    rules = TableRules(
+        role_maps(others), names={AgentRole(r): n for r, n in others.items()},
+        client_timeout=args.client_timeout, max_misses=args.client_misses or None,
+        fields={"policy": SERVED},
+    )  # fmt: skip
+    app = build_app(rules, max_sessions=args.max_sessions, idle_timeout=idle, runs=runs)
     url = url_of(args.host, sock)
     # on stdout, as mock-llm's and view's URL: a script reads it there
     print(f"chaosops serve: OpenEnv environment at {url} , episodes to {out} ; "

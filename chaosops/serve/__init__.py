@@ -1,7 +1,8 @@
 """``chaosops serve``: the world as an OpenEnv environment server (the ``serve`` extra).
 
 :class:`~chaosops.serve.env.ChaosOpsServerEnv` is the environment each session
-gets; :func:`build_app` serves it with OpenEnv's ``create_app``, and
+gets, a seat at one of the server's :class:`~chaosops.serve.tables.Tables`;
+:func:`build_app` serves it with OpenEnv's ``create_app``, and
 :class:`~chaosops.serve.client.ChaosOpsClient` is its typed client. See
 docs/serve.md.
 """
@@ -13,25 +14,41 @@ from typing import Any
 
 from openenv.core.env_server import ConcurrencyConfig, create_app
 
-from chaosops.train.play import Others
+from chaosops.env.models import AgentRole
+from chaosops.train.play import Others, policies_for
 
 from .env import ChaosOpsServerEnv, TurnAction, TurnObservation, TurnState
 from .runs import ServedRuns
+from .tables import RoleMaps, Table, TableRules, Tables
 
-__all__ = ["ServedRuns", "build_app"]
+__all__ = ["ServedRuns", "TableRules", "build_app", "role_maps"]
+
+
+def role_maps(others: Others) -> RoleMaps:
+    """The server's policies per scenario from a policy name, a policy, or a map by role."""
+    return functools.partial(policies_for, others)
 
 
 def build_app(
-    others: Others = "heuristic",
+    rules: TableRules | None = None,
     max_sessions: int = 64,
     idle_timeout: float | None = 300.0,
     runs: ServedRuns | None = None,
 ) -> Any:
     """The OpenEnv app: a session per client, at most ``max_sessions`` at once
     (more get ``CAPACITY_REACHED`` at once), idle ones reaped after
-    ``idle_timeout`` s; finished episodes written to ``runs`` when given."""
-    return create_app(
-        functools.partial(ChaosOpsServerEnv, others, runs),
+    ``idle_timeout`` s, as are episodes no client is connected to; the roles
+    clients leave played by ``rules`` (default: the heuristic policy);
+    finished episodes written to ``runs`` when given."""
+    rules = rules or TableRules(role_maps("heuristic"))
+
+    def ended(table: Table) -> None:
+        if runs is not None and table.result is not None:
+            runs.write(table.result, _played_by(table, rules))
+
+    tables = Tables(rules, ended)
+    app = create_app(
+        functools.partial(ChaosOpsServerEnv, tables, idle_timeout),
         TurnAction,
         TurnObservation,
         env_name="chaosops",
@@ -40,3 +57,13 @@ def build_app(
         ),
         state_cls=TurnState,
     )
+    app.router.on_shutdown.append(tables.aclose)  # the episodes in play end with the server
+    return app
+
+
+def _played_by(table: Table, rules: TableRules) -> dict[str, str]:
+    """What played each role: a client, or the server's policy (by name)."""
+    return {
+        role.value: "client" if role in table.played_by_clients else rules.names.get(role, "noop")
+        for role in AgentRole
+    }

@@ -1,27 +1,29 @@
-"""ChaosOps as an OpenEnv ``Environment``: the client plays some roles, the
-server's policies the others.
+"""ChaosOps as an OpenEnv ``Environment``: a session's client plays some roles
+of an episode, other clients or the server's policies the others.
 
-``reset`` takes a scenario and the roles the client plays (all four by
-default); the other roles are played on the server by ``others`` (scripted
-policies, or any policy). Each observation is for the client's role whose
-turn it is, names that turn, and carries the reward earned since the client's
-last step: its own move and the moves the server played since. A step names
-the turn it answers: a step for another turn is refused and never applied,
-as is a move that is no legal move of the view (checked as LLM answers are).
+``reset`` opens an episode (a scenario and the roles the client plays, all
+four by default), joins an open one (``join``: its id) to play roles the
+server was playing, or comes back to a seat (``session``: its id) after a
+lost connection. Each observation is for the client's role whose turn it is,
+names that turn, and carries the reward earned since the client's last step.
+A step names the turn it answers: a step for another turn is refused and
+never applied, as is a move that is no legal move of the view (checked as
+LLM answers are). The episodes themselves are :mod:`chaosops.serve.tables`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from openenv.core.env_server import Action, Environment, Observation, State
 from pydantic import Field
 
+from actors import new_episode_id
+from chaosops.agents.llm.checks import view_problem
 from chaosops.env.models import AgentRole, ChaosOpsAction
-from chaosops.train.play import IllegalMove, Others, RolePlay, describe, scenario_of
+from chaosops.train.play import describe, scenario_of
 
-from .runs import ServedRuns
+from .tables import Seat, Tables
 
 __all__ = ["ChaosOpsServerEnv", "StepRefused", "TurnAction", "TurnObservation", "TurnState"]
 
@@ -29,7 +31,9 @@ __all__ = ["ChaosOpsServerEnv", "StepRefused", "TurnAction", "TurnObservation", 
 class StepRefused(ValueError):
     """A reset or step the server does not apply; its message opens with a code
     (``NO_EPISODE``, ``EPISODE_OVER``, ``WRONG_TURN``, ``ILLEGAL_MOVE``,
-    ``UNKNOWN_ROLE``, ``BAD_SCENARIO``)."""
+    ``UNKNOWN_ROLE``, ``BAD_SCENARIO``, ``NO_SUCH_EPISODE``, ``ROLE_TAKEN``,
+    ``EPISODE_ID_TAKEN``, ``UNKNOWN_SESSION``, ``SESSION_IN_USE``,
+    ``SESSION_CLOSED``, ``SYNC_CALL``)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
@@ -49,6 +53,7 @@ class TurnObservation(Observation):
     """What the client's role whose turn it is sees."""
 
     episode_id: str = ""
+    session: str = Field(default="", description="the seat id: reset(session=...) comes back")
     turn: int = Field(default=0, description="the turn to answer (the steps applied so far)")
     role: str = Field(default="", description="the client's role to move")
     terminated: bool = Field(default=False, description="ended resolved (a terminal state)")
@@ -61,25 +66,25 @@ class TurnState(State):
     """The episode as the server holds it (no hidden ground truth)."""
 
     roles: list[str] = Field(default_factory=list)
+    session: str = ""
+    turn: int = Field(default=-1, description="the client's open turn (-1: none)")
+    clients: list[str] = Field(default_factory=list, description="the roles clients play now")
     done: bool = False
     cumulative_reward: float = 0.0
 
 
 class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
-    """One session's episode; ``others`` plays the roles the client leaves."""
+    """One session: a client's seat at a table of ``tables``."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, others: Others = "heuristic", runs: ServedRuns | None = None) -> None:
+    def __init__(self, tables: Tables, idle_timeout: float | None = None) -> None:
         super().__init__()
-        self._play = RolePlay(others=others)
-        self._others = others
-        self._runs = runs  # where finished episodes are written, if anywhere
-        self._started = False
-        self._written = False
-        self._last_role = AgentRole.SRE
+        self._tables = tables
+        self._idle_timeout = idle_timeout  # a table no client is attached to is dropped after it
+        self._seat: Seat | None = None
 
-    def reset(
+    async def reset_async(
         self,
         seed: int | None = None,
         episode_id: str | None = None,
@@ -87,93 +92,143 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
         difficulty: str = "easy",
         max_steps: int | None = None,
         roles: list[str] | None = None,
+        join: str | None = None,
+        session: str | None = None,
         **kwargs: Any,
     ) -> TurnObservation:
-        names = [role.value for role in AgentRole]
-        if unknown := sorted(set(roles or ()) - set(names)):
-            raise StepRefused("UNKNOWN_ROLE", f"{unknown}: the roles are {', '.join(names)}")
-        try:
-            scenario = scenario_of(failure_type, difficulty, seed or 0, max_steps)
-        except ValueError as exc:
-            raise StepRefused("BAD_SCENARIO", str(exc)) from None
-        played = frozenset(AgentRole(r) for r in (roles or names))
-        self._play.start(scenario, played, episode_id)
-        self._started, self._written = True, False
-        # whose view an ended episode shows: the client's role that moved last
-        self._last_role = next(r for r in self._play.env.turn_order if r in played)
-        self._write_if_over()  # the server's roles may end it before the client moves
-        return self._observation()
-
-    def step(
-        self, action: TurnAction, timeout_s: float | None = None, **kwargs: Any
-    ) -> TurnObservation:
-        obs = self._play.observation
-        if not self._started or obs is None:
-            raise StepRefused("NO_EPISODE", "no episode yet: reset first")
-        if obs.done:
-            raise StepRefused("EPISODE_OVER", "the episode is over: reset to start another")
-        if action.turn != obs.step:
-            raise StepRefused(
-                "WRONG_TURN", f"this step answers turn {action.turn}, the open turn is {obs.step}"
-            )
-        self._last_role = obs.turn_role
-        move = ChaosOpsAction(role=obs.turn_role, action_type=action.action_type,
-                              target=action.target, args=action.args)  # fmt: skip
-        try:
-            self._play.play(move)
-        except IllegalMove as exc:
-            raise StepRefused("ILLEGAL_MOVE", str(exc).removeprefix("illegal move: ")) from None
-        self._write_if_over()
-        return self._observation()
-
-    # The server's policies are scripted, and a step costs tens of microseconds:
-    # played on the event loop, it spares each step a hop to a worker thread.
-    async def reset_async(
-        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
-    ) -> TurnObservation:
-        return self.reset(seed=seed, episode_id=episode_id, **kwargs)
+        self._tables.reap(self._idle_timeout)
+        played = _roles(roles)
+        if session is not None:
+            seat = self._come_back(session)
+        elif join is not None:
+            seat = self._join(join, played)
+        else:
+            seat = self._open(failure_type, difficulty, seed, max_steps, played, episode_id)
+        self._seat = seat
+        await seat.next_turn(after=-1)
+        return self._observation(seat)
 
     async def step_async(
         self, action: TurnAction, timeout_s: float | None = None, **kwargs: Any
     ) -> TurnObservation:
-        return self.step(action, timeout_s=timeout_s, **kwargs)
+        seat = self._playing()
+        turn = seat.pending
+        if turn is None or action.turn != turn.number:
+            raise StepRefused("WRONG_TURN", _wrong_turn(action.turn, seat))
+        move = ChaosOpsAction(role=turn.role, action_type=action.action_type,
+                              target=action.target, args=action.args)  # fmt: skip
+        if (problem := view_problem(move, turn.observation)) is not None:
+            raise StepRefused("ILLEGAL_MOVE", problem)
+        if not seat.answer(turn, move):
+            raise StepRefused("WRONG_TURN", f"turn {turn.number} closed at its deadline")
+        await seat.next_turn(after=turn.number)
+        return self._observation(seat)
 
-    def _write_if_over(self) -> None:
-        """An episode that just ended goes to the run folder, once."""
-        if self._play.done and self._runs is not None and not self._written:
-            self._written = True
-            self._runs.write(self._play.result(), self._played_by())
+    def reset(self, *args: Any, **kwargs: Any) -> TurnObservation:
+        raise StepRefused("SYNC_CALL", "a served episode plays on the server's loop: reset_async")
 
-    def _observation(self) -> TurnObservation:
-        obs = self._play.observation
+    def step(self, *args: Any, **kwargs: Any) -> TurnObservation:
+        raise StepRefused("SYNC_CALL", "a served episode plays on the server's loop: step_async")
+
+    def _open(self, failure_type: str, difficulty: str, seed: int | None,
+              max_steps: int | None, played: frozenset[AgentRole] | None,
+              episode_id: str | None) -> Seat:  # fmt: skip
+        try:
+            scenario = scenario_of(failure_type, difficulty, seed or 0, max_steps)
+        except ValueError as exc:
+            raise StepRefused("BAD_SCENARIO", str(exc)) from None
+        if episode_id is not None and self._tables.has(episode_id):
+            raise StepRefused("EPISODE_ID_TAKEN", f"episode {episode_id!r} is open already")
+        roles = played if played is not None else frozenset(AgentRole)
+        self._leave("reset for another episode")
+        return self._tables.open(scenario, roles, episode_id or new_episode_id())
+
+    def _join(self, episode_id: str, played: frozenset[AgentRole] | None) -> Seat:
+        try:
+            seat = self._tables.join(episode_id, played)
+        except LookupError as exc:
+            raise StepRefused("NO_SUCH_EPISODE", str(exc).strip("'\"")) from None
+        except PermissionError as exc:
+            raise StepRefused("ROLE_TAKEN", str(exc)) from None
+        self._leave("joined another episode")
+        return seat
+
+    def _come_back(self, session: str) -> Seat:
+        seat = self._tables.seat(session)
+        if seat is None:
+            raise StepRefused("UNKNOWN_SESSION", f"no open session {session!r}")
+        if seat is self._seat:
+            return seat
+        if seat.attached:
+            raise StepRefused("SESSION_IN_USE", f"session {session!r} has a connection")
+        if seat.closed is not None:
+            raise StepRefused("SESSION_CLOSED", seat.closed)
+        self._leave("reset for another episode")
+        seat.attached = True
+        return seat
+
+    def _playing(self) -> Seat:
+        """The seat a step plays, or the refusal saying why there is none."""
+        seat = self._seat
+        if seat is None:
+            raise StepRefused("NO_EPISODE", "no episode yet: reset first")
+        if seat.closed is not None:
+            raise StepRefused("SESSION_CLOSED", seat.closed)
+        if seat.table.done:
+            raise StepRefused("EPISODE_OVER", "the episode is over: reset to start another")
+        return seat
+
+    def _leave(self, why: str) -> None:
+        if self._seat is not None:
+            self._tables.leave(self._seat, why)
+            self._seat = None
+
+    def _observation(self, seat: Seat) -> TurnObservation:
+        table = seat.table
+        turn = None if table.done else seat.pending
+        obs = turn.observation if turn is not None else table.env.observation
         assert obs is not None
-        state = self._play.env.state
-        role = self._last_role if obs.done else obs.turn_role
+        role = turn.role if turn is not None else seat.last_role
+        done, resolved = table.done, table.env.state.resolved
         return TurnObservation(
-            done=obs.done, reward=self._play.reward_since, episode_id=state.episode_id or "",
-            turn=obs.step, role=role.value, terminated=obs.done and state.resolved,
-            truncated=obs.done and not state.resolved, text=describe(obs, role),
+            done=done, reward=seat.reward_since(), episode_id=table.episode_id, session=seat.id,
+            turn=obs.step, role=role.value, terminated=done and resolved,
+            truncated=done and not resolved, text=describe(obs, role),
             view=obs.view.model_dump(mode="json"),
         )  # fmt: skip
 
-    def _played_by(self) -> dict[str, str]:
-        """What played each role: the client, or the server's policy (by name)."""
-
-        def name(role: AgentRole) -> str:
-            others = self._others
-            policy = others.get(role.value) if isinstance(others, Mapping) else others
-            return policy if isinstance(policy, str) else getattr(policy, "__name__", "policy")
-
-        return {r.value: "client" if r in self._play.roles else name(r) for r in AgentRole}
-
     @property
     def state(self) -> TurnState:
-        state = self._play.env.state
+        seat = self._seat
+        if seat is None:
+            return TurnState()
+        state = seat.table.env.state
         return TurnState(
             episode_id=state.episode_id, step_count=state.step_count,
-            roles=sorted(r.value for r in self._play.roles), done=self._play.done,
-            cumulative_reward=state.cumulative_reward,
+            roles=sorted(r.value for r in seat.roles), session=seat.id,
+            turn=-1 if seat.pending is None else seat.pending.number,
+            clients=sorted(r.value for r in seat.table.claims),
+            done=seat.table.done, cumulative_reward=state.cumulative_reward,
         )  # fmt: skip
 
     def close(self) -> None:
-        self._play.close()
+        """The connection is gone: the seat waits for its client to come back."""
+        if self._seat is not None:
+            self._tables.detach(self._seat)
+            self._seat = None
+
+
+def _roles(roles: list[str] | None) -> frozenset[AgentRole] | None:
+    names = [role.value for role in AgentRole]
+    if unknown := sorted(set(roles or ()) - set(names)):
+        raise StepRefused("UNKNOWN_ROLE", f"{unknown}: the roles are {', '.join(names)}")
+    return None if not roles else frozenset(AgentRole(r) for r in roles)
+
+
+def _wrong_turn(turn: int, seat: Seat) -> str:
+    if seat.pending is None:
+        return f"this step answers turn {turn}, and no turn is open for you now"
+    return (
+        f"this step answers turn {turn}, the open turn is {seat.pending.number}; "
+        "reset(session=...) gives its observation"
+    )

@@ -4,7 +4,6 @@ one: results, trajectories, and summary.json when the server stops, so that
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,12 +21,10 @@ SERVED = "served"
 
 
 class ServedRuns:
-    """Writes each finished episode of any session; sessions run in threads, so
-    one lock orders the writes (an episode's lines stay together)."""
+    """Writes each finished episode of the server's tables, as it ends."""
 
     def __init__(self, out: str | Path) -> None:
         self.outputs = RunOutputs(out)
-        self._lock = threading.Lock()
         self._seen: Counter[str] = Counter()
         self._keys: list[str] = []
 
@@ -38,20 +35,18 @@ class ServedRuns:
     def write(self, result: EpisodeResult, roles: Mapping[str, str]) -> None:
         """Append ``result``; ``roles`` says what played each role (``client`` or a policy)."""
         played = {role: {"policy": name, "model": None} for role, name in roles.items()}
-        with self._lock:
-            first = run_key(SERVED, result.scenario, 0)
-            key = run_key(SERVED, result.scenario, self._seen[first])
-            self._seen[first] += 1
-            self._keys.append(key)
-            self.outputs.write_episode(result, policy=SERVED, key=key, render=build_messages,
-                                       roles=played)  # fmt: skip
+        first = run_key(SERVED, result.scenario, 0)
+        key = run_key(SERVED, result.scenario, self._seen[first])
+        self._seen[first] += 1
+        self._keys.append(key)
+        self.outputs.write_episode(result, policy=SERVED, key=key, render=build_messages,
+                                   roles=played)  # fmt: skip
 
     def close(self) -> None:
         """summary.json of what was served, then the files closed."""
-        with self._lock:
-            records = ResultsReader(self.outputs.results_path)
-            self.outputs.write_summary(summarise(records, self._keys).data)
-            self.outputs.close()
+        records = ResultsReader(self.outputs.results_path)
+        self.outputs.write_summary(summarise(records, self._keys).data)
+        self.outputs.close()
 
     def __enter__(self) -> ServedRuns:
         return self.open()

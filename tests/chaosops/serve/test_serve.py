@@ -3,9 +3,11 @@ and OpenEnv's own clients."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -201,3 +203,103 @@ def test_a_run_file_chooses_the_servers_policies(tmp_path: Path) -> None:
     (record,) = jsonl(tmp_path / "served" / "results.jsonl")
     played = {role: fields["policy"] for role, fields in record["roles"].items()}
     assert played == {"sre": "client", "oversight": "oracle", "dev": "random", "manager": "oracle"}
+
+
+def _until(check, seconds: float = 20.0):
+    """``check()``'s first true value, asked every 50 ms for ``seconds`` at most."""
+    deadline = time.monotonic() + seconds
+    while not (value := check()):
+        assert time.monotonic() < deadline, "never came"
+        time.sleep(0.05)
+    return value
+
+
+async def _play(client, result, role: str, move: dict) -> list[float]:
+    """Step ``move`` at each of the client's turns to the end; the rewards it got."""
+    rewards = [result.reward]
+    while not result.done:
+        assert result.observation["role"] == role
+        result = await client.step({"turn": result.observation["turn"], **move})
+        rewards.append(result.reward)
+    return rewards
+
+
+@pytest.mark.asyncio
+async def test_two_clients_play_their_roles_of_one_episode(tmp_path: Path) -> None:
+    proc, url = _start(tmp_path)
+    try:
+        async with GenericEnvClient(base_url=url) as a, GenericEnvClient(base_url=url) as b:
+            first = await a.reset(failure_type="disk_full", seed=2, roles=["sre"], max_steps=6)
+            episode = first.observation["episode_id"]
+            joined = asyncio.create_task(b.reset(join=episode, roles=["dev"]))
+            for _ in range(200):  # the join is seen before the first move
+                if "dev" in (await a.state())["clients"]:
+                    break
+                await asyncio.sleep(0.05)
+            noop = {"action_type": "noop"}
+            sre = asyncio.create_task(_play(a, first, "sre", noop))
+            dev = await _play(b, await joined, "dev", noop)
+            sre = await sre
+            total = (await a.state())["cumulative_reward"]
+        assert sum(sre) == pytest.approx(total) and sum(dev) == pytest.approx(total)
+        with GenericEnvClient(base_url=url).sync() as c:
+            with pytest.raises(RuntimeError, match="NO_SUCH_EPISODE"):
+                c.reset(join=episode)
+    finally:
+        _stop(proc)
+    (record,) = jsonl(tmp_path / "served" / "results.jsonl")
+    played = {role: fields["policy"] for role, fields in record["roles"].items()}
+    assert played == {"sre": "client", "oversight": "heuristic", "dev": "client",
+                      "manager": "heuristic"}  # fmt: skip
+    moves = [step["role"] for step in record["steps"] if step["role"] in ("sre", "dev")]
+    assert len(moves) == len(sre) - 1 + len(dev) - 1  # each client step applied once
+
+
+def test_a_client_that_stalls_gets_the_fallback_then_its_session_is_closed(
+    tmp_path: Path,
+) -> None:
+    proc, url = _start(tmp_path, "--client-timeout", "2", "--client-misses", "2")
+    try:
+        with GenericEnvClient(base_url=url).sync() as env:
+            result = env.reset(
+                failure_type="misrouted_traffic", seed=3, roles=["sre"], max_steps=16
+            )
+            session = result.observation["session"]
+            time.sleep(2.5)  # turn 0 closes at its deadline: the server plays noop for it
+            with pytest.raises(RuntimeError, match="WRONG_TURN: this step answers turn 0, "
+                               "the open turn is 4"):  # fmt: skip
+                env.step({"turn": 0, "action_type": "noop"})
+            result = env.reset(session=session)  # the open turn's observation
+            assert result.observation["turn"] == 4
+            env.step({"turn": 4, "action_type": "noop"})  # a move in time: misses start again
+            _until(lambda: env.state()["clients"] == [], seconds=30)  # two misses in a row
+            with pytest.raises(RuntimeError, match="SESSION_CLOSED: CLIENT_TIMEOUT: missed 2"):
+                env.step({"turn": 12, "action_type": "noop"})
+    finally:
+        _stop(proc)
+    (record,) = jsonl(tmp_path / "served" / "results.jsonl")
+    late = [step["turn"] for step in record["steps"] if step["timed_out"]]
+    assert late == [0, 8, 12] and record["timeouts"] == 3
+
+
+def test_a_client_that_reconnects_continues_where_it_stood(tmp_path: Path) -> None:
+    proc, url = _start(tmp_path, "--max-sessions", "1")
+    try:
+        with GenericEnvClient(base_url=url).sync() as env:
+            result = env.reset(failure_type="rogue_deploy_bot", seed=5, roles=["sre"], max_steps=12)
+            rewards = [result.reward]
+            result = env.step({"turn": 0, "action_type": "noop"})
+            rewards.append(result.reward)
+            session, turn = result.observation["session"], result.observation["turn"]
+        # the connection is gone, and its slot free: a new one gets the episode back
+        with GenericEnvClient(base_url=url).sync() as env:
+            result = env.reset(session=session)
+            assert result.observation["turn"] == turn and result.reward == 0
+            while not result.done:
+                result = env.step({"turn": result.observation["turn"], "action_type": "noop"})
+                rewards.append(result.reward)
+            assert sum(rewards) == pytest.approx(env.state()["cumulative_reward"])
+            with pytest.raises(RuntimeError, match="UNKNOWN_SESSION"):
+                env.reset(session="nobody")
+    finally:
+        _stop(proc)
