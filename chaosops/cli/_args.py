@@ -18,7 +18,7 @@ from chaosops import __version__
 from . import _values as v
 from ._errors import PROG, CLIError, one_line
 from ._options import REPEATABLE as _REPEATABLE_OPTIONS
-from ._options import add_options
+from ._options import add_options, add_serve_options
 
 DEFAULT_EVAL_OUT = Path("runs") / "eval"
 DEFAULT_EVAL_POLICIES: tuple[str, ...] = ("random", "heuristic", "oracle")
@@ -136,28 +136,11 @@ def _add_serve_parser(sub: Any) -> None:
         allow_abbrev=False,
         help="serve ChaosOps as an OpenEnv environment (needs the serve extra)",
         description="Serve ChaosOps over OpenEnv's protocol (WebSocket /ws, /health, /schema) "
-        "on 127.0.0.1 unless --host: a client plays the roles it names at reset, the server's "
-        "scripted policies the others. The URL is printed; Ctrl-C stops it (exit 130).",
+        "on 127.0.0.1 unless --host: a client plays the roles it names at reset, other "
+        "clients or the server's policies (scripted or LLM) the others. The URL is printed; "
+        "Ctrl-C stops it (exit 130).",
     )
-    serve.add_argument(
-        "--config",
-        type=v.run_file,
-        metavar="RUN.toml",
-        help="a run file whose policy and [roles] play the roles clients leave",
-    )
-    serve.add_argument(
-        "--policy",
-        default="heuristic",
-        help="scripted policy of the roles clients leave (default heuristic)",
-    )
-    serve.add_argument(
-        "--role-policy",
-        type=v.role_policy,
-        action="append",
-        default=[],
-        metavar="ROLE=POLICY",
-        help="one role's policy over --policy (repeatable)",
-    )
+    add_serve_options(serve)
     serve.add_argument("--out", type=v.folder, metavar="DIR",
                        help="run folder the served episodes go to (default: a new "
                        "runs/<UTC time>-served, and runs/latest points to it)")  # fmt: skip

@@ -189,7 +189,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     else:
         policies = list(dict.fromkeys(args.policies or ()))
     named = getattr(args, "named_llms", {})
-    _check_policies(policies, getattr(args, "role_policy", ()), named)
+    check_policies(policies, getattr(args, "role_policy", ()), named)
     config = _config(args, policies)
     return dataclasses.replace(
         config,
@@ -199,7 +199,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     )
 
 
-def _check_policies(
+def check_policies(
     policies: Sequence[str], role_policies: Sequence[tuple[str, str]], named: Mapping[str, Any]
 ) -> None:
 
@@ -227,7 +227,7 @@ def _config(args: argparse.Namespace, policies: Sequence[str]) -> RunConfig:
         limit=args.limit,
         concurrency=args.concurrency,
         deadlines=Deadlines(args.turn_timeout, tuple(args.role_timeout)),
-        llm=_llm_settings(args),
+        llm=llm_settings_of(args),
         llm_max_failures=args.llm_max_failures,
         max_policy_errors=getattr(args, "max_policy_errors", None),
         samples=getattr(args, "samples", None) or 1,
@@ -261,7 +261,7 @@ def _log_target(args: argparse.Namespace) -> str | None:
     return args.log_json
 
 
-def _llm_settings(args: argparse.Namespace) -> LLMSettings:
+def llm_settings_of(args: argparse.Namespace) -> LLMSettings:
     return LLMSettings(
         model=args.llm_model,
         base_url=args.llm_base_url,

@@ -650,6 +650,22 @@ def add_options(parser: argparse.ArgumentParser, *, run: bool) -> None:
         option.add_to(llm)
 
 
+SERVED = ("config", "policy", "role_policy", "turn_timeout", "role_timeout", "log_json",
+          "metrics_port", "metrics_host", "otlp_endpoint")  # fmt: skip
+"""The options ``chaosops serve`` shares with ``run``: who plays the roles clients
+leave, their deadlines, and how the server is watched (and the LLM group)."""
+
+
+def add_serve_options(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of :data:`SERVED` and the LLM group on ``chaosops serve``'s parser."""
+    for option in OPTIONS:
+        if option.dest in SERVED:
+            option.add_to(parser)
+    llm = parser.add_argument_group(_LLM)
+    for option in options_of([_LLM]):
+        option.add_to(llm)
+
+
 def recorded_values(config: Any) -> dict[str, Any]:
     """What run.json records of the run options, read off the run's configuration."""
     values = {option.recorded: option.record(config) for option in RECORDED}  # type: ignore[misc]

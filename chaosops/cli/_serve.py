@@ -4,13 +4,18 @@ unless ``--host`` says otherwise (docs/serve.md)."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from chaosops.agents.policies import SCRIPTED
 from chaosops.env.models import AgentRole
-from chaosops.outputs import OutputError
+from chaosops.outputs import LOG_FILE, OutputError
 
+from ._config import Deadlines, Telemetry, check_policies, llm_settings_of
 from ._errors import CLIError, output_error
 from ._folders import new_run_folder, point_latest
+from ._policies import prepare_llms, role_map_factory
+from ._session import Session
+from ._telemetry import finish, start_telemetry
+from ._terminal import configure_logs
 from ._view import listening_socket, url_of
 
 
@@ -18,30 +23,49 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from chaosops.serve import ServedRuns, TableRules, build_app, role_maps
+        from chaosops.serve import ServedRuns, TableRules, build_app
         from chaosops.serve.runs import SERVED
     except ImportError as exc:  # the serve extra's; the rest of chaosops runs without it
         raise CLIError(
             f"chaosops serve needs the serve extra ({exc.name} is missing): "
             "pip install 'chaosops[serve]'"
         ) from None
-    others = _others(args)
-    idle = None if args.idle_timeout == 0 else args.idle_timeout
-    sock = listening_socket(args.host, args.port)
+    chosen = _policy_by_role(args)
+    deadlines = Deadlines(args.turn_timeout, tuple(args.role_timeout))
     out = args.out or new_run_folder(SERVED)
+    telemetry = _telemetry(args, out)
+    session = Session()
     try:
-        runs = ServedRuns(out).open()
+        start_telemetry(telemetry, session)  # each fails, one line, before anything is written
+        llms = prepare_llms(_llms(args, chosen), _run_file(args), deadlines.longest)
+        rules = TableRules(
+            role_map_factory(chosen, llms, ()), deadlines=_per_role(deadlines),
+            players=_players(chosen, llms),
+            client_timeout=args.client_timeout, max_misses=args.client_misses or None,
+            fields={"policy": SERVED, "model": "+".join(p.settings.model for p in llms.values())},
+        )  # fmt: skip
+        return _serve(args, out, rules, llms, telemetry, session, uvicorn, ServedRuns, build_app)
+    finally:
+        finish(telemetry, session)
+
+
+def _serve(args: argparse.Namespace, out: Any, rules: Any, llms: dict[str, Any],
+           telemetry: Telemetry, session: Session, uvicorn: Any, served_runs: Any,
+           build_app: Any) -> int:  # fmt: skip
+    """Open the run folder and its log, then serve until Ctrl-C (exit 130)."""
+    sock = listening_socket(args.host, args.port)
+    try:
+        runs = served_runs(out).open()
     except OutputError as exc:
         sock.close()
         raise output_error(exc) from None
+    configure_logs(telemetry.log_json, [runs.outputs.results_path], session)
     if args.out is None:
         point_latest(out)
-    rules = TableRules(
-        role_maps(others), names={AgentRole(r): n for r, n in others.items()},
-        client_timeout=args.client_timeout, max_misses=args.client_misses or None,
-        fields={"policy": SERVED},
-    )  # fmt: skip
+    idle = None if args.idle_timeout == 0 else args.idle_timeout
     app = build_app(rules, max_sessions=args.max_sessions, idle_timeout=idle, runs=runs)
+    for llm in llms.values():  # their HTTP sessions belong to the server's loop
+        app.router.on_shutdown.append(llm.aclose)
     url = url_of(args.host, sock)
     # on stdout, as mock-llm's and view's URL: a script reads it there
     print(f"chaosops serve: OpenEnv environment at {url} , episodes to {out} ; "
@@ -55,15 +79,46 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 130 if server.should_exit else 0
 
 
-def _others(args: argparse.Namespace) -> dict[str, str]:
-    """The policy of each role a client leaves to the server: --policy, over
-    it --role-policy (or the run file's policy and [roles]); scripted only."""
+def _policy_by_role(args: argparse.Namespace) -> dict[str, str]:
+    """The policy of each role a client leaves: --role-policy over --policy
+    (or the run file's [roles] over its policy)."""
+    check_policies([args.policy], args.role_policy, args.named_llms)
     chosen = dict.fromkeys((role.value for role in AgentRole), args.policy)
     chosen.update(dict(args.role_policy))
-    for role, name in chosen.items():
-        if name not in SCRIPTED:
-            raise CLIError(
-                f"--policy/--role-policy {role}={name}: chaosops serve plays the roles a client "
-                f"leaves with a scripted policy ({', '.join(SCRIPTED)})"
-            )
     return chosen
+
+
+def _players(chosen: dict[str, str], llms: dict[str, Any]) -> dict[AgentRole, dict[str, Any]]:
+    """What plays each role, as the outputs record it: its policy and an LLM's model."""
+    models = {name: llm.settings.model for name, llm in llms.items()}
+    return {AgentRole(role): {"policy": name, "model": models.get(name)}
+            for role, name in chosen.items()}  # fmt: skip
+
+
+def _llms(args: argparse.Namespace, chosen: dict[str, str]) -> dict[str, Any]:
+    """The settings of each LLM some role plays, by policy name."""
+    every = {"llm": llm_settings_of(args), **args.named_llms}
+    return {name: every[name] for name in dict.fromkeys(chosen.values()) if name in every}
+
+
+def _per_role(deadlines: Deadlines) -> dict[AgentRole, float | None]:
+    """The server's policies' deadlines, role by role (None: no deadline)."""
+    given = deadlines.for_suite(None)
+    if isinstance(given, dict):
+        return {AgentRole(role): given.get(role) for role in AgentRole}
+    return dict.fromkeys(AgentRole, given)
+
+
+def _telemetry(args: argparse.Namespace, out: Any) -> Telemetry:
+    """Where the server is watched from; its log goes to the run folder by default."""
+    log = args.log_json
+    if log is None:
+        log = str(out / LOG_FILE)
+    return Telemetry(
+        log_json=None if log == "off" else log, metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host, otlp_endpoint=args.otlp_endpoint,
+    )  # fmt: skip
+
+
+def _run_file(args: argparse.Namespace) -> str | None:
+    return None if args.config is None else str(args.config)

@@ -10,6 +10,7 @@ docs/serve.md.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 from openenv.core.env_server import ConcurrencyConfig, create_app
@@ -40,7 +41,9 @@ def build_app(
     ``idle_timeout`` s, as are episodes no client is connected to; the roles
     clients leave played by ``rules`` (default: the heuristic policy);
     finished episodes written to ``runs`` when given."""
-    rules = rules or TableRules(role_maps("heuristic"))
+    if rules is None:
+        heuristic = {"policy": "heuristic", "model": None}
+        rules = TableRules(role_maps("heuristic"), players=dict.fromkeys(AgentRole, heuristic))
 
     def ended(table: Table) -> None:
         if runs is not None and table.result is not None:
@@ -61,9 +64,11 @@ def build_app(
     return app
 
 
-def _played_by(table: Table, rules: TableRules) -> dict[str, str]:
-    """What played each role: a client, or the server's policy (by name)."""
+def _played_by(table: Table, rules: TableRules) -> dict[str, Mapping[str, Any]]:
+    """What played each role: a client, or the server's policy."""
+    client = {"policy": "client", "model": None}
+    noop = {"policy": "noop", "model": None}
     return {
-        role.value: "client" if role in table.played_by_clients else rules.names.get(role, "noop")
+        role.value: client if role in table.played_by_clients else rules.players.get(role, noop)
         for role in AgentRole
     }

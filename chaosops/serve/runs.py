@@ -32,9 +32,9 @@ class ServedRuns:
         self.outputs.open()
         return self
 
-    def write(self, result: EpisodeResult, roles: Mapping[str, str]) -> None:
-        """Append ``result``; ``roles`` says what played each role (``client`` or a policy)."""
-        played = {role: {"policy": name, "model": None} for role, name in roles.items()}
+    def write(self, result: EpisodeResult, roles: Mapping[str, Mapping[str, Any]]) -> None:
+        """Append ``result``; ``roles`` says what played each role (policy, model)."""
+        played = {role: dict(player) for role, player in roles.items()}
         first = run_key(SERVED, result.scenario, 0)
         key = run_key(SERVED, result.scenario, self._seen[first])
         self._seen[first] += 1

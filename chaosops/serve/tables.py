@@ -131,7 +131,8 @@ class TableRules:
     deadlines: Mapping[AgentRole, float | None] = field(default_factory=dict)
     client_timeout: float | None = None
     max_misses: int | None = 3
-    names: Mapping[AgentRole, str] = field(default_factory=dict)  # the outputs' names of them
+    players: Mapping[AgentRole, Mapping[str, Any]] = field(default_factory=dict)
+    """What plays each role clients leave, as the outputs record it (policy, model)."""
     fields: Mapping[str, Any] = field(default_factory=dict)  # the runtime's logs and metrics
 
 

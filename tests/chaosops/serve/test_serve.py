@@ -17,9 +17,10 @@ from chaosops.agents.policies import oracle_policy
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import FailureType
 from chaosops.env.world_sim import Scenario
+from chaosops.viewer.index import RunIndex
 from tests._needs import needs
 
-from ..cli._cli import chaosops, jsonl, spawn
+from ..cli._cli import chaosops, jsonl, mock_process, spawn
 
 try:
     from openenv.core.generic_client import GenericEnvClient
@@ -137,10 +138,41 @@ def test_capacity_is_answered_at_once(tmp_path: Path) -> None:
         _stop(proc)
 
 
-def test_a_policy_that_is_not_scripted_is_one_line(tmp_path: Path) -> None:
-    done = chaosops("serve", "--policy", "llm", cwd=tmp_path)
-    assert done.returncode == 2 and "scripted policy" in done.stderr
+def test_an_llm_the_server_cannot_reach_is_one_line(tmp_path: Path) -> None:
+    done = chaosops("serve", "--policy", "llm", "--llm-base-url", "http://127.0.0.1:9/v1",
+                    cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 1 and "cannot reach the LLM endpoint" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_an_llm_plays_a_role_on_the_server_and_the_log_follows_the_episode(
+    tmp_path: Path,
+) -> None:
+    with mock_process(tmp_path, "--latency", "30ms") as llm:
+        (tmp_path / "run.toml").write_text(
+            f'policy = "heuristic"\n\n[roles]\ndev = "mock"\n\n[role_timeout]\ndev = 20.0\n\n'
+            f'[llm.mock]\nbase_url = "{llm}"\nmodel = "chaosops-mock"\n'
+        )
+        proc, url = _start(tmp_path, "--config", tmp_path / "run.toml")
+        try:
+            with GenericEnvClient(base_url=url).sync() as env:
+                result = env.reset(failure_type="rogue_deploy_bot", seed=1, roles=["sre"],
+                                   max_steps=8)  # fmt: skip
+                index = RunIndex(tmp_path / "served")  # what `chaosops watch` follows
+                assert list(index.in_flight) == [result.observation["episode_id"]]
+                while not result.done:
+                    result = env.step({"turn": result.observation["turn"],
+                                       "action_type": "noop"})  # fmt: skip
+        finally:
+            _stop(proc)
+    (record,) = jsonl(tmp_path / "served" / "results.jsonl")
+    assert record["roles"]["dev"] == {"policy": "mock", "model": "chaosops-mock"}
+    dev = [step for step in record["steps"] if step["role"] == "dev"]
+    assert dev and not any(step["timed_out"] or step["error"] for step in dev)
+    events = jsonl(tmp_path / "served" / "log.jsonl")
+    turns = [e for e in events if e["event"] == "turn" and e["role"] == "dev"]
+    assert len(turns) == len(dev) and all(e["latency_ms"] >= 30 for e in turns)
+    assert [e["event"] for e in events].count("episode_finished") == 1
 
 
 def test_served_episodes_are_a_run_folder_the_viewer_reads(tmp_path: Path) -> None:
