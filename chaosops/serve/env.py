@@ -16,9 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from openenv.core.env_server import Action, Environment, Observation, State
+from openenv.core.env_server.types import EnvironmentMetadata
 from pydantic import Field
 
 from actors import new_episode_id
+from chaosops import __version__
 from chaosops.agents.llm.checks import view_problem
 from chaosops.env.models import AgentRole, ChaosOpsAction
 from chaosops.train.play import describe, scenario_of
@@ -119,9 +121,12 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
                               target=action.target, args=action.args)  # fmt: skip
         if (problem := view_problem(move, turn.observation)) is not None:
             raise StepRefused("ILLEGAL_MOVE", problem)
+        closed = f"turn {turn.number} closed at its deadline before this step came"
         if not seat.answer(turn, move):
-            raise StepRefused("WRONG_TURN", f"turn {turn.number} closed at its deadline")
+            raise StepRefused("WRONG_TURN", closed)
         await seat.next_turn(after=turn.number)
+        if not seat.applied(turn, move):
+            raise StepRefused("WRONG_TURN", f"{closed}; reset(session=...) gives the open turn")
         return self._observation(seat)
 
     def reset(self, *args: Any, **kwargs: Any) -> TurnObservation:
@@ -209,6 +214,14 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
             turn=-1 if seat.pending is None else seat.pending.number,
             clients=sorted(r.value for r in seat.table.claims),
             done=seat.table.done, cumulative_reward=state.cumulative_reward,
+        )  # fmt: skip
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        return EnvironmentMetadata(
+            name="chaosops", version=__version__,
+            description="A production-incident simulator: SRE, Oversight, Dev and Manager take "
+            "turns to diagnose and fix an outage; a client plays some roles, other clients or "
+            "the server's policies the others.",
         )  # fmt: skip
 
     def close(self) -> None:

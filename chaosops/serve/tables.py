@@ -33,15 +33,19 @@ RoleMaps = Callable[[Scenario], Mapping[AgentRole, Policy]]
 
 
 class _Watched(ChaosOpsEnvironment):
-    """The world, keeping its last observation for the seats to show."""
+    """The world, keeping its last observation for the seats to show, and the
+    action applied at each turn (a client's move, or what replaced it)."""
 
     observation: ChaosOpsObservation | None = None
+    applied: list[ChaosOpsAction]
 
     def reset(self, *args: Any, **kwargs: Any) -> ChaosOpsObservation:
+        self.applied = []
         self.observation = super().reset(*args, **kwargs)
         return self.observation
 
     def step(self, action: ChaosOpsAction) -> ChaosOpsObservation:
+        self.applied.append(action)
         self.observation = super().step(action)
         return self.observation
 
@@ -90,6 +94,12 @@ class Seat:
             return False
         turn.move.set_result(move)
         return True
+
+    def applied(self, turn: Turn, move: ChaosOpsAction) -> bool:
+        """Whether ``move`` is what the episode applied at ``turn`` (the deadline
+        may close the turn after the move was given, before the runtime took it)."""
+        applied = self.table.env.applied
+        return turn.number < len(applied) and applied[turn.number] is move
 
     async def next_turn(self, after: int) -> None:
         """Until a turn after ``after`` is open for this client, or the episode

@@ -7,7 +7,9 @@ import asyncio
 import json
 import signal
 import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -335,3 +337,38 @@ def test_a_client_that_reconnects_continues_where_it_stood(tmp_path: Path) -> No
                 env.reset(session="nobody")
     finally:
         _stop(proc)
+
+
+def test_openenv_validate_passes_its_live_checks(server: str, tmp_path: Path) -> None:
+    validate = Path(sys.executable).with_name("openenv")
+    done = subprocess.run([validate, "validate", "--url", server, "--json"], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+    report = json.loads(done.stdout)
+    assert done.returncode == 0 and report["passed"], report["summary"]
+    (metadata,) = [c for c in report["criteria"] if c["id"] == "metadata_endpoint"]
+    assert metadata["actual"]["name"] == "chaosops"
+
+
+def test_served_episodes_are_counted_in_prometheus_metrics(tmp_path: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    proc, url = _start(tmp_path, "--metrics-port", "0")
+    try:
+        metrics = proc.stderr.readline().rsplit(" ", 1)[1].strip()
+        with GenericEnvClient(base_url=url).sync() as env:
+            for seed in (0, 1):
+                result = env.reset(failure_type="disk_full", seed=seed, roles=["sre"], max_steps=4)
+                while not result.done:
+                    result = env.step({"turn": result.observation["turn"], "action_type": "noop"})
+        with urllib.request.urlopen(metrics, timeout=10) as answer:
+            text = answer.read().decode()
+    finally:
+        _stop(proc)
+    finished = [
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "chaosops_episodes_finished_total"
+        and sample.labels.get("policy") == "served" and sample.labels.get("status") == "ok"
+    ]  # fmt: skip
+    assert finished == [2.0]
