@@ -4,6 +4,7 @@ unless ``--host`` says otherwise (docs/serve.md)."""
 from __future__ import annotations
 
 import argparse
+import gc
 from typing import Any
 
 from chaosops.env.models import AgentRole
@@ -70,13 +71,30 @@ def _serve(args: argparse.Namespace, out: Any, rules: Any, llms: dict[str, Any],
     # on stdout, as mock-llm's and view's URL: a script reads it there
     print(f"chaosops serve: OpenEnv environment at {url} , episodes to {out} ; "
           "Ctrl-C stops it", flush=True)  # fmt: skip
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    # observations are a few KB: deflating each costs both ends more CPU than it saves
+    config = uvicorn.Config(app, log_level="warning", ws_per_message_deflate=False)
+    server = uvicorn.Server(config)
+    # the process is the server's: what it loaded (some 200,000 objects, with
+    # openenv's) is kept out of the collector's sight, which full collections
+    # would otherwise walk, stopping every session for tens of milliseconds
+    gc.freeze()
     try:
         server.run(sockets=[sock])
     finally:
         sock.close()
-        runs.close()
+        _close(runs)
     return 130 if server.should_exit else 0
+
+
+def _close(runs: Any) -> None:
+    """The queued writes and summary.json; a write that failed is one line, exit 1."""
+    try:
+        runs.close()
+    except OutputError as exc:
+        raise output_error(exc) from None
+    except OSError as exc:
+        raise CLIError(f"cannot write to {runs.outputs.out_dir}: {exc.strerror or exc}",
+                       code=1) from None  # fmt: skip
 
 
 def _policy_by_role(args: argparse.Namespace) -> dict[str, str]:

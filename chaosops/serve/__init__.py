@@ -47,7 +47,7 @@ def build_app(
 
     def ended(table: Table) -> None:
         if runs is not None and table.result is not None:
-            runs.write(table.result, _played_by(table, rules))
+            runs.write_soon(table.result, _played_by(table, rules))
 
     tables = Tables(rules, ended)
     app = create_app(

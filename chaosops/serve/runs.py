@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,26 @@ SERVED = "served"
 
 
 class ServedRuns:
-    """Writes each finished episode of the server's tables, as it ends."""
+    """Writes each finished episode of the server's tables, as it ends, in a
+    worker thread of its own: rendering an episode's trajectory takes about a
+    millisecond, which the server's loop would otherwise stop for (and at once
+    for every session whose episode ended together)."""
 
     def __init__(self, out: str | Path) -> None:
         self.outputs = RunOutputs(out)
         self._seen: Counter[str] = Counter()
         self._keys: list[str] = []
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chaosops-served")
+        self.error: BaseException | None = None  # the first write that failed
+
+    def write_soon(self, result: EpisodeResult, roles: Mapping[str, Mapping[str, Any]]) -> None:
+        """:meth:`write` in the worker thread, after the episodes that ended before."""
+        if self.error is None:
+            self._writer.submit(self.write, result, roles).add_done_callback(self._check)
+
+    def _check(self, done: Future[None]) -> None:
+        if self.error is None and done.exception() is not None:
+            self.error = done.exception()
 
     def open(self) -> ServedRuns:
         self.outputs.open()
@@ -43,7 +58,12 @@ class ServedRuns:
                                    roles=played)  # fmt: skip
 
     def close(self) -> None:
-        """summary.json of what was served, then the files closed."""
+        """The writes queued, summary.json of what was served, then the files
+        closed; the first write that failed is raised then."""
+        self._writer.shutdown(wait=True)
+        if self.error is not None:
+            self.outputs.close()
+            raise self.error
         records = ResultsReader(self.outputs.results_path)
         self.outputs.write_summary(summarise(records, self._keys).data)
         self.outputs.close()

@@ -307,6 +307,9 @@ class Tables:
         self._tables.pop(table.episode_id, None)
         for seat in table.seats:
             self._seats.pop(seat.id, None)
+        # a session may still hold its seat, which holds the table: no way back,
+        # so that the table is freed with the seat, not by a full collection
+        table.seats, table.claims = [], {}
         if not table.done and table.task is not None:
             table.task.cancel()  # unfinished: not written
 
