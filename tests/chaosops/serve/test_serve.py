@@ -372,3 +372,20 @@ def test_served_episodes_are_counted_in_prometheus_metrics(tmp_path: Path) -> No
         and sample.labels.get("policy") == "served" and sample.labels.get("status") == "ok"
     ]  # fmt: skip
     assert finished == [2.0]
+
+
+def test_joins_and_comebacks_that_cannot_be_are_refused(server: str) -> None:
+    with (
+        GenericEnvClient(base_url=server).sync() as a,
+        GenericEnvClient(base_url=server).sync() as b,
+    ):
+        first = a.reset(failure_type="disk_full", seed=1, roles=["sre", "dev"], episode_id="ep-1")
+        with pytest.raises(RuntimeError, match="EPISODE_ID_TAKEN"):
+            b.reset(episode_id="ep-1")
+        with pytest.raises(RuntimeError, match="ROLE_TAKEN: dev played by another client"):
+            b.reset(join="ep-1", roles=["dev", "manager"])
+        with pytest.raises(RuntimeError, match="SESSION_IN_USE"):
+            b.reset(session=first.observation["session"])
+        with pytest.raises(RuntimeError, match="NO_EPISODE"):
+            b.step({"turn": 0, "action_type": "noop"})  # b holds no seat: nothing refused took one
+        assert a.state()["clients"] == ["dev", "sre"] and a.state()["turn"] == 0
