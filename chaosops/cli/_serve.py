@@ -19,6 +19,9 @@ from ._telemetry import finish, start_telemetry
 from ._terminal import configure_logs
 from ._view import listening_socket, url_of
 
+_GRACE_S = 2.0
+"""Seconds Ctrl-C leaves the steps in flight before they are cancelled."""
+
 
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
@@ -71,9 +74,12 @@ def _serve(args: argparse.Namespace, out: Any, rules: Any, llms: dict[str, Any],
     # on stdout, as mock-llm's and view's URL: a script reads it there
     print(f"chaosops serve: OpenEnv environment at {url} , episodes to {out} ; "
           "Ctrl-C stops it", flush=True)  # fmt: skip
-    # observations are a few KB: deflating each costs both ends more CPU than it saves
-    config = uvicorn.Config(app, log_level="warning", ws_per_message_deflate=False)
-    server = uvicorn.Server(config)
+    # Observations are a few KB: deflating each costs both ends more CPU than it
+    # saves. A session waiting for another client's move is not waiting on its
+    # connection, so Ctrl-C ends it after a grace period rather than never.
+    config = uvicorn.Config(app, log_level="warning", ws_per_message_deflate=False,
+                            timeout_graceful_shutdown=_GRACE_S)  # fmt: skip
+    server = _server_class(uvicorn)(config)
     # the process is the server's: what it loaded (some 200,000 objects, with
     # openenv's) is kept out of the collector's sight, which full collections
     # would otherwise walk, stopping every session for tens of milliseconds
@@ -84,6 +90,18 @@ def _serve(args: argparse.Namespace, out: Any, rules: Any, llms: dict[str, Any],
         sock.close()
         _close(runs)
     return 130 if server.should_exit else 0
+
+
+def _server_class(uvicorn: Any) -> Any:
+    """uvicorn's server, which stops the episodes in play first when it stops:
+    a session waiting for another client's move then returns at once."""
+
+    class Server(uvicorn.Server):  # type: ignore[misc,name-defined]
+        async def shutdown(self, sockets: Any = None) -> None:
+            await self.config.app.state.tables.aclose()
+            await super().shutdown(sockets)
+
+    return Server
 
 
 def _close(runs: Any) -> None:

@@ -40,7 +40,8 @@ def build_app(
     (more get ``CAPACITY_REACHED`` at once), idle ones reaped after
     ``idle_timeout`` s, as are episodes no client is connected to; the roles
     clients leave played by ``rules`` (default: the heuristic policy);
-    finished episodes written to ``runs`` when given."""
+    finished episodes written to ``runs`` when given. ``app.state.tables``
+    holds the episodes; ``await app.state.tables.aclose()`` stops them."""
     if rules is None:
         heuristic = {"policy": "heuristic", "model": None}
         rules = TableRules(role_maps("heuristic"), players=dict.fromkeys(AgentRole, heuristic))
@@ -61,6 +62,7 @@ def build_app(
         state_cls=TurnState,
     )
     app.router.on_shutdown.append(tables.aclose)  # the episodes in play end with the server
+    app.state.tables = tables
     return app
 
 

@@ -35,7 +35,7 @@ class StepRefused(ValueError):
     (``NO_EPISODE``, ``EPISODE_OVER``, ``WRONG_TURN``, ``ILLEGAL_MOVE``,
     ``UNKNOWN_ROLE``, ``BAD_SCENARIO``, ``NO_SUCH_EPISODE``, ``ROLE_TAKEN``,
     ``EPISODE_ID_TAKEN``, ``UNKNOWN_SESSION``, ``SESSION_IN_USE``,
-    ``SESSION_CLOSED``, ``SYNC_CALL``)."""
+    ``SESSION_CLOSED``, ``EPISODE_STOPPED``, ``SYNC_CALL``)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
@@ -108,6 +108,7 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
             seat = self._open(failure_type, difficulty, seed, max_steps, played, episode_id)
         self._seat = seat
         await seat.next_turn(after=-1)
+        _check_stopped(seat)
         return self._observation(seat)
 
     async def step_async(
@@ -125,6 +126,7 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
         if not seat.answer(turn, move):
             raise StepRefused("WRONG_TURN", closed)
         await seat.next_turn(after=turn.number)
+        _check_stopped(seat)
         if not seat.applied(turn, move):
             raise StepRefused("WRONG_TURN", f"{closed}; reset(session=...) gives the open turn")
         return self._observation(seat)
@@ -236,6 +238,12 @@ def _roles(roles: list[str] | None) -> frozenset[AgentRole] | None:
     if unknown := sorted(set(roles or ()) - set(names)):
         raise StepRefused("UNKNOWN_ROLE", f"{unknown}: the roles are {', '.join(names)}")
     return None if not roles else frozenset(AgentRole(r) for r in roles)
+
+
+def _check_stopped(seat: Seat) -> None:
+    if seat.table.stopped is not None:
+        why = seat.table.stopped
+        raise StepRefused("EPISODE_STOPPED", f"the episode stopped unfinished: {why}")
 
 
 def _wrong_turn(turn: int, seat: Seat) -> str:

@@ -157,6 +157,7 @@ class Table:
         self.seats: list[Seat] = []
         self.result: EpisodeResult | None = None
         self.done = False
+        self.stopped: str | None = None  # why it stopped unfinished, if it did
         self.task: asyncio.Task[None] | None = None  # its play, on the server's loop
         self.idle_since = time.monotonic()
         self._server = rules.policies(scenario)
@@ -274,7 +275,7 @@ class Tables:
         seat.close(why)
         self._seats.pop(seat.id, None)
         if not seat.table.open_seats:
-            self._drop(seat.table)
+            self._drop(seat.table, "no client plays it any more")
 
     def detach(self, seat: Seat) -> None:
         """The client's connection is gone; the seat waits for it to come back."""
@@ -288,12 +289,12 @@ class Tables:
         now = time.monotonic()
         for table in list(self._tables.values()):
             if not any(s.attached for s in table.open_seats) and now - table.idle_since > idle_s:
-                self._drop(table)
+                self._drop(table, f"no client was connected to it for {idle_s:g} s")
 
     async def aclose(self) -> None:
         """Stop every table (the server is stopping): nothing unfinished is written."""
         for table in list(self._tables.values()):
-            self._drop(table)
+            self._drop(table, "the server is stopping")
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
@@ -303,7 +304,8 @@ class Tables:
         self._seats[seat.id] = seat
         return seat
 
-    def _drop(self, table: Table) -> None:
+    def _drop(self, table: Table, why: str = "") -> None:
+        """The table out of the registry; one still playing stops, unwritten."""
         self._tables.pop(table.episode_id, None)
         for seat in table.seats:
             self._seats.pop(seat.id, None)
@@ -311,7 +313,8 @@ class Tables:
         # so that the table is freed with the seat, not by a full collection
         table.seats, table.claims = [], {}
         if not table.done and table.task is not None:
-            table.task.cancel()  # unfinished: not written
+            table.stopped = why
+            table.task.cancel()
 
     def _ended(self, table: Table) -> None:
         self._drop(table)

@@ -389,3 +389,19 @@ def test_joins_and_comebacks_that_cannot_be_are_refused(server: str) -> None:
         with pytest.raises(RuntimeError, match="NO_EPISODE"):
             b.step({"turn": 0, "action_type": "noop"})  # b holds no seat: nothing refused took one
         assert a.state()["clients"] == ["dev", "sre"] and a.state()["turn"] == 0
+
+
+@pytest.mark.asyncio
+async def test_ctrl_c_stops_a_session_waiting_for_another_clients_move(tmp_path: Path) -> None:
+    proc, url = _start(tmp_path)
+    async with GenericEnvClient(base_url=url) as a, GenericEnvClient(base_url=url) as b:
+        first = await a.reset(failure_type="disk_full", seed=1, roles=["sre"])
+        waiting = asyncio.create_task(b.reset(join=first.observation["episode_id"]))
+        for _ in range(200):  # the join is seen before the server stops
+            if len((await a.state())["clients"]) == 4:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.to_thread(_stop, proc)  # exit 130, within the stop's bound
+        with pytest.raises(RuntimeError, match=r"EPISODE_STOPPED: .* the server is stopping"):
+            await waiting
+    assert jsonl(tmp_path / "served" / "results.jsonl") == []  # unfinished: not written
