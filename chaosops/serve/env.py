@@ -22,7 +22,7 @@ from pydantic import Field
 from actors import new_episode_id
 from chaosops import __version__
 from chaosops.agents.llm.checks import view_problem
-from chaosops.env.models import AgentRole, ChaosOpsAction
+from chaosops.env.models import AgentRole, ChaosOpsAction, RoleView
 from chaosops.train.play import describe, scenario_of
 
 from .tables import Seat, Tables
@@ -61,7 +61,7 @@ class TurnObservation(Observation):
     terminated: bool = Field(default=False, description="ended resolved (a terminal state)")
     truncated: bool = Field(default=False, description="cut at max_steps unresolved")
     text: str = Field(default="", description="the view rendered for a model, with its moves")
-    view: dict[str, Any] = Field(default_factory=dict, description="the role's view (RoleView)")
+    view: RoleView | None = Field(default=None, description="the role's view, as data")
 
 
 class TurnState(State):
@@ -201,7 +201,7 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
             done=done, reward=seat.reward_since(), episode_id=table.episode_id, session=seat.id,
             turn=obs.step, role=role.value, terminated=done and resolved,
             truncated=done and not resolved, text=describe(obs, role),
-            view=obs.view.model_dump(mode="json"),
+            view=obs.view,
         )  # fmt: skip
 
     @property
