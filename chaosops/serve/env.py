@@ -108,7 +108,7 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
             seat = self._open(failure_type, difficulty, seed, max_steps, played, episode_id)
         self._seat = seat
         await seat.next_turn(after=-1)
-        _check_stopped(seat)
+        _check_waited(seat)
         return self._observation(seat)
 
     async def step_async(
@@ -126,7 +126,7 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
         if not seat.answer(turn, move):
             raise StepRefused("WRONG_TURN", closed)
         await seat.next_turn(after=turn.number)
-        _check_stopped(seat)
+        _check_waited(seat)
         if not seat.applied(turn, move):
             raise StepRefused("WRONG_TURN", f"{closed}; reset(session=...) gives the open turn")
         return self._observation(seat)
@@ -240,7 +240,10 @@ def _roles(roles: list[str] | None) -> frozenset[AgentRole] | None:
     return None if not roles else frozenset(AgentRole(r) for r in roles)
 
 
-def _check_stopped(seat: Seat) -> None:
+def _check_waited(seat: Seat) -> None:
+    """After a wait: the refusal saying why the client has no turn to play, if it has none."""
+    if seat.closed is not None:
+        raise StepRefused("SESSION_CLOSED", seat.closed)
     if seat.table.stopped is not None:
         why = seat.table.stopped
         raise StepRefused("EPISODE_STOPPED", f"the episode stopped unfinished: {why}")
