@@ -19,6 +19,7 @@ from ._telemetry import finish, start_telemetry
 from ._terminal import configure_logs
 from ._view import listening_socket, url_of
 
+_YOUNG_GC = 100_000
 _GRACE_S = 2.0
 """Seconds Ctrl-C leaves the steps in flight before they are cancelled."""
 
@@ -80,10 +81,14 @@ def _serve(args: argparse.Namespace, out: Any, rules: Any, llms: dict[str, Any],
     config = uvicorn.Config(app, log_level="warning", ws_per_message_deflate=False,
                             timeout_graceful_shutdown=_GRACE_S)  # fmt: skip
     server = _server_class(uvicorn)(config)
-    # the process is the server's: what it loaded (some 200,000 objects, with
+    # The process is the server's. What it loaded (some 200,000 objects, with
     # openenv's) is kept out of the collector's sight, which full collections
-    # would otherwise walk, stopping every session for tens of milliseconds
+    # would otherwise walk, stopping every session for tens of milliseconds.
+    # A step allocates hundreds of objects that reference counting frees: the
+    # young generation is collected every 100,000 allocations, not every 700
+    # (8-13% more steps a second at 64 sessions; a few MB of cycles wait at most).
     gc.freeze()
+    gc.set_threshold(_YOUNG_GC, *gc.get_threshold()[1:])
     try:
         server.run(sockets=[sock])
     finally:
