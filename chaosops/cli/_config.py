@@ -251,14 +251,19 @@ def _config(args: argparse.Namespace, policies: Sequence[str]) -> RunConfig:
 
 
 def _log_target(args: argparse.Namespace) -> str | None:
-    """``--log-json``: ``off`` for none; a run writes its log into its folder by
-    default, where ``chaosops watch`` and ``view`` find its episodes in flight."""
+    """``--log-json`` of ``run`` and ``eval``: see :func:`log_target`."""
+    return log_target(args.log_json, args.out if args.command == "run" else None)
 
-    if args.log_json == "off":
+
+def log_target(log_json: str | None, folder: Path | None) -> str | None:
+    """``--log-json``: ``off`` for none; a command writing a run folder (run,
+    serve) writes its log into it by default, where ``chaosops watch`` and
+    ``view`` find its episodes in flight."""
+    if log_json == "off":
         return None
-    if args.log_json is None and args.command == "run" and args.out is not None:
-        return str(Path(args.out) / LOG_FILE)
-    return args.log_json
+    if log_json is None and folder is not None:
+        return str(Path(folder) / LOG_FILE)
+    return log_json
 
 
 def llm_settings_of(args: argparse.Namespace) -> LLMSettings:

@@ -7,10 +7,11 @@ import argparse
 import gc
 from typing import Any
 
+from actors import timeouts_by_role
 from chaosops.env.models import AgentRole
-from chaosops.outputs import LOG_FILE, OutputError
+from chaosops.outputs import OutputError
 
-from ._config import Deadlines, Telemetry, check_policies, llm_settings_of
+from ._config import Deadlines, Telemetry, check_policies, llm_settings_of, log_target
 from ._errors import CLIError, output_error
 from ._folders import new_run_folder, point_latest
 from ._policies import prepare_llms, role_map_factory
@@ -44,7 +45,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         start_telemetry(telemetry, session)  # each fails, one line, before anything is written
         llms = prepare_llms(_llms(args, chosen), _run_file(args), deadlines.longest)
         rules = TableRules(
-            role_map_factory(chosen, llms, ()), deadlines=_per_role(deadlines),
+            role_map_factory(chosen, llms, ()),
+            deadlines=timeouts_by_role(deadlines.for_suite(None), AgentRole),
             players=_players(chosen, llms),
             client_timeout=args.client_timeout, max_misses=args.client_misses or None,
             fields={"policy": SERVED, "model": "+".join(p.settings.model for p in llms.values())},
@@ -110,14 +112,12 @@ def _server_class(uvicorn: Any) -> Any:
 
 
 def _close(runs: Any) -> None:
-    """The queued writes and summary.json; a write that failed is one line, exit 1."""
+    """The queued writes and summary.json; a write that failed is one line (an
+    OSError's line is the command's own, as for any command)."""
     try:
         runs.close()
     except OutputError as exc:
         raise output_error(exc) from None
-    except OSError as exc:
-        raise CLIError(f"cannot write to {runs.outputs.out_dir}: {exc.strerror or exc}",
-                       code=1) from None  # fmt: skip
 
 
 def _policy_by_role(args: argparse.Namespace) -> dict[str, str]:
@@ -142,21 +142,10 @@ def _llms(args: argparse.Namespace, chosen: dict[str, str]) -> dict[str, Any]:
     return {name: every[name] for name in dict.fromkeys(chosen.values()) if name in every}
 
 
-def _per_role(deadlines: Deadlines) -> dict[AgentRole, float | None]:
-    """The server's policies' deadlines, role by role (None: no deadline)."""
-    given = deadlines.for_suite(None)
-    if isinstance(given, dict):
-        return {AgentRole(role): given.get(role) for role in AgentRole}
-    return dict.fromkeys(AgentRole, given)
-
-
 def _telemetry(args: argparse.Namespace, out: Any) -> Telemetry:
     """Where the server is watched from; its log goes to the run folder by default."""
-    log = args.log_json
-    if log is None:
-        log = str(out / LOG_FILE)
     return Telemetry(
-        log_json=None if log == "off" else log, metrics_port=args.metrics_port,
+        log_json=log_target(args.log_json, out), metrics_port=args.metrics_port,
         metrics_host=args.metrics_host, otlp_endpoint=args.otlp_endpoint,
     )  # fmt: skip
 
