@@ -70,7 +70,10 @@ def _default(value: Any) -> Any:
     return repr(value)
 
 
-_LINE = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
+_LINE = orjson.OPT_APPEND_NEWLINE
+# Keys that are not strings (in what a policy annotated, say) are written as
+# their text; orjson's option for them is slower, so it is the second try.
+_ANY_KEYS = _LINE | orjson.OPT_NON_STR_KEYS
 
 
 def dumps_line(obj: Any) -> bytes:
@@ -81,7 +84,11 @@ def dumps_line(obj: Any) -> bytes:
     try:
         return orjson.dumps(obj, default=_default, option=_LINE)
     except TypeError:
-        return orjson.dumps(actors.json_safe(obj), default=_default, option=_LINE)
+        pass
+    try:
+        return orjson.dumps(obj, default=_default, option=_ANY_KEYS)
+    except TypeError:
+        return orjson.dumps(actors.json_safe(obj), default=_default, option=_ANY_KEYS)
 
 
 def _value(value: Any) -> Any:

@@ -68,7 +68,12 @@ class Moves:
 def moves_for(obs: ChaosOpsObservation, role: AgentRole | str | None = None) -> Moves:
     """The legal moves of ``role`` (default: the view's role) in ``obs``."""
     role = AgentRole(getattr(role, "value", role) or obs.view.role)
-    return _moves(role, tuple(sorted(services_of(obs), key=_service_order)))
+    return _moves_among(role, services_of(obs))
+
+
+@lru_cache(maxsize=256)
+def _moves_among(role: AgentRole, services: frozenset[str]) -> Moves:
+    return _moves(role, tuple(sorted(services, key=_service_order)))
 
 
 def _service_order(name: str) -> tuple[int, str]:

@@ -72,6 +72,43 @@ def _num(value: float) -> str:
     return f"{value:.6g}"
 
 
+def _value(member: Any) -> Any:
+    return getattr(member, "value", member)
+
+
+# Rows are formatted once per distinct content: the same metrics, alerts, log
+# lines and chat come back turn after turn and episode after episode, and
+# formatting their numbers is most of what a prompt costs to render.
+@lru_cache(maxsize=4096)
+def _metrics_row(
+    name: str, health: Any, cpu: float, memory: float, latency: float, errors: float, replicas: int
+) -> str:
+    return (
+        f"{name:<14} {_value(health):<9} {_num(cpu):>5} {_num(memory):>7}"
+        f" {_num(latency):>11} {_num(errors):>11} {replicas:>9}"
+    )
+
+
+@lru_cache(maxsize=4096)
+def _alert_row(severity: str, service: Any, message: str, step: int) -> str:
+    return f"- [{_one_line(severity)}] {_value(service)}: {_one_line(message)} (step {step})"
+
+
+@lru_cache(maxsize=4096)
+def _log_row(timestamp: float, service: Any, level: str, message: str) -> str:
+    return f"- [t={_num(timestamp)}] {_value(service)} {_one_line(level)}: {_one_line(message)}"
+
+
+@lru_cache(maxsize=4096)
+def _fleet_row(step: int, agent: str, action: str, target: str) -> str:
+    return f"- [step {step}] {_one_line(agent)} {_one_line(action)} -> {_one_line(target)}"
+
+
+@lru_cache(maxsize=4096)
+def _bullet(text: str) -> str:
+    return f"- {_one_line(text)}"
+
+
 def _section(lines: list[str], title: str, entries: list[str]) -> None:
     lines.append(f"## {title}")
     lines.extend(entries if entries else [_NONE])
@@ -81,42 +118,27 @@ def render_view(view: RoleView) -> str:
     """Render the sections of a role's view (metrics, alerts, logs, ...)."""
     lines: list[str] = []
     metrics = [_METRICS_HEADER] if view.visible_metrics else []
-    for name, m in view.visible_metrics.items():
-        health = getattr(m.health, "value", m.health)
-        metrics.append(
-            f"{name:<14} {health:<9} {_num(m.cpu_pct):>5} {_num(m.memory_mb):>7}"
-            f" {_num(m.latency_ms):>11} {_num(m.error_rate):>11} {m.replicas:>9}"
-        )
+    metrics.extend(
+        _metrics_row(name, m.health, m.cpu_pct, m.memory_mb, m.latency_ms, m.error_rate, m.replicas)
+        for name, m in view.visible_metrics.items()
+    )
     _section(lines, "METRICS", metrics)
+    alerts = view.visible_alerts
     _section(
         lines,
         "ALERTS",
-        [
-            f"- [{_one_line(a.severity)}] {getattr(a.service, 'value', a.service)}: "
-            f"{_one_line(a.message)} (step {a.triggered_at_step})"
-            for a in view.visible_alerts
-        ],
+        [_alert_row(a.severity, a.service, a.message, a.triggered_at_step) for a in alerts],
     )
-    _section(
-        lines,
-        "LOGS",
-        [
-            f"- [t={_num(log.timestamp)}] {getattr(log.service, 'value', log.service)} "
-            f"{_one_line(log.level)}: {_one_line(log.message)}"
-            for log in view.visible_logs
-        ],
-    )
+    logs = view.visible_logs
+    _section(lines, "LOGS", [_log_row(g.timestamp, g.service, g.level, g.message) for g in logs])
+    fleet = view.visible_fleet_actions
     _section(
         lines,
         "FLEET ACTIONS",
-        [
-            f"- [step {f.step}] {_one_line(f.agent_name)} {_one_line(f.action)} -> "
-            f"{_one_line(f.target)}"
-            for f in view.visible_fleet_actions
-        ],
+        [_fleet_row(f.step, f.agent_name, f.action, f.target) for f in fleet],
     )
-    _section(lines, "CHAT", [f"- {_one_line(c)}" for c in view.shared_chat])
-    _section(lines, "INBOX", [f"- {_one_line(c)}" for c in view.private_inbox])
+    _section(lines, "CHAT", [_bullet(c) for c in view.shared_chat])
+    _section(lines, "INBOX", [_bullet(c) for c in view.private_inbox])
     _section(lines, "NOTE", [_one_line(view.private_note)] if view.private_note else [])
     return "\n".join(lines)
 
