@@ -46,6 +46,7 @@ Every record has the same keys, whatever the policy and the server returned: a
 reader that takes its columns from the first rows (``datasets.Dataset.from_list``,
 a JSON reader's first block) then loses none."""
 
+_NO_TOKENS = dict.fromkeys(_TOKEN_FIELDS)
 _ANSWER_FIELDS = frozenset(
     ("token_ids", "tokens", "logprobs", "top_logprobs", "tool_calls", "parse_error",
      "finish_reason", "model")
@@ -349,9 +350,7 @@ def trajectory_records(
             "timed_out": bool(step.timed_out),
             "error": step.error,
         }
-        for name in _TOKEN_FIELDS:
-            answer_of_closed_turn = step.timed_out and name in _ANSWER_FIELDS
-            record[name] = None if answer_of_closed_turn else info.get(name)
+        record.update(_token_fields(info, step.timed_out))
         records.append(record)
     if first_error is not None:
         # One warning per episode, however many of its prompts failed: which
@@ -364,6 +363,16 @@ def trajectory_records(
             exc_info=(type(first_error), first_error, first_error.__traceback__),
         )
     return records
+
+
+def _token_fields(info: Mapping[str, Any], timed_out: bool) -> Mapping[str, Any]:
+    """The token fields of a turn's record (a closed turn's answer fields null)."""
+    if not info:  # a scripted policy's turn
+        return _NO_TOKENS
+    return {
+        name: None if timed_out and name in _ANSWER_FIELDS else info.get(name)
+        for name in _TOKEN_FIELDS
+    }
 
 
 def episode_lines(

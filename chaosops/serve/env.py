@@ -181,7 +181,7 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
             raise StepRefused("NO_EPISODE", "no episode yet: reset first")
         if seat.closed is not None:
             raise StepRefused("SESSION_CLOSED", seat.closed)
-        if seat.table.done:
+        if seat.table.over:
             raise StepRefused("EPISODE_OVER", "the episode is over: reset to start another")
         return seat
 
@@ -192,11 +192,11 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
 
     def _observation(self, seat: Seat) -> TurnObservation:
         table = seat.table
-        turn = None if table.done else seat.pending
+        turn = None if table.over else seat.pending
         obs = turn.observation if turn is not None else table.env.observation
         assert obs is not None
         role = turn.role if turn is not None else seat.last_role
-        done, resolved = table.done, table.env.state.resolved
+        done, resolved = table.over, table.env.state.resolved
         return TurnObservation(
             done=done, reward=seat.reward_since(), episode_id=table.episode_id, session=seat.id,
             turn=obs.step, role=role.value, terminated=done and resolved,
@@ -215,7 +215,7 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
             roles=sorted(r.value for r in seat.roles), session=seat.id,
             turn=-1 if seat.pending is None else seat.pending.number,
             clients=sorted(r.value for r in seat.table.claims),
-            done=seat.table.done, cumulative_reward=state.cumulative_reward,
+            done=seat.table.over, cumulative_reward=state.cumulative_reward,
         )  # fmt: skip
 
     def get_metadata(self) -> EnvironmentMetadata:

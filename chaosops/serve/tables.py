@@ -38,6 +38,7 @@ class _Watched(ChaosOpsEnvironment):
 
     observation: ChaosOpsObservation | None = None
     applied: list[ChaosOpsAction]
+    on_over: Callable[[], None] | None = None  # told when a step ends the episode
 
     def reset(self, *args: Any, **kwargs: Any) -> ChaosOpsObservation:
         self.applied = []
@@ -47,6 +48,8 @@ class _Watched(ChaosOpsEnvironment):
     def step(self, action: ChaosOpsAction) -> ChaosOpsObservation:
         self.applied.append(action)
         self.observation = super().step(action)
+        if self.observation.done and self.on_over is not None:
+            self.on_over()
         return self.observation
 
 
@@ -104,7 +107,7 @@ class Seat:
     async def next_turn(self, after: int) -> None:
         """Until a turn after ``after`` is open for this client, or the episode
         ended, or the seat closed."""
-        while not (self.closed or self.table.done):
+        while not (self.closed or self.table.over):
             if self.pending is not None and self.pending.number > after:
                 return
             await self.table.changed()
@@ -124,7 +127,7 @@ class Seat:
     def _missed(self) -> None:
         self.misses += 1
         limit = self.table.rules.max_misses
-        if self.table.done or limit is None or self.misses < limit:
+        if self.table.over or limit is None or self.misses < limit:
             return
         self.close(
             f"CLIENT_TIMEOUT: missed {self.misses} turns in a row, each given "
@@ -152,16 +155,25 @@ class Table:
     def __init__(self, scenario: Scenario, rules: TableRules, episode_id: str) -> None:
         self.scenario, self.rules, self.episode_id = scenario, rules, episode_id
         self.env = _Watched()
+        # A client sees the end as soon as the world says it, not after the
+        # runtime has wound the episode down and built its result.
+        self.env.on_over = self.wake
         self.claims: dict[AgentRole, Seat] = {}
         self.played_by_clients: set[AgentRole] = set()
         self.seats: list[Seat] = []
         self.result: EpisodeResult | None = None
-        self.done = False
+        self.done = False  # its play has ended
         self.stopped: str | None = None  # why it stopped unfinished, if it did
         self.task: asyncio.Task[None] | None = None  # its play, on the server's loop
         self.idle_since = time.monotonic()
         self._server = rules.policies(scenario)
         self._changed = anyio.Event()
+
+    @property
+    def over(self) -> bool:
+        """The episode has ended: a step finished it, or its play ended."""
+        last = self.env.observation
+        return self.done or (last is not None and last.done)
 
     @property
     def reward(self) -> float:
@@ -254,7 +266,7 @@ class Tables:
     def join(self, episode_id: str, roles: frozenset[AgentRole] | None) -> Seat:
         """A seat at an open table for ``roles`` (None: every role no client plays)."""
         table = self._tables.get(episode_id)
-        if table is None or table.done:
+        if table is None or table.over:
             raise LookupError(f"no open episode {episode_id!r}")
         free = frozenset(role for role in AgentRole if role not in table.claims)
         wanted = free if roles is None else roles
@@ -292,11 +304,10 @@ class Tables:
                 self._drop(table, f"no client was connected to it for {idle_s:g} s")
 
     async def aclose(self) -> None:
-        """Stop every table (the server is stopping): nothing unfinished is written."""
+        """Stop every table (the server is stopping): nothing unfinished is
+        written; an episode that is over is let finish, and written."""
         for table in list(self._tables.values()):
             self._drop(table, "the server is stopping")
-        for task in list(self._tasks):
-            task.cancel()
         if self._tasks:
             await asyncio.wait(self._tasks)
 
@@ -305,14 +316,16 @@ class Tables:
         return seat
 
     def _drop(self, table: Table, why: str = "") -> None:
-        """The table out of the registry; one still playing stops, unwritten."""
+        """The table out of the registry; one still playing stops, unwritten
+        (one that is over winds down, and is written)."""
         self._tables.pop(table.episode_id, None)
         for seat in table.seats:
             self._seats.pop(seat.id, None)
         # a session may still hold its seat, which holds the table: no way back,
         # so that the table is freed with the seat, not by a full collection
         table.seats, table.claims = [], {}
-        if not table.done and table.task is not None:
+        table.env.on_over = None
+        if not table.over and table.task is not None:
             table.stopped = why
             table.task.cancel()
 

@@ -127,9 +127,10 @@ def _target_problem(
 def services_of(obs: ChaosOpsObservation) -> frozenset[str]:
     """The services a view shows: in its metrics, alerts or logs."""
     view = obs.view
+    # str() of a ServiceName (a StrEnum) is its value, and cheaper than .value
     names = {str(name) for name in view.visible_metrics}
-    names.update(str(getattr(a.service, "value", a.service)) for a in view.visible_alerts)
-    names.update(str(getattr(log.service, "value", log.service)) for log in view.visible_logs)
+    names.update(str(a.service) for a in view.visible_alerts)
+    names.update(str(log.service) for log in view.visible_logs)
     return frozenset(names - FLEET_AGENTS)
 
 
