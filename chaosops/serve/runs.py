@@ -18,7 +18,10 @@ from chaosops.summary import summarise
 
 __all__ = ["SERVED", "ServedRuns"]
 
-_SHARE = 0.15  # of the server loop's time, at most, for writing the episodes
+# The writer's share of the server loop's time: a tenth, and a tenth more for
+# every 64 episodes waiting (at most a half), so that the sessions keep the
+# loop and the episodes waiting stay few.
+_SHARE, _BACKLOG, _MAX_SHARE = 0.1, 64, 0.5
 
 SERVED = "served"
 """What the outputs call a served episode's players (their ``policy``)."""
@@ -26,8 +29,8 @@ SERVED = "served"
 
 class ServedRuns:
     """Writes each finished episode of the server's tables, in the order they
-    ended, from a task of the server's loop that takes at most a quarter of
-    the loop's time. Rendering an episode's trajectory takes a few hundred
+    ended, from a task of the server's loop that takes a share of the loop's
+    time. Rendering an episode's trajectory takes a few hundred
     microseconds: written where it ended, every episode that ended together
     would stop the loop at once; written in a thread, the thread would take
     the interpreter from the loop in slices of milliseconds."""
@@ -53,8 +56,8 @@ class ServedRuns:
         self._ready.set()
 
     async def _write_queued(self) -> None:
-        """Write while there is work, taking at most a quarter of the loop's
-        time (at least one episode a pass): the sessions get the rest."""
+        """Write while there is work, taking a share of the loop's time (at
+        least one episode a pass): the sessions get the rest."""
         assert self._ready is not None
         clock = time.perf_counter
         while True:
@@ -64,7 +67,8 @@ class ServedRuns:
             while self._queue and self.error is None:
                 await asyncio.sleep(0)  # the sessions' work first
                 started = clock()
-                budget = (started - slice_end) * _SHARE / (1 - _SHARE)
+                share = min(_SHARE * (1 + len(self._queue) / _BACKLOG), _MAX_SHARE)
+                budget = (started - slice_end) * share / (1 - share)
                 self._write_next()
                 while self._queue and self.error is None and clock() - started < budget:
                     self._write_next()
