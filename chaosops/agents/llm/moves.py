@@ -68,12 +68,7 @@ class Moves:
 def moves_for(obs: ChaosOpsObservation, role: AgentRole | str | None = None) -> Moves:
     """The legal moves of ``role`` (default: the view's role) in ``obs``."""
     role = AgentRole(getattr(role, "value", role) or obs.view.role)
-    return _moves_among(role, services_of(obs))
-
-
-@lru_cache(maxsize=256)
-def _moves_among(role: AgentRole, services: frozenset[str]) -> Moves:
-    return _moves(role, tuple(sorted(services, key=_service_order)))
+    return _moves(role, services_of(obs))
 
 
 def _service_order(name: str) -> tuple[int, str]:
@@ -82,7 +77,8 @@ def _service_order(name: str) -> tuple[int, str]:
 
 
 @lru_cache(maxsize=256)
-def _moves(role: AgentRole, services: tuple[str, ...]) -> Moves:
+def _moves(role: AgentRole, shown: frozenset[str]) -> Moves:
+    services = tuple(sorted(shown, key=_service_order))
     kinds = tuple(
         kind
         for kind in _ORDER
