@@ -146,7 +146,7 @@ class ChaosOpsEnvironment:
             {
                 "done": False,
                 "reward": 0.0,
-                "view": self.world.project_view(role),
+                "view": self.world.view_fields(role),
                 "step": 0,
                 "turn_role": role,
                 "message": message,
@@ -212,7 +212,7 @@ class ChaosOpsEnvironment:
             {
                 "done": done,
                 "reward": reward,
-                "view": world.project_view(nxt),
+                "view": world.view_fields(nxt),
                 "step": state.step_count,
                 "turn_role": nxt,
                 "message": message,

@@ -580,6 +580,11 @@ class WorldSim:
     def project_view(self, role: AgentRole | str) -> RoleView:
         """What `role` sees now (docs/world.md, "What each role sees"): a snapshot that
         later steps do not change."""
+        return RoleView.model_validate(self.view_fields(role))
+
+    def view_fields(self, role: AgentRole | str) -> dict[str, Any]:
+        """The fields of `project_view(role)`, for a model that holds the view:
+        validating them as part of it makes one model instead of two."""
         if role.__class__ is not AgentRole:
             role = AgentRole(role)
         s = self.state
@@ -627,18 +632,16 @@ class WorldSim:
             chat = hit[2]
         else:
             chat = tail("chat", source, CHAT_TAIL)
-        return RoleView.model_validate(
-            {
-                "role": role,
-                "visible_metrics": metrics,
-                "visible_logs": logs,
-                "visible_alerts": alerts,
-                "visible_fleet_actions": fleet,
-                "shared_chat": chat,
-                "private_note": note,
-                "private_inbox": tail(key, inbox, INBOX_TAIL) if inbox else [],
-            },
-        )
+        return {
+            "role": role,
+            "visible_metrics": metrics,
+            "visible_logs": logs,
+            "visible_alerts": alerts,
+            "visible_fleet_actions": fleet,
+            "shared_chat": chat,
+            "private_note": note,
+            "private_inbox": tail(key, inbox, INBOX_TAIL) if inbox else [],
+        }
 
 
 def _copy_metrics(m: ServiceMetrics) -> ServiceMetrics:
@@ -689,16 +692,17 @@ class FailureRules:
     def closes(
         self, state: ChaosOpsState, kind: ActionType, target: str | None, replicas: int | None
     ) -> bool:
-        return any(
-            fix.matches(kind, target, replicas) and (fix.when is None or fix.when(state))
-            for fix in self.fixes
-        )
+        for fix in self.fixes:
+            if fix.matches(kind, target, replicas) and (fix.when is None or fix.when(state)):
+                return True
+        return False
 
     def helps(
         self, state: ChaosOpsState, kind: ActionType, target: str, replicas: int | None
     ) -> bool:
-        if any(fix.matches(kind, target, replicas) for fix in self.fixes):
-            return True
+        for fix in self.fixes:
+            if fix.matches(kind, target, replicas):
+                return True
         return self.also_helps is not None and self.also_helps(state, kind, target)
 
 
