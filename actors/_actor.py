@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from inspect import isawaitable
 from types import GeneratorType
 from typing import Any, NamedTuple
@@ -154,9 +155,14 @@ class Actor:
 def _is_awaitable(value: Any) -> bool:
     # inspect.isawaitable without its ABC check on every plain action: a class
     # with __await__, or a generator-based coroutine.
-    return hasattr(type(value), "__await__") or (
-        isinstance(value, GeneratorType) and isawaitable(value)
-    )
+    return _awaits(type(value)) or (isinstance(value, GeneratorType) and isawaitable(value))
+
+
+@functools.lru_cache(maxsize=256)
+def _awaits(cls: type) -> bool:
+    # Asked once per type: a pydantic model's class answers a missing
+    # attribute through its metaclass's Python __getattr__, a raise each turn.
+    return hasattr(cls, "__await__")
 
 
 def log_late_reply(
