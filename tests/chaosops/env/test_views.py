@@ -111,6 +111,24 @@ def test_view_is_a_valid_model() -> None:
         assert RoleView.model_validate(view.model_dump()) == view
 
 
+def test_an_observation_holds_the_view_project_view_gives() -> None:
+    """The environment validates an observation and its view in one go, from
+    `view_fields`: the view is the one `project_view` builds, fields all set."""
+    env = ChaosOpsEnvironment()
+    scenario = Scenario.from_type(FailureType.ROGUE_DEPLOY_BOT, seed=4)
+    obs = env.reset(scenario=scenario)
+    policy = random_policy(seed=4)
+    while True:
+        view = env.world.project_view(obs.turn_role)
+        assert obs.view == view
+        assert RoleView.model_validate(env.world.view_fields(obs.turn_role)) == view
+        assert obs.view.model_fields_set == set(RoleView.model_fields)
+        if obs.done:
+            break
+        obs = env.step(policy(obs, obs.turn_role))
+    assert env.state.step_count > 1
+
+
 def test_observation_is_a_snapshot() -> None:
     env = ChaosOpsEnvironment()
     obs = env.reset(scenario=Scenario.from_type(FailureType.MEMORY_LEAK, seed=0))
