@@ -62,6 +62,7 @@ _NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 
 def _metric_class(kind: str) -> type[Any]:
+    # slow to import: loaded once metrics are on
     import prometheus_client
 
     return getattr(prometheus_client, kind.capitalize())  # type: ignore[no-any-return]
@@ -234,6 +235,7 @@ class Meter:
     # -- serving and closing ------------------------------------------------
 
     def _serve(self, port: int, host: str) -> None:
+        # slow to import: loaded once metrics are on
         from prometheus_client.exposition import start_http_server
 
         server, thread = start_http_server(port, addr=host, registry=self.registry)
@@ -388,6 +390,7 @@ def configure_metrics(
     if STATE.meter is not None:
         STATE.meter.close()
     if registry is None:
+        # slow to import: loaded once metrics are on
         from prometheus_client import REGISTRY as registry
     meter = Meter(registry, namespace, labels)
     if port is not None:

@@ -42,6 +42,7 @@ def new_event_loop(loop: str | None = None) -> asyncio.AbstractEventLoop:
     """A new event loop of the kind :func:`run` would use (see :func:`resolve_loop`),
     for a caller that runs it itself (``run_until_complete``)."""
     if resolve_loop(loop) == "uvloop":
+        # not on Windows
         import uvloop
 
         return uvloop.new_event_loop()

@@ -67,6 +67,7 @@ def configure_tracing(tracer_provider: Any = None, *, name: str = "actors") -> N
     missing. Replaces a previous configuration; :func:`disable_tracing` ends it.
     """
     try:
+        # an extra, loaded once tracing is on
         from opentelemetry import context, trace
     except ImportError:
         raise ImportError(

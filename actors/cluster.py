@@ -72,6 +72,7 @@ class ClusterOptions:
 
 def import_ray() -> Any:
     try:
+        # the ray extra
         import ray
     except ImportError:
         raise RayMissing(RAY_MISSING) from None

@@ -13,6 +13,7 @@ EXPORT_TIMEOUT_S = 5
 
 def otlp_exporter(url: str) -> Any:
     """An exporter of spans to ``url`` (a collector's ``/v1/traces``)."""
+    # an extra, loaded once tracing is on
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     return OTLPSpanExporter(endpoint=url, timeout=EXPORT_TIMEOUT_S)
@@ -22,6 +23,7 @@ def exporting_provider(exporter: Any, *first: Any) -> Any:
     """A tracer provider sending its spans to ``exporter`` in batches every
     second (a trace viewer follows the run; the SDK's default is 5 s), after
     the span processors ``first``. Shut it down to send what is queued."""
+    # an extra, loaded once tracing is on
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor

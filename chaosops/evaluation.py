@@ -40,6 +40,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
 from chaosops.stats import mean_interval, wilson_interval
@@ -266,8 +267,6 @@ def _num(value: float | None, digits: int = 1) -> str:
 
 def render_table(rows: Sequence[EvalRow], *, title: str | None = None) -> Table:
     """A rich table of the rows (docs/world.md, "Evaluation figures" columns)."""
-    from rich import box
-
     # Two-line headers and one space between columns: the table fits an
     # 80-column terminal; names and the failed count wrap, numbers are never cut.
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=0)
@@ -325,11 +324,11 @@ def write_reward_chart(rows: Sequence[EvalRow], path: str | Path) -> bool:
     Returns False (and writes nothing) when matplotlib is not installed
     (``pip install 'chaosops[plot]'``).
     """
-    try:
+    try:  # the plot extra's
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # after use("Agg"): no display needed
     except ImportError:
         return False
 

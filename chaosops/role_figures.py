@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
 from chaosops.stats import percentile
@@ -144,8 +145,6 @@ def _ms(value: float | None) -> str:
 
 def render_role_table(figures: Sequence[RoleFigures], *, title: str | None = None) -> Table:
     """The figures as a rich table that fits 80 columns (names wrap, numbers never)."""
-    from rich import box
-
     several = len({f.policy for f in figures}) > 1
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=0)
     if several:

@@ -17,6 +17,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich import box
+from rich.table import Table
+
 from chaosops.env.world_sim import Scenario
 from chaosops.stats import mean_interval, wilson_interval
 from chaosops.untrusted import plain
@@ -139,9 +142,6 @@ def _variance(values: list[float]) -> float:
 
 def render_sample_table(rows: Iterable[SampleRow], *, title: str | None = None) -> Any:
     """The rows as a rich table: pass@1 and pass@k with their 95% intervals."""
-    from rich import box
-    from rich.table import Table
-
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
     for header in ("policy", "tier", "scenarios", "k", "pass@1", "pass@k", "reward\nvariance"):
         table.add_column(header, justify="left" if header in ("policy", "tier") else "right")

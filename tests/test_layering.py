@@ -1,4 +1,5 @@
-"""Import direction: actors never imports chaosops; the world imports no async code."""
+"""Import direction: actors never imports chaosops; the world imports no async
+code; no cycle; imports at the top of modules, but for heavy or optional ones."""
 
 from __future__ import annotations
 
@@ -112,3 +113,52 @@ def test_the_cli_keeps_no_module_level_mutable_state() -> None:
             assert not mutable or not isinstance(node, ast.Assign | ast.AnnAssign), (
                 f"{path.name}:{node.lineno}"
             )
+
+
+# What a function may import for itself: a heavy or optional dependency (or a
+# module of ours that loads one), so that importing the module stays cheap and
+# works without the extra.
+LAZY_IMPORTS = (
+    "ray",  # the ray extra
+    "openenv", "chaosops.serve",  # the serve extra
+    "datasets", "matplotlib", "opentelemetry",  # the train, plot and otel extras
+    "uvloop", "fcntl",  # not on every platform
+    "uvicorn", "starlette", "chaosops.viewer.web", "prometheus_client",  # slow to import
+)  # fmt: skip
+
+
+def _reason_given(lines: list[str], lineno: int) -> bool:
+    """A comment on the import's line, on another import of its run, or on the
+    line above the run (blank lines may part the run's imports)."""
+    index = lineno - 1  # the import's own line
+    while index >= 0:
+        line = lines[index].strip()
+        if "#" in line:
+            return True
+        if line and not line.startswith(("import ", "from ")):
+            return False
+        index -= 1
+    return False
+
+
+def test_imports_inside_functions_are_heavy_or_optional_ones_with_a_reason() -> None:
+    offenders = []
+    for path in _files("actors", "chaosops"):
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        for node in ast.walk(ast.parse(text, filename=str(path))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Import):
+                    names = [alias.name for alias in inner.names]
+                elif isinstance(inner, ast.ImportFrom):  # a relative one is never lazy
+                    names = ["." * inner.level + (inner.module or "")]
+                else:
+                    continue
+                lazy = all(
+                    any(n == m or n.startswith(m + ".") for m in LAZY_IMPORTS) for n in names
+                )
+                if not lazy or not _reason_given(lines, inner.lineno):
+                    offenders.append(f"{path.relative_to(ROOT)}:{inner.lineno} {', '.join(names)}")
+    assert not offenders, "imports inside functions: " + "; ".join(sorted(set(offenders)))

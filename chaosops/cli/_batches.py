@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 import actors
+from chaosops.agents.cluster import EpisodeJob, Outputs, open_cluster_batch
 from chaosops.agents.runner import open_batch
 
 from ._config import Deadlines, TurnTimeout
@@ -213,8 +214,6 @@ def _open(batch: Batch, concurrency: int, cluster: Any) -> Any:
         return open_batch(batch.scenarios, batch.factory, concurrency=concurrency,
                           turn_timeout=batch.turn_timeout, fields=fields,
                           gc_freeze=True)  # fmt: skip
-    from chaosops.agents.cluster import EpisodeJob, Outputs, open_cluster_batch
-
     remote = batch.remote
     assert remote is not None, "a batch for Ray workers is planned with their Remote"
     outputs = Outputs(batch.tag, remote.roles)

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from actors.cluster import ClusterError, RayMissing, connect, import_ray
+
 from ._config import RunConfig
 from ._errors import CLIError
 from ._policies import PolicyRecipe
@@ -22,8 +24,6 @@ def on_cluster(config: RunConfig) -> Iterator[RunConfig]:
             raise CLIError("--workers needs --ray ADDRESS (local, auto or HOST:PORT)")
         yield config
         return
-    from actors.cluster import ClusterError, RayMissing, connect, import_ray
-
     try:
         import_ray()
     except RayMissing as exc:

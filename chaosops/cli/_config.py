@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from actors.cluster import ClusterOptions
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.env.environment import DEFAULT_TURN_ORDER
 from chaosops.env.models import AgentRole
@@ -115,8 +116,6 @@ class RunConfig:
         """``--ray`` and ``--workers`` as ClusterOptions; None without ``--ray``."""
         if self.ray is None:
             return None
-        from actors.cluster import ClusterOptions
-
         return ClusterOptions(self.ray, self.workers)
 
     @property

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from rich.table import Table
+
 from chaosops.evaluation import TIER_ORDER
 from chaosops.scenarios import ScenarioFileError, read_suite
 
@@ -15,8 +17,6 @@ from ._terminal import console_for
 
 def cmd_scenarios(paths: Sequence[str]) -> int:
     """``chaosops scenarios``; returns the exit code (2 when a file is invalid)."""
-    from rich.table import Table
-
     table = Table(title="scenario suites", title_justify="left")
     for header in ("suite", "file", "scenarios", "failure types", "tiers"):
         table.add_column(header, justify="right" if header == "scenarios" else "left")

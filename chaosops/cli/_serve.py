@@ -26,7 +26,7 @@ _GRACE_S = 2.0
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    try:
+    try:  # the serve extra, and uvicorn (slow to import): for this command only
         import uvicorn
 
         from chaosops.serve import ServedRuns, TableRules, build_app

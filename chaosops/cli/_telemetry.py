@@ -37,6 +37,7 @@ def serve_metrics(telemetry: Telemetry) -> str | None:
             if value is not None:
                 raise CLIError(f"{option} needs --metrics-port (the port to serve them on)")
         return None
+    # slow to import: loaded once metrics are on
     import prometheus_client
 
     prometheus_client.disable_created_metrics()  # no *_created series beside each counter
@@ -77,6 +78,7 @@ def start_tracing(telemetry: Telemetry, session: Session) -> str | None:
         return None
     url = traces_url(telemetry.otlp_endpoint)
     try:
+        # an extra, loaded once tracing is on
         from opentelemetry.sdk.trace import SpanProcessor
         from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -224,6 +226,7 @@ def _env(name: str) -> str | None:
 def _check_collector(url: str) -> None:
     """An empty export request, with the exporter's headers and certificates:
     a collector answers 200 and stores nothing."""
+    # an extra, loaded once tracing is on
     from opentelemetry.util.re import parse_env_headers
 
     headers = {"Content-Type": "application/x-protobuf"}

@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from rich.console import Console
+
 from actors import configure_logging
 from chaosops.outputs import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, TRAJECTORIES_FILE
 from chaosops.untrusted import printable
@@ -20,8 +22,6 @@ from ._session import Session
 def console_for(stream: TextIO) -> Any:
     """A rich console writing to ``stream``: as wide as the terminal or ``$COLUMNS``,
     else 160 columns."""
-    from rich.console import Console
-
     width = None if stream.isatty() or os.environ.get("COLUMNS") else 160
     return Console(file=stream, width=width, highlight=False)
 

@@ -15,6 +15,7 @@ from ._watch import open_index, run_path
 
 
 def cmd_view(folders: Sequence[str], host: str, port: int) -> int:
+    # uvicorn and starlette are slow to import: for this command only
     import uvicorn
 
     from chaosops.viewer.web import build_app

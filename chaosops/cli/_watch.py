@@ -8,6 +8,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.live import Live
+
+from chaosops.viewer.dashboard import Rate, follow, frame_view, run_view
+from chaosops.viewer.frames import frames
+from chaosops.viewer.index import NotARun, RunIndex
+from chaosops.viewer.transcript import transcript
+
 from ._errors import CLIError
 from ._folders import LATEST, latest_run
 
@@ -24,8 +32,6 @@ def run_path(folder: str | None) -> Path:
 def open_index(folder: str | Path | None) -> Any:
     """The :class:`RunIndex` of ``folder`` (default: the latest run); one line
     (exit 2) for a folder that is not a run."""
-    from chaosops.viewer.index import NotARun, RunIndex
-
     try:
         return RunIndex(run_path(None if folder is None else str(folder)))
     except NotARun as exc:
@@ -59,8 +65,6 @@ def episode_row(index: Any, wanted: str) -> Any:
 
 
 def cmd_watch(folder: str | None, episode: str | None, every_s: float, delay_s: float) -> int:
-    from rich.console import Console
-
     index = open_index(folder)
     console = Console()
     try:
@@ -76,8 +80,6 @@ def cmd_watch(folder: str | None, episode: str | None, every_s: float, delay_s: 
 
 
 def _follow_run(console: Any, index: Any, every_s: float) -> None:
-    from chaosops.viewer.dashboard import Rate, follow, run_view
-
     rate = Rate()
 
     def render() -> Any:
@@ -89,11 +91,6 @@ def _follow_run(console: Any, index: Any, every_s: float) -> None:
 
 def _play_episode(console: Any, index: Any, wanted: str, delay_s: float, every_s: float) -> None:
     """Wait while the episode is in flight, then show its frames one by one."""
-    from rich.live import Live
-
-    from chaosops.viewer.dashboard import frame_view
-    from chaosops.viewer.frames import frames
-
     while index.row(wanted) is None and wanted in index.in_flight:
         time.sleep(every_s)
         index.refresh()
@@ -111,8 +108,6 @@ def _play_episode(console: Any, index: Any, wanted: str, delay_s: float, every_s
 
 
 def cmd_transcript(folder: str, episode: str) -> int:
-
-    from chaosops.viewer.transcript import transcript
 
     index = open_index(folder)
     try:

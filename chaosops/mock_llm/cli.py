@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -67,8 +68,6 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 def config_from_args(args: argparse.Namespace) -> MockLLMConfig:
     """Build a :class:`MockLLMConfig` from parsed :func:`build_parser` options."""
-    import os
-
     key = None
     if args.require_api_key:
         key = os.environ.get(args.require_api_key)

@@ -135,6 +135,7 @@ class RunOutputs:
         # An advisory lock on the open results file: released by close() and
         # by the system when the process ends, however it ends.
         try:
+            # not on Windows
             import fcntl
         except ImportError:  # pragma: no cover - not a POSIX system: no lock
             return

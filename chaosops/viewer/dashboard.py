@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console, Group
+from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -152,8 +153,6 @@ def follow(
 ) -> None:
     """Show ``render()`` live, again every ``every_s``, until ``done()``; on a
     console that is not a terminal, print the last view once."""
-    from rich.live import Live
-
     if not console.is_terminal:
         while not done():
             time.sleep(every_s)

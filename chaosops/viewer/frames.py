@@ -7,6 +7,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.env.models import ChaosOpsAction
+from chaosops.outputs import scenario_from_record
+
 CHAT_SHOWN = 6
 """Lines of the shared chat (and of a role's inbox) a frame keeps: the latest."""
 
@@ -35,10 +39,6 @@ def frames(record: Mapping[str, Any]) -> Iterator[Frame]:
     Stops early (without an error) at a step the world does not accept: the
     frames shown are those the record and the world agree on.
     """
-    from chaosops.env.environment import ChaosOpsEnvironment
-    from chaosops.env.models import ChaosOpsAction
-    from chaosops.outputs import scenario_from_record
-
     env = ChaosOpsEnvironment()
     env.reset(scenario=scenario_from_record(record))
     yield _frame(env, 0, None, None, 0.0, False)

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
-import structlog
 
+from actors import current_turn, get_logger
 from chaosops._urls import shown_url
 from chaosops.agents.llm.checks import view_problem
 from chaosops.agents.llm.http import (
@@ -67,11 +67,7 @@ _RAW_LOG_CHARS = 500
 
 
 def _current_turn() -> Any | None:
-    """The runtime's turn context, or None outside a turn (or without ``actors``)."""
-    try:
-        from actors import current_turn
-    except ImportError:
-        return None
+    """The runtime's turn context, or None outside a turn."""
     try:
         return current_turn()
     except (LookupError, RuntimeError):
@@ -79,10 +75,6 @@ def _current_turn() -> Any | None:
 
 
 def _logger() -> Any:
-    try:
-        from actors import get_logger
-    except ImportError:
-        return structlog.get_logger("chaosops.llm")
     return get_logger()
 
 
