@@ -131,8 +131,8 @@ class Episode:
         self.meter = meter.episode(self.hooks.log_fields) if meter is not None else None
         self.slot.meter = self.meter
         if _logging.log_enabled(_logging.INFO):
-            _logging.get_logger().info(
-                "episode_started", episode_id=self.episode_id, **(self.hooks.log_fields or {})
+            _logging.emit(
+                "episode_started", {"episode_id": self.episode_id, **(self.hooks.log_fields or {})}
             )
 
     async def _reset_and_play(self) -> None:
@@ -172,9 +172,9 @@ class Episode:
 
     def _log_finished(self, described: Mapping[str, Any] | None) -> None:
         trace = self.trace
-        _logging.get_logger().info(
+        _logging.emit(
             "episode_finished",
-            **{
+            {
                 "episode_id": trace.episode_id,
                 "status": trace.status,
                 "error": trace.error,
@@ -430,7 +430,7 @@ class Episode:
             error=record.error,
             latency_ms=round(record.latency_s * 1000, 3),
         )
-        _logging.get_logger().info("turn", **fields)
+        _logging.emit("turn", fields)
 
     def _start_turn_span(self, role: Any, played: bool) -> None:
         tracer = _tracing.STATE.tracer

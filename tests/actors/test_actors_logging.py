@@ -640,3 +640,36 @@ async def test_turn_lines_are_captured_as_event_dicts(tmp_path: Path) -> None:
         (1, "b", "info"),
     ]
     assert _records(tmp_path / "run.jsonl") == []  # captured, not written
+
+
+def test_the_runtime_s_events_are_the_lines_its_logger_would_write(tmp_path: Path) -> None:
+    # emit() runs the configured chain on the runtime's own event dict; the
+    # line is the one get_logger().info(...) writes, key for key and in order.
+    path = tmp_path / "run.jsonl"
+    configure_logging(path, run_id="r1")
+    fields = {"episode_id": "e", "turn": 3, "args": {"to": "all"}, "error": None}
+    with bound_contextvars(worker=2):
+        get_logger().info("turn", **fields)
+        _logging.emit("turn", dict(fields))
+    by_logger, by_emit = ({k: v for k, v in r.items() if k != "timestamp"} for r in _records(path))
+    assert list(by_emit.items()) == list(by_logger.items())
+    assert by_emit["worker"] == 2 and by_emit["level"] == "info" and by_emit["run_id"] == "r1"
+    # structlog's own capture sees them too (it changes the configured chain in place)
+    with structlog.testing.capture_logs() as events:
+        _logging.emit("episode_started", {"episode_id": "e"})
+    assert events == [{"episode_id": "e", "event": "episode_started", "log_level": "info"}]
+    assert len(_records(path)) == 2  # and nothing reached the file meanwhile
+    _logging.emit("turn", {"turn": 4})
+    assert _records(path)[-1]["turn"] == 4  # the chain is back
+
+
+def test_the_runtime_s_events_on_a_console_and_unconfigured(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging("-", pretty=True)
+    _logging.emit("turn", {"turn": 1, "role": "sre"})
+    out = capsys.readouterr().out
+    assert "turn" in out and "role" in out and "sre" in out
+    disable_logging()
+    _logging.emit("turn", {"turn": 2})  # below warning, unconfigured: nothing
+    assert capsys.readouterr() == ("", "")
