@@ -227,8 +227,8 @@ def emit(event: str, fields: dict[str, Any]) -> None:
     these events). The bound logger would first pass the fields on as
     keywords through two calls of its own: a third of a turn line's cost.
     """
-    chain, sink = STATE.chain, STATE.sink
-    if chain is None or sink is None or INFO < STATE.threshold:
+    chain, sink = STATE.chain, STATE.sink  # set and cleared together
+    if chain is None or INFO < STATE.threshold:
         get_logger().info(event, **fields)  # unconfigured: the usual way (and its filter)
         return
     result: Any = fields

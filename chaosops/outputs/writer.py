@@ -135,9 +135,8 @@ class RunOutputs:
         # An advisory lock on the open results file: released by close() and
         # by the system when the process ends, however it ends.
         try:
-            # not on Windows
-            import fcntl
-        except ImportError:  # pragma: no cover - not a POSIX system: no lock
+            import fcntl  # POSIX only
+        except ImportError:  # pragma: no cover - elsewhere: no lock
             return
         try:
             fcntl.flock(self._results.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
