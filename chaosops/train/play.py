@@ -16,7 +16,7 @@ from typing import Any
 
 from chaosops.agents.llm.checks import view_problem
 from chaosops.agents.llm.moves import moves_for
-from chaosops.agents.llm.render import render_view
+from chaosops.agents.llm.render import render_head, render_view
 from chaosops.agents.policies import scripted_policy
 from chaosops.agents.results import EpisodeResult, EpisodeStep
 from chaosops.env.environment import ChaosOpsEnvironment
@@ -147,9 +147,7 @@ class RolePlay:
 
 def describe(obs: ChaosOpsObservation, role: AgentRole) -> str:
     """What ``role`` sees, as text for a model, with the moves it may make."""
-    head = f"ChaosOps incident, step {obs.step}. Your role: {role.value}."
-    if obs.message:
-        head += f"\nLast event: {obs.message}"
+    head = render_head(obs, role)
     if obs.done:
         return f"{head}\nThe episode is over."
     kinds = ", ".join(kind.value for kind in moves_for(obs, role).kinds)

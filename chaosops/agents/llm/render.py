@@ -43,6 +43,7 @@ __all__ = [
     "build_messages",
     "fold_system_prompt",
     "read_rendered",
+    "render_head",
     "render_observation",
     "render_view",
     "system_prompt",
@@ -143,13 +144,19 @@ def render_view(view: RoleView) -> str:
     return "\n".join(lines)
 
 
+def render_head(obs: ChaosOpsObservation, role: AgentRole) -> str:
+    """The opening lines of a turn's text: the step, the role, the last event."""
+    head = f"ChaosOps incident, step {obs.step}. Your role: {role.value}."
+    if obs.message:
+        head += f"\nLast event: {_one_line(obs.message)}"
+    return head
+
+
 def render_observation(obs: ChaosOpsObservation, role: AgentRole | str | None = None) -> str:
     """Render an observation as the user message of a turn, ending with the
     answer format: the moves this role may make in this view (:mod:`.moves`)."""
     role = AgentRole(getattr(role, "value", role) or obs.view.role)
-    head = f"ChaosOps incident, step {obs.step}. Your role: {role.value}."
-    if obs.message:
-        head += f"\nLast event: {_one_line(obs.message)}"
+    head = render_head(obs, role)
     return f"{head}\n\n{render_view(obs.view)}\n## ANSWER\n{moves_for(obs, role).text}"
 
 
