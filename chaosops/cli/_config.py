@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,15 +154,8 @@ class RunConfig:
 
     @property
     def players(self) -> dict[str, dict[str, str | None]]:
-        """What plays each role, as the outputs record it: its policy and, for
-        an LLM, its model and the answer format it is asked in."""
-        players: dict[str, dict[str, str | None]] = {}
-        for role, name in self.policy_by_role.items():
-            settings = self.llm_settings(name)
-            players[role] = {"policy": name, "model": getattr(settings, "model", None)}
-            if settings is not None:
-                players[role]["answer"] = settings.answer_format or settings.answer
-        return players
+        """What plays each role, as the outputs record it (see :func:`players_of`)."""
+        return players_of(self.policy_by_role, self.llm_settings)
 
     @property
     def models(self) -> str:
@@ -252,6 +245,21 @@ def _config(args: argparse.Namespace, policies: Sequence[str]) -> RunConfig:
 def _log_target(args: argparse.Namespace) -> str | None:
     """``--log-json`` of ``run`` and ``eval``: see :func:`log_target`."""
     return log_target(args.log_json, args.out if args.command == "run" else None)
+
+
+def players_of(
+    policy_by_role: Mapping[str, str], settings_of: Callable[[str], LLMSettings | None]
+) -> dict[str, dict[str, str | None]]:
+    """What plays each role, as the outputs record it: its policy and, for an
+    LLM (``settings_of(policy)`` not None), its model and the answer format it
+    is asked in."""
+    players: dict[str, dict[str, str | None]] = {}
+    for role, name in policy_by_role.items():
+        settings = settings_of(name)
+        players[role] = {"policy": name, "model": getattr(settings, "model", None)}
+        if settings is not None:
+            players[role]["answer"] = settings.answer_format or settings.answer
+    return players
 
 
 def log_target(log_json: str | None, folder: Path | None) -> str | None:

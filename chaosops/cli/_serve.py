@@ -11,7 +11,14 @@ from actors import timeouts_by_role
 from chaosops.env.models import AgentRole
 from chaosops.outputs import OutputError
 
-from ._config import Deadlines, Telemetry, check_policies, llm_settings_of, log_target
+from ._config import (
+    Deadlines,
+    Telemetry,
+    check_policies,
+    llm_settings_of,
+    log_target,
+    players_of,
+)
 from ._errors import CLIError, output_error
 from ._folders import new_run_folder, point_latest
 from ._policies import prepare_llms, role_map_factory
@@ -130,10 +137,10 @@ def _policy_by_role(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _players(chosen: dict[str, str], llms: dict[str, Any]) -> dict[AgentRole, dict[str, Any]]:
-    """What plays each role, as the outputs record it: its policy and an LLM's model."""
-    models = {name: llm.settings.model for name, llm in llms.items()}
-    return {AgentRole(role): {"policy": name, "model": models.get(name)}
-            for role, name in chosen.items()}  # fmt: skip
+    """What plays each role, as ``chaosops run`` records it (the LLMs' settings
+    as their servers settled them)."""
+    settings = {name: llm.settings for name, llm in llms.items()}
+    return {AgentRole(role): player for role, player in players_of(chosen, settings.get).items()}
 
 
 def _llms(args: argparse.Namespace, chosen: dict[str, str]) -> dict[str, Any]:

@@ -168,7 +168,9 @@ def test_an_llm_plays_a_role_on_the_server_and_the_log_follows_the_episode(
         finally:
             _stop(proc)
     (record,) = jsonl(tmp_path / "served" / "results.jsonl")
-    assert record["roles"]["dev"] == {"policy": "mock", "model": "chaosops-mock"}
+    # as `chaosops run` records it: the answer format the server settled (the mock takes all)
+    assert record["roles"]["dev"] == {"policy": "mock", "model": "chaosops-mock",
+                                      "answer": "json"}  # fmt: skip
     dev = [step for step in record["steps"] if step["role"] == "dev"]
     assert dev and not any(step["timed_out"] or step["error"] for step in dev)
     events = jsonl(tmp_path / "served" / "log.jsonl")
