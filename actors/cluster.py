@@ -122,8 +122,8 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise ClusterError(
-            f"cannot reach the Ray cluster at {address}: {reason}; "
-            "start one with `ray start --head`, or use --ray local"
+            f"cannot reach the Ray cluster at {address}: {reason} (a head is started "
+            "with `ray start --head`)"
         ) from None
 
 

@@ -4,6 +4,7 @@ code; no cycle; imports at the top of modules, but for heavy or optional ones.""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -162,3 +163,36 @@ def test_imports_inside_functions_are_heavy_or_optional_ones_with_a_reason() -> 
                 if not lazy or not _reason_given(lines, inner.lineno):
                     offenders.append(f"{path.relative_to(ROOT)}:{inner.lineno} {', '.join(names)}")
     assert not offenders, "imports inside functions: " + "; ".join(sorted(set(offenders)))
+
+
+def _texts(path: Path) -> list[str]:
+    """The string constants of a module, f-strings' parts included; not its
+    documentation (docstrings, and the strings standing alone after a name)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    docstrings = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]  # fmt: skip
+
+
+def test_the_libraries_messages_name_no_flag_of_the_command() -> None:
+    # A library says what is wrong; the command line adds the flag to use.
+    from chaosops.cli._options import OPTIONS
+
+    flags = {flag for option in OPTIONS for flag in option.flags if flag.startswith("--")}
+    assert "--ray" in flags and "--resume" in flags
+    named = {
+        (str(path.relative_to(ROOT)), flag)
+        for path in _files("actors", "chaosops/outputs", "chaosops/agents")
+        for text in _texts(path)
+        for flag in flags
+        if re.search(re.escape(flag) + r"(?![\w-])", text)
+    }
+    assert named == set()

@@ -33,7 +33,8 @@ def on_cluster(config: RunConfig) -> Iterator[RunConfig]:
             workers = config.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
             yield dataclasses.replace(config, workers=workers)
     except ClusterError as exc:
-        raise CLIError(str(exc), code=1) from None
+        other = "" if config.ray == "local" else "; or --ray local for a Ray instance of its own"
+        raise CLIError(f"{exc}{other}", code=1) from None
     except BaseExceptionGroup as group:  # every worker died, inside the run's task group
         lost = group.subgroup(ClusterError)
         if lost is None:
