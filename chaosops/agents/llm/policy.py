@@ -19,8 +19,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
+import orjson
 
-from actors import current_turn, get_logger
+from actors import current_turn, get_logger, json_safe
 from chaosops._urls import shown_url
 from chaosops.agents.llm.checks import view_problem
 from chaosops.agents.llm.http import (
@@ -384,10 +385,10 @@ def _read_answer(completion: Any) -> tuple[str | None, list[Any], dict[str, Any]
         for call in tool_calls:
             name, arguments = tool_call_parts(call)
             if name is not None or arguments is not None:
-                calls.append({"name": _str_or_none(name), "arguments": arguments})
+                calls.append({"name": _str_or_none(name), "arguments": _arguments_text(arguments)})
         info["tool_calls"] = calls
         if not raw:
-            raw = "\n".join(str(c["arguments"]) for c in calls) or None
+            raw = "\n".join(c["arguments"] for c in calls if c["arguments"] is not None) or None
     info["completion"] = raw
     usage = _field(completion, "usage")
     if usage is not None:
@@ -428,6 +429,14 @@ def _field(value: Any, name: str) -> Any:
 
 def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _arguments_text(arguments: Any) -> str | None:
+    """A tool call's arguments as text: the JSON text most servers send, or the
+    JSON of the object some send instead (one type for the records' column)."""
+    if arguments is None or isinstance(arguments, str):
+        return arguments
+    return orjson.dumps(json_safe(arguments), default=str).decode()
 
 
 def _count(value: Any) -> int | None:

@@ -402,6 +402,7 @@ def _completion(message: dict[str, Any], **extra: Any) -> bytes:
 
 
 _RESTART = '{"action_type": "restart", "target": "db", "args": {}}'
+_RESTART_TEXT = '{"action_type":"restart","target":"db","args":{}}'  # as orjson writes it
 
 
 @pytest.mark.parametrize(
@@ -417,6 +418,12 @@ _RESTART = '{"action_type": "restart", "target": "db", "args": {}}'
         (_completion({"content": None, "tool_calls": [{"id": "c", "type": "function",
                                                         "function": "take_action"}]}),
          ActionType.NOOP, "tool call: no action_type in the JSON object", {}),
+        # Arguments sent as an object, not as its JSON text: recorded as text all the same.
+        (_completion({"content": None, "tool_calls": [{"id": "c", "type": "function",
+                      "function": {"name": "take_action", "arguments": json.loads(_RESTART)}}]}),
+         ActionType.RESTART, None,
+         {"completion": _RESTART_TEXT,
+          "tool_calls": [{"name": "take_action", "arguments": _RESTART_TEXT}]}),
         # Fields of the wrong type are left out, or null: the records' types hold.
         (_completion({"content": _RESTART},
                      usage={"prompt_tokens": "ten", "completion_tokens": 5, "total_tokens": 2**70}),
@@ -425,8 +432,8 @@ _RESTART = '{"action_type": "restart", "target": "db", "args": {}}'
         (_completion({"content": _RESTART}, usage=["x"]), ActionType.RESTART, None,
          {"usage": {"prompt_tokens": None, "completion_tokens": None, "total_tokens": None}}),
     ],
-    ids=["content-parts", "content-int", "choices-dict", "tool-function-str", "usage-types",
-         "usage-list"],
+    ids=["content-parts", "content-int", "choices-dict", "tool-function-str",
+         "tool-arguments-object", "usage-types", "usage-list"],
 )  # fmt: skip
 @pytest.mark.asyncio
 async def test_an_answer_of_an_odd_shape_costs_its_turn_not_the_policy(
