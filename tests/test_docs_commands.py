@@ -1,20 +1,24 @@
-"""Every shell command in the README and docs/ runs as written, so the docs
-cannot drift from the command.
+"""Every shell command and Python block in the README and docs/ runs as
+written, so the docs cannot drift from the code.
 
 Each ```bash block is run line by line, in order, in a folder of its own that
 holds the repository's suites, examples and tests (and `.venv`, this
 interpreter's environment), with this environment's `bin` first on PATH. A line
 ending in `&` starts a server: it is ready once it prints its first line, and is
-stopped when the block ends. A block that cannot run here (it installs from a
-registry, needs a tool or a service the project does not bring, or names the
-reader's own files) is marked right above its fence with
-`<!-- not run: the reason -->`; the marks are listed at the end of the run.
+stopped when the block ends. Each ```python block is one program run by this
+interpreter in such a folder; one that talks to a server names it right above
+its fence, `<!-- run beside: chaosops serve --port 8000 -->`, started first the
+same way. A block that cannot run here (it installs from a registry, needs a
+tool or a service the project does not bring, or names the reader's own files)
+is marked right above its fence with `<!-- not run: the reason -->`; the marks
+are listed at the end of the run.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -25,19 +29,32 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHARED = ("scenarios", "examples", "tests", "benchmarks", "pyproject.toml", "docs")
-_BLOCK = re.compile(r"(<!-- not run: (?P<why>[^>]*) -->\n)?```(?:bash|sh)\n(?P<body>.*?)```", re.S)
+_BLOCK = re.compile(
+    r"(<!-- (?:not run: (?P<why>[^>]*)|run beside: (?P<beside>[^>]*)) -->\n[ \t]*)?"
+    r"```(?P<lang>bash|sh|python)\n(?P<body>.*?)```",
+    re.S,
+)
 TIMEOUT = 300
 
 
 def _blocks() -> list[tuple[str, str | None, list[str]]]:
-    """(where, why it is not run or None, its commands) for every bash block."""
+    """(where, why it is not run or None, its commands) for every block: a
+    Python block's commands are the servers it runs beside, then
+    ``python -c PROGRAM``."""
     found = []
     for doc in DOCS:
         text = doc.read_text()
         for match in _BLOCK.finditer(text):
             line = text[: match.start("body")].count("\n")
             where = f"{doc.relative_to(ROOT)}:{line}"
-            found.append((where, match.group("why"), _commands(match.group("body"))))
+            body = match.group("body")
+            if match.group("lang") == "python":
+                beside = match.group("beside")
+                commands = [f"{beside} &"] if beside else []
+                commands.append(f"python -c {shlex.quote(body)}")
+            else:
+                commands = _commands(body)
+            found.append((where, match.group("why"), commands))
     return found
 
 
@@ -68,6 +85,7 @@ def test_a_doc_block_runs(where: str, commands: list[str], tmp_path: Path) -> No
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["COLUMNS"] = "120"
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / ".hf"))  # datasets: no network
     servers: list[subprocess.Popen[str]] = []
     try:
         for command in commands:
