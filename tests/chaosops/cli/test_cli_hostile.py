@@ -38,20 +38,18 @@ def _app(mode: str) -> Starlette:
         await request.body()
         if mode == "never":
             await asyncio.sleep(60)
-        text = {
+        echoed = request.headers.get("authorization", "")
+        message: dict[str, Any] = {"role": "assistant", "content": {
             "huge": "x" * (5 << 20),
-            "echo": request.headers.get("authorization", ""),
+            "echo": echoed,
             "proxy": '{"action_type": "noop", "target": null, "args": {}}',
-        }[mode]
+        }.get(mode)}  # fmt: skip
+        if mode == "echo-tool":  # the key inside a tool call's arguments, sent as an object
+            function = {"name": "take_action", "arguments": {"note": echoed}}
+            message["tool_calls"] = [{"id": "c", "type": "function", "function": function}]
         answer = {
             "model": MODEL,
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": text},
-                }
-            ],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
         }
         return Response(orjson.dumps(answer), media_type="application/json")  # fmt: skip
 
@@ -108,15 +106,21 @@ def test_a_huge_answer_is_not_read_past_the_limit(work: Path, hostile: str) -> N
     assert "played the fallback after a policy error or a failed LLM call" in proc.stderr
 
 
-@pytest.mark.parametrize("hostile", ["echo"], indirect=True)
-def test_a_key_echoed_back_is_written_nowhere(work: Path, hostile: str) -> None:
-    out = work / "echo"
-    log = work / "echo.log"
+@pytest.mark.parametrize(
+    ("hostile", "completion"),
+    [("echo", "Bearer ***"), ("echo-tool", '{"note":"Bearer ***"}')],
+    indirect=["hostile"],
+)
+def test_a_key_echoed_back_is_written_nowhere(
+    work: Path, hostile: str, completion: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "echo"
+    log = tmp_path / "echo.log"
     proc = chaosops(*llm_run(work, hostile, out, "--episodes-per-type", "1", "--llm-api-key",
                              KEY, "--log-json", log), cwd=work)  # fmt: skip
     assert proc.returncode == 1, proc.stderr  # an echo is no move
     completions = [s["completion"] for s in jsonl(out / "trajectories.jsonl")]
-    assert completions and all(c == "Bearer ***" for c in completions)  # it did come back
+    assert completions and all(c == completion for c in completions)  # it did come back
     for path in [*out.iterdir(), log]:
         assert KEY.encode() not in path.read_bytes(), path.name
     assert KEY not in proc.stdout + proc.stderr
