@@ -288,7 +288,8 @@ class LLMPolicy:
             return action
         if (cut := cut_answer(info.get("finish_reason"), tool_calls)) is not None:
             error = f"{cut}: {error}"
-        info["parse_error"] = error = str(error)[:300]
+        # the error may quote the answer: the key scrubbed out of it too
+        info["parse_error"] = error = redact(str(error), self._client.key)[:300]
         _logger().warning(
             "parse_error",
             role=role.value,
@@ -303,14 +304,26 @@ MAX_KEPT_COMPLETION = 65_536
 
 
 def _redacted(answer: dict[str, Any], key: str) -> dict[str, Any]:
-    """What the answer recorded, cut to :data:`MAX_KEPT_COMPLETION` characters,
-    the key scrubbed out (a server may echo the request's headers back)."""
+    """What the answer recorded, its texts cut to :data:`MAX_KEPT_COMPLETION`
+    characters and the key scrubbed out of every string (a server may echo the
+    request's headers back, in its text or in any other field)."""
     if isinstance(text := answer.get("completion"), str):
-        answer["completion"] = redact(text[:MAX_KEPT_COMPLETION], key)
+        answer["completion"] = text[:MAX_KEPT_COMPLETION]
     for call in answer.get("tool_calls") or ():
         if isinstance(arguments := call.get("arguments"), str):
-            call["arguments"] = redact(arguments[:MAX_KEPT_COMPLETION], key)
-    return answer
+            call["arguments"] = arguments[:MAX_KEPT_COMPLETION]
+    return _scrubbed(answer, key)
+
+
+def _scrubbed(value: Any, key: str) -> Any:
+    """``value`` with ``key`` replaced in each string it holds (lists and dicts walked)."""
+    if isinstance(value, str):
+        return redact(value, key)
+    if isinstance(value, list):
+        return [_scrubbed(item, key) for item in value]
+    if isinstance(value, dict):
+        return {name: _scrubbed(item, key) for name, item in value.items()}
+    return value
 
 
 def cut_answer(finish_reason: Any, tool_calls: Sequence[Any]) -> str | None:

@@ -44,11 +44,13 @@ def _app(mode: str) -> Starlette:
             "echo": echoed,
             "proxy": '{"action_type": "noop", "target": null, "args": {}}',
         }.get(mode)}  # fmt: skip
-        if mode == "echo-tool":  # the key inside a tool call's arguments, sent as an object
-            function = {"name": "take_action", "arguments": {"note": echoed}}
+        model = MODEL
+        if mode == "echo-tool":  # the key in a tool call's arguments object, and in its fields
+            function = {"name": f"take_action {echoed}", "arguments": {"note": echoed}}
             message["tool_calls"] = [{"id": "c", "type": "function", "function": function}]
+            model = f"{MODEL} {echoed}"
         answer = {
-            "model": MODEL,
+            "model": model,
             "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
         }
         return Response(orjson.dumps(answer), media_type="application/json")  # fmt: skip
