@@ -5,6 +5,7 @@ tool with token ids and logprobs) that fills the token fields."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from ..._needs import needs
 from ._cli import TINY, chaosops, jsonl, llm_run
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -40,7 +42,7 @@ def runs(work: Path, mock_llm: str) -> Path:
 
 def _load(code: str, folder: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """``ds`` as ``code`` leaves it, run in ``folder`` with no network and a cache of its own."""
-    pytest.importorskip("datasets")
+    needs(importlib.util.find_spec("datasets"), "datasets", "pip install -e '.[test]'")
     monkeypatch.chdir(folder)
     monkeypatch.setenv("HF_HOME", str(folder / ".hf"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
