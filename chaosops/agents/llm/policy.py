@@ -75,10 +75,6 @@ def _current_turn() -> Any | None:
         return None
 
 
-def _logger() -> Any:
-    return get_logger()
-
-
 def _annotate(turn: Any | None, **fields: Any) -> None:
     if turn is not None and hasattr(turn, "annotate"):
         turn.annotate(**fields)
@@ -183,7 +179,7 @@ class LLMPolicy:
         Without this call, ``auto`` settles on the first turns instead: each
         asks in the strongest format not yet refused, and steps down at once
         when the server refuses the request as malformed."""
-        negotiation = await negotiate(self._client, _logger(), seconds)
+        negotiation = await negotiate(self._client, get_logger(), seconds)
         if self.settings.answer == "auto" and negotiation.answer is not None:
             self.settings = dataclasses.replace(self.settings, negotiated=negotiation.answer)
         return negotiation
@@ -198,7 +194,7 @@ class LLMPolicy:
         while True:
             params = request_params(settings, answer, messages, moves)
             try:
-                completion = await self._client.complete(params, deadline, _logger())
+                completion = await self._client.complete(params, deadline, get_logger())
             except LLMRejectedError:
                 if settings.answer != "auto" or settings.negotiated is not None:
                     raise
@@ -290,7 +286,7 @@ class LLMPolicy:
             error = f"{cut}: {error}"
         # the error may quote the answer: the key scrubbed out of it too
         info["parse_error"] = error = redact(str(error), self._client.key)[:300]
-        _logger().warning(
+        get_logger().warning(
             "parse_error",
             role=role.value,
             error=error,
