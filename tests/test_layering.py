@@ -4,6 +4,7 @@ code; no cycle; imports at the top of modules, but for heavy or optional ones.""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -11,10 +12,15 @@ ROOT = Path(__file__).resolve().parents[1]
 ASYNC_MODULES = {"anyio", "asyncio", "trio", "actors"}
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for all the checks."""
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
 def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             found.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -46,10 +52,9 @@ def test_world_imports_no_async_code() -> None:
 
 def test_world_has_no_async_defs() -> None:
     for path in _files("chaosops/env", "chaosops/rewards", "chaosops/curriculum"):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
         assert not any(
             isinstance(n, ast.AsyncFunctionDef | ast.Await | ast.AsyncFor | ast.AsyncWith)
-            for n in ast.walk(tree)
+            for n in ast.walk(_tree(path))
         ), path
 
 
@@ -59,8 +64,7 @@ def _package_imports(path: Path) -> set[str]:
     of ideas, whether or not it runs."""
     package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
     found: set[str] = set()
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
@@ -102,7 +106,7 @@ def test_no_import_cycle_between_modules() -> None:
 
 def test_the_cli_keeps_no_module_level_mutable_state() -> None:
     for path in _files("chaosops/cli"):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _tree(path)
         assert not any(isinstance(n, ast.Global) for n in ast.walk(tree)), path
         for node in tree.body:
             if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__":
@@ -145,9 +149,8 @@ def _reason_given(lines: list[str], lineno: int) -> bool:
 def test_imports_inside_functions_are_heavy_or_optional_ones_with_a_reason() -> None:
     offenders = []
     for path in _files("actors", "chaosops"):
-        text = path.read_text(encoding="utf-8")
-        lines = text.splitlines()
-        for node in ast.walk(ast.parse(text, filename=str(path))):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for node in ast.walk(_tree(path)):
             if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
             for inner in ast.walk(node):
@@ -168,7 +171,7 @@ def test_imports_inside_functions_are_heavy_or_optional_ones_with_a_reason() -> 
 def _texts(path: Path) -> list[str]:
     """The string constants of a module, f-strings' parts included; not its
     documentation (docstrings, and the strings standing alone after a name)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = _tree(path)
     docstrings = {
         id(node.value)
         for node in ast.walk(tree)
