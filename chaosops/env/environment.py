@@ -16,6 +16,7 @@ Where docs/world.md is silent:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -58,25 +59,52 @@ _FLAG_WORDS = (
 )
 _OUT_OF_STEPS = "out of steps, unresolved"
 _NO_EFFECT = "no effect noted"
-# f"{reward:+.1f}" by reward (formatting a float is slow; rewards repeat across
-# episodes). Zero is never cached: 0.0 and -0.0 are one key but print differently.
-_REWARD_TEXT: dict[float, str] = {}
-_REWARD_TEXT_MAX = 4096
 
 
 class EpisodeFinishedError(RuntimeError):
     """`step` was called on an episode that is over (or was never started)."""
 
 
+def _as_action(action: ChaosOpsAction | Mapping[str, Any], role: AgentRole) -> ChaosOpsAction:
+    """The action as `role`'s (a copy when it named another role: the caller's
+    object is never changed)."""
+    if not isinstance(action, ChaosOpsAction):
+        return ChaosOpsAction.model_validate({**action, "role": role})
+    if action.role is not role:
+        return action.model_copy(update={"role": role})
+    return action
+
+
 def _describe(action: ChaosOpsAction) -> str:
-    parts = [str(action.action_type)]  # a plain string when built with model_construct
+    kind = str(action.action_type)  # the member's value (a StrEnum)
+    if action.target is None and not action.args:
+        return kind
+    parts = [kind]
     if action.target is not None:
         target = action.target
-        # one line (SPEC 9): a target with a line break or a control character, quoted
+        # one line (docs/world.md): a target with a line break or a control character, quoted
         parts.append(target if target.isprintable() else repr(target))
     if action.args:
         parts.append(" ".join(f"{k}={v!r}" for k, v in action.args.items()))
     return " ".join(parts)
+
+
+def _outcome(flags: dict[str, bool], unresolved: bool) -> str:
+    """What an on-call engineer saw come of the step."""
+    words = [] if flags == NO_FLAGS else [word for key, word in _FLAG_WORDS if flags[key]]
+    if unresolved:
+        words.append(_OUT_OF_STEPS)
+    return ", ".join(words) or _NO_EFFECT
+
+
+def _reward_text(reward: float) -> str:
+    # 0.0 and -0.0 are one cache key but print differently: zero is never cached.
+    return _signed_text(reward) if reward else f"{reward:+.1f}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _signed_text(reward: float) -> str:
+    return f"{reward:+.1f}"  # rewards repeat across episodes; formatting a float is slow
 
 
 class ChaosOpsEnvironment:
@@ -155,6 +183,32 @@ class ChaosOpsEnvironment:
 
     def step(self, action: ChaosOpsAction | Mapping[str, Any]) -> ChaosOpsObservation:
         """Apply the current role's action; return the next role's observation."""
+        self._check_running()
+        role = self.turn_order[self._turn]
+        action = _as_action(action, role)
+        world = self.world
+        flags = world.apply_action(action)
+        world.tick()
+        reward, unresolved = self._score(flags)
+        self._turn = (self._turn + 1) % len(self.turn_order)
+        next_role = self.turn_order[self._turn]
+        state = world.state
+        message = (
+            f"step {state.step_count}/{state.max_steps}: {role} {_describe(action)}"
+            f" -> {_outcome(flags, unresolved)}; reward {_reward_text(reward)}"
+        )
+        return ChaosOpsObservation.model_validate(
+            {
+                "done": self._done,
+                "reward": reward,
+                "view": world.view_fields(next_role),
+                "step": state.step_count,
+                "turn_role": next_role,
+                "message": message,
+            },
+        )
+
+    def _check_running(self) -> None:
         if self._done or not self._started:
             episode = self.world.state.episode_id if self._started else None
             raise EpisodeFinishedError(
@@ -162,59 +216,18 @@ class ChaosOpsEnvironment:
                 if self._started
                 else "no episode started; call reset() before step()"
             )
-        order = self.turn_order
-        turn = self._turn
-        role = order[turn]
-        if not isinstance(action, ChaosOpsAction):
-            action = ChaosOpsAction.model_validate({**action, "role": role})
-        elif action.role is not role:
-            action = action.model_copy(update={"role": role})
-        world = self.world
-        state = world.state
-        flags = world.apply_action(action)
-        world.tick()
+
+    def _score(self, flags: dict[str, bool]) -> tuple[float, bool]:
+        """The step's reward (kept in the state, the breakdown in `last_breakdown`),
+        and whether the episode just ran out of steps unresolved."""
+        state = self.world.state
         breakdown, reward = step_reward(state, flags)
         self.last_breakdown = breakdown
         state.cumulative_reward += reward
         if flags["miscommunication"] and state.miscommunications < 1:
             state.miscommunications = 1
-        done = state.resolved or state.step_count >= state.max_steps  # world.is_terminal()
-        unresolved = False
-        if done:
-            self._done = True
-            if not state.resolved:
-                unresolved = True
-                state.cumulative_reward += terminal_penalty_if_unresolved(state)
-        turn = self._turn = (turn + 1) % len(order)
-        nxt = order[turn]
-        if flags == NO_FLAGS:  # the usual step: nothing to report
-            outcome = _OUT_OF_STEPS if unresolved else _NO_EFFECT
-        else:
-            words = [word for key, word in _FLAG_WORDS if flags[key]]
-            if unresolved:
-                words.append(_OUT_OF_STEPS)
-            outcome = ", ".join(words) or _NO_EFFECT
-        role_name = str(role)  # the role's value (a StrEnum)
-        if action.target is None and not action.args:
-            described = str(action.action_type)  # what _describe gives
-        else:
-            described = _describe(action)
-        reward_text = _REWARD_TEXT.get(reward) if reward else None
-        if reward_text is None:
-            reward_text = f"{reward:+.1f}"
-            if reward and len(_REWARD_TEXT) < _REWARD_TEXT_MAX:
-                _REWARD_TEXT[reward] = reward_text
-        message = (
-            f"step {state.step_count}/{state.max_steps}: {role_name} {described}"
-            f" -> {outcome}; reward {reward_text}"
-        )
-        return ChaosOpsObservation.model_validate(
-            {
-                "done": done,
-                "reward": reward,
-                "view": world.view_fields(nxt),
-                "step": state.step_count,
-                "turn_role": nxt,
-                "message": message,
-            },
-        )
+        self._done = state.resolved or state.step_count >= state.max_steps
+        unresolved = self._done and not state.resolved
+        if unresolved:
+            state.cumulative_reward += terminal_penalty_if_unresolved(state)
+        return reward, unresolved
