@@ -587,51 +587,22 @@ class WorldSim:
         validating them as part of it makes one model instead of two."""
         if role.__class__ is not AgentRole:
             role = AgentRole(role)
+        self._sync_public()
         s = self.state
-        if (
-            s.all_logs is not self._logs_source
-            or s.fleet_actions is not self._fleet_source
-            or len(self._public_logs) != len(s.all_logs)
-            or len(self._public_fleet) != len(s.fleet_actions)
-        ):
-            self._sync_public()
         key = str(role)  # the role's value (a StrEnum)
         inbox = s.private_chat.get(key)
-        # `self._tail(key, source, n)`, its cache hit inlined for the lists of every view.
         tail = self._tail
-        tails = self._tails
         if role is _MANAGER:
             metrics: dict[str, ServiceMetrics] = {}
             logs: list[LogLine] = []
+        elif role is _DEV:
+            metrics, logs = self._metrics(), tail("dev_logs", self._public_logs, DEV_LOG_COUNT)
         else:
-            metrics = self._metrics()
-            source = self._public_logs
-            if role is _DEV:
-                logs = tail("dev_logs", source, DEV_LOG_COUNT)
-            else:
-                hit = tails.get("logs")
-                if hit is not None and hit[0] is source and hit[1] == len(source):
-                    logs = hit[2]
-                else:
-                    logs = tail("logs", source, PUBLIC_LOG_COUNT)
-        if role is _OVERSIGHT:
-            fleet = tail("fleet", self._public_fleet, 0)
-            note = OVERSIGHT_NOTE if fleet else None
-        else:
-            fleet = []
-            note = None
-        source = s.all_alerts
-        hit = tails.get("alerts")
-        if hit is not None and hit[0] is source and hit[1] == len(source):
-            alerts = hit[2]
-        else:
-            alerts = tail("alerts", source, 0)
-        source = s.chat_history
-        hit = tails.get("chat")
-        if hit is not None and hit[0] is source and hit[1] == len(source):
-            chat = hit[2]
-        else:
-            chat = tail("chat", source, CHAT_TAIL)
+            metrics, logs = self._metrics(), tail("logs", self._public_logs, PUBLIC_LOG_COUNT)
+        fleet = tail("fleet", self._public_fleet, 0) if role is _OVERSIGHT else []
+        note = OVERSIGHT_NOTE if fleet else None
+        alerts = tail("alerts", s.all_alerts, 0)
+        chat = tail("chat", s.chat_history, CHAT_TAIL)
         return {
             "role": role,
             "visible_metrics": metrics,
