@@ -144,49 +144,64 @@ def check_resume(
     A folder without ``run.json`` (written before it existed) is checked against
     its results: their policy, and every recorded episode in the given plan.
     """
+    recorded = _read_run_file(out / RUN_FILE)
+    if recorded is not None:
+        _check_options(out, recorded, options)
+    if (out / RESULTS_FILE).exists():
+        _check_results(out, options, keys, label or options["policy"])
+    return recorded
 
-    def refuse(option: str, recorded: str, given: str) -> CLIError:
-        return CLIError(
-            f"--resume: {option} differs from the run in {out}: recorded {recorded}, "
-            f"given {given}; give the options of that run, or a new --out folder"
-        )
 
-    recorded: dict[str, Any] | None = None
-    path = out / RUN_FILE
+def _refuse(out: Path, option: str, recorded: str, given: str) -> CLIError:
+    return CLIError(
+        f"--resume: {option} differs from the run in {out}: recorded {recorded}, "
+        f"given {given}; give the options of that run, or a new --out folder"
+    )
+
+
+def _read_run_file(path: Path) -> dict[str, Any] | None:
+    """The options ``run.json`` recorded; None when there is no such file."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        pass
+        return None
     except OSError as exc:
         raise CLIError(f"cannot read {path}: {exc.strerror or exc}", code=1) from None
-    else:
-        try:
-            recorded = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            recorded = None
-        if not isinstance(recorded, dict):
-            raise CLIError(
-                f"{path} is not a chaosops run file (expected the JSON object of the "
-                "run's options); resume with a folder written by chaosops run"
-            )
-        given = orjson.loads(orjson.dumps(options))  # as read back from run.json
-        for name, option in _MUST_MATCH:
-            if name not in recorded or name not in given or recorded[name] == given[name]:
-                continue
-            if name == "plan":
-                before, now = _suites_shown(recorded), _suites_shown(given)
-                edited = " as it reads now" if before == now else ""  # same paths
-                raise refuse(
-                    option,
-                    f"{before} ({recorded.get('planned')} episodes)",
-                    f"{now}{edited} ({given['planned']} episodes)",
-                )
-            raise refuse(option, _shown(recorded[name]), _shown(given[name]))
-        if (differs := _llm_difference(recorded, given)) is not None:
-            raise refuse(*differs)
+    try:
+        recorded = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        recorded = None
+    if not isinstance(recorded, dict):
+        raise CLIError(
+            f"{path} is not a chaosops run file (expected the JSON object of the "
+            "run's options); resume with a folder written by chaosops run"
+        )
+    return recorded
 
-    if not (out / RESULTS_FILE).exists():
-        return recorded
+
+def _check_options(out: Path, recorded: dict[str, Any], options: Mapping[str, Any]) -> None:
+    """Every option a resume must match, as recorded and as given now."""
+    given = orjson.loads(orjson.dumps(options))  # as read back from run.json
+    for name, option in _MUST_MATCH:
+        if name not in recorded or name not in given or recorded[name] == given[name]:
+            continue
+        if name == "plan":
+            before, now = _suites_shown(recorded), _suites_shown(given)
+            edited = " as it reads now" if before == now else ""  # same paths
+            raise _refuse(
+                out,
+                option,
+                f"{before} ({recorded.get('planned')} episodes)",
+                f"{now}{edited} ({given['planned']} episodes)",
+            )
+        raise _refuse(out, option, _shown(recorded[name]), _shown(given[name]))
+    if (differs := _llm_difference(recorded, given)) is not None:
+        raise _refuse(out, *differs)
+
+
+def _check_results(out: Path, options: Mapping[str, Any], keys: PlanKeys, label: str) -> None:
+    """The recorded episodes: played by ``label`` (what the records call the
+    policy), and each one in the plan."""
     policies: set[str] = set()
     stray, strays = None, 0  # the first record not in the plan, and how many
     try:
@@ -196,16 +211,15 @@ def check_resume(
                 stray, strays = stray or record["run_key"], strays + 1
     except OutputError as exc:
         raise output_error(exc) from None
-    label = label or options["policy"]  # what the records call the policy that played
     if policies and sorted(policies) != [label]:
-        raise refuse("--policy", ", ".join(sorted(policies)), label)
+        raise _refuse(out, "--policy", ", ".join(sorted(policies)), label)
     if stray is not None:
-        raise refuse(
+        raise _refuse(
+            out,
             "the plan (PATH, --episodes-per-type, --seed-offset)",
             f"episode {stray}" + (f" and {strays - 1} more" if strays > 1 else ""),
             f"a plan without it ({len(keys)} episodes of {_suites_shown(options)})",
         )
-    return recorded
 
 
 # what an LLM's answers depend on, and where they come from: a resumed run
