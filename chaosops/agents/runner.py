@@ -308,26 +308,6 @@ async def arun_episode(
         max_turns = scenario.max_steps * len(env.turn_order)
     episode_id = episode_id or actors.new_episode_id()
     steps: list[EpisodeStep] = []
-    add_step = steps.append
-
-    def after_step(env: Any, r: actors.TurnRecord) -> None:
-        # Each step recorded as it is applied (one pass, positional fields):
-        # turn, role, observation, action, reward, breakdown, done, timed_out,
-        # error, latency_s, info.
-        next_observation = r.next_observation
-        action = r.action
-        if action.role is not r.role:
-            # Another role's action: the environment took it as this role's
-            # (SPEC: the role field is overwritten); the step records what it applied.
-            action = action.model_copy(update={"role": r.role})
-        add_step(
-            EpisodeStep(
-                r.turn, r.role, r.observation, action, next_observation.reward or 0.0,
-                env.last_breakdown, next_observation.done, r.timed_out, r.error,
-                r.latency_s, r.info,
-            )
-        )  # fmt: skip
-
     trace = await actors.run_episode(
         env,
         policies=_role_map(policy_by_role),
@@ -345,14 +325,13 @@ async def arun_episode(
         },
         describe_turn=_describe_turn,
         describe_finish=_describe_finish,
-        after_step=after_step,
-        record_turns=False,  # the steps above are the records
+        after_step=_recorder(steps),
+        record_turns=False,  # the recorder's steps are the records
     )
-    state = _final_state(env, trace)
     result = EpisodeResult.from_state(
         scenario,
         steps,
-        state,
+        _final_state(env, trace),
         episode_id=episode_id,
         status=trace.status,
         error=trace.error,
@@ -364,6 +343,30 @@ async def arun_episode(
     if meter is not None and result.status == "ok":
         _count_episode(meter, result, fields)
     return result
+
+
+def _recorder(steps: list[EpisodeStep]) -> Callable[[Any, actors.TurnRecord], None]:
+    """The ``after_step`` hook appending each step to ``steps`` as it is applied."""
+    add_step = steps.append
+
+    def after_step(env: Any, r: actors.TurnRecord) -> None:
+        # One pass, positional fields: turn, role, observation, action, reward,
+        # breakdown, done, timed_out, error, latency_s, info.
+        next_observation = r.next_observation
+        action = r.action
+        if action.role is not r.role:
+            # Another role's action: the environment took it as this role's
+            # (docs/world.md: the role field is overwritten); the step records what it applied.
+            action = action.model_copy(update={"role": r.role})
+        add_step(
+            EpisodeStep(
+                r.turn, r.role, r.observation, action, next_observation.reward or 0.0,
+                env.last_breakdown, next_observation.done, r.timed_out, r.error,
+                r.latency_s, r.info,
+            )
+        )  # fmt: skip
+
+    return after_step
 
 
 def _count_episode(meter: actors.Meter, result: EpisodeResult, fields: Mapping[str, Any]) -> None:
