@@ -61,7 +61,8 @@ __all__ = [
 #: Tiers in display order; unknown tiers sort after these, alphabetically.
 TIER_ORDER: tuple[str, ...] = ("easy", "medium", "hard")
 
-#: Failure types whose cause is a rogue fleet agent, with that agent (SPEC 3).
+#: Failure types whose cause is a rogue fleet agent, with that agent
+#: (docs/world.md, "Scenarios and reset").
 _ROGUE_BY_FAILURE: dict[str, str] = {
     "autoscaler_cost_cut": "autoscaler",
     "misrouted_traffic": "load_balancer",

@@ -196,7 +196,8 @@ def _add_eval_parser(sub: Any) -> None:
         allow_abbrev=False,
         help="evaluation table across policies and tiers",
         description="Run several policies over the suites and print the evaluation table "
-        "(SPEC section 13); write it as JSON and a PNG chart when matplotlib is installed.",
+        "(docs/world.md, 'Evaluation figures'); write it as JSON and a PNG chart when "
+        "matplotlib is installed.",
     )
     add_options(ev, run=False)
     ev.add_argument(

@@ -61,7 +61,8 @@ def _scrubbed(exc: BaseException, settings: LLMSettings) -> str:
 
 
 def policy_factory(name: str, llm: Any = None) -> Callable[[Any], Mapping[Any, Any]]:
-    """Role maps per scenario (SPEC section 13): one policy object for the four roles.
+    """Role maps per scenario (docs/world.md, "Evaluation figures"): one policy
+    object for the four roles.
 
     random and heuristic are seeded with the scenario's seed (a sample's own
     seed under ``--samples``: :func:`chaosops.samples.policy_seed`), oracle gets

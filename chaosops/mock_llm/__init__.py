@@ -11,7 +11,7 @@ and ``POST /stats/reset``.
 
 The answer is chosen by reading the rendered observation in the last user
 message (the format of :mod:`chaosops.agents.llm.render`) and applying a
-heuristic close to SPEC section 11's, with knowledge of the log signatures of
+heuristic close to docs/world.md's ("Scripted policies"), with knowledge of the log signatures of
 each failure, so that episodes driven through it resolve incidents. When the
 request offers tools (and ``tool_choice`` is not ``"none"``) it answers with a
 ``take_action`` tool call, else with text (see ``answer_style``).

@@ -1,4 +1,4 @@
-"""Unit tests of the SPEC section 13 figures (hand-built records, known rates)."""
+"""Unit tests of the evaluation figures of docs/world.md (hand-built records, known rates)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ turn plays the fallback; it is never applied as a wrong fix.
 The targets of a view are the services it shows (metrics, alerts, logs) and,
 for oversight, the fleet agents. Only oversight flags rogues and only the
 manager resolves; a message goes to all or to a role, and a root cause is a
-failure type (SPEC section 6 counts any of these otherwise as a
+failure type (docs/world.md, "One step", counts any of these otherwise as a
 miscommunication, a move no answer means to make).
 """
 

@@ -145,8 +145,9 @@ def test_an_action_built_without_validation_costs_its_turn_not_the_episode() -> 
 
 
 def test_another_role_s_action_is_recorded_as_applied() -> None:
-    """SPEC: step() takes the action as the current role's (its role field is
-    overwritten); the step records that action, not the one returned."""
+    """docs/world.md, "The environment": step() takes the action as the current
+    role's (its role field is overwritten); the step records that action, not
+    the one returned."""
     scenario = Scenario.from_type(FailureType.DB_DEADLOCK, seed=0)
     escalate = ChaosOpsAction(role=AgentRole.DEV, action_type=ActionType.ESCALATE)
     result = run_episode(

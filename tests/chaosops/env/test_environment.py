@@ -1,4 +1,4 @@
-"""SPEC section 9: the turn-based environment; determinism."""
+"""docs/world.md, "The environment": the turn-based environment; determinism."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""SPEC sections 3-5: scenarios, reset, each failure's initial condition and fix."""
+"""docs/world.md, "Scenarios and reset" and "Failures": scenarios, reset, each
+failure's initial condition and fix."""
 
 from __future__ import annotations
 

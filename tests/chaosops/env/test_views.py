@@ -1,4 +1,4 @@
-"""SPEC section 8: what each role sees; observations are snapshots."""
+"""docs/world.md, "What each role sees": what each role sees; observations are snapshots."""
 
 from __future__ import annotations
 
@@ -195,8 +195,9 @@ def test_lean_views_behave_like_validated_models() -> None:
 
 
 def test_views_follow_a_tool_that_replaces_the_state_or_its_parts() -> None:
-    """SPEC 9 exposes `world` to tools that project views directly: the views'
-    reuse of the previous one must not hide a state a tool replaced."""
+    """The environment exposes `world` (docs/world.md, "The environment") to tools
+    that project views directly: the views' reuse of the previous one must not
+    hide a state a tool replaced."""
     from chaosops.env.models import Alert, ChaosOpsState, LogLine
 
     world = WorldSim()

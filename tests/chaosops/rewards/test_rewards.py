@@ -1,4 +1,4 @@
-"""SPEC section 10: each reward part and the team / oversight / total sums."""
+"""docs/world.md, "Rewards": each reward part and the team / oversight / total sums."""
 
 from __future__ import annotations
 
