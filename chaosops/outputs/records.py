@@ -309,53 +309,25 @@ def trajectory_records(
     first_error: BaseException | None = None  # the first of those failures
     for index, step in enumerate(result.steps):
         info: Mapping[str, Any] = getattr(step, "info", None) or {}
-        action = action_json(step.action)
         prompt = info.get("prompt")
         if prompt is None and render is not None:
             try:
                 prompt = render(step.observation, step.role)
-            except Exception as exc:  # a renderer bug must not lose the episode; null,
-                prompt = None  # not a text where every other record has a list of messages
+            except Exception as exc:  # a renderer bug must not lose the episode
                 unrendered.append(step.turn)
                 first_error = first_error or exc
-        # A turn closed at its deadline applied the fallback: a completion that
-        # came in after it (annotated before the turn was seen closed) is not
-        # what was applied, and neither are its tokens.
-        completion = None if step.timed_out else info.get("completion")
-        if "completion" not in info and not (step.timed_out or step.error):
-            # A scripted policy's answer, written in the format the prompt asks for.
-            completion = dumps_line(
-                {
-                    "action_type": action["action_type"],
-                    "target": action["target"],
-                    "args": action["args"],
-                }
-            )[:-1].decode()
-        breakdown = step.breakdown
-        record: dict[str, Any] = {
+        record = {
             "episode_id": result.episode_id,
             "run_key": key,
             "policy": policy,
             "turn": step.turn,
             "step": index + 1,
-            "role": _value(step.role),
-            "prompt": prompt,
-            "completion": completion,
-            "action": action,
-            "reward": float(step.reward),
-            "team_reward": None if breakdown is None else float(breakdown.team_reward),
-            "oversight_reward": (None if breakdown is None else float(breakdown.oversight_reward)),
-            "done": bool(step.done),
-            **_ending(result, step),
-            "timed_out": bool(step.timed_out),
-            "error": step.error,
+            **_step_fields(result, step, info, prompt),
         }
-        record.update(_token_fields(info, step.timed_out))
         records.append(record)
     if first_error is not None:
         # One warning per episode, however many of its prompts failed: which
         # turns have a null prompt, and the first failure's traceback.
-
         get_logger().warning(
             "prompt_render_failed",
             episode_id=result.episode_id,
@@ -363,6 +335,42 @@ def trajectory_records(
             exc_info=(type(first_error), first_error, first_error.__traceback__),
         )
     return records
+
+
+def _step_fields(result: Any, step: Any, info: Mapping[str, Any], prompt: Any) -> dict[str, Any]:
+    """A trajectory record's fields from ``role`` on: what the turn saw and did."""
+    action = action_json(step.action)
+    breakdown = step.breakdown
+    return {
+        "role": _value(step.role),
+        "prompt": prompt,
+        "completion": _completion(step, info, action),
+        "action": action,
+        "reward": float(step.reward),
+        "team_reward": None if breakdown is None else float(breakdown.team_reward),
+        "oversight_reward": None if breakdown is None else float(breakdown.oversight_reward),
+        "done": bool(step.done),
+        **_ending(result, step),
+        "timed_out": bool(step.timed_out),
+        "error": step.error,
+        **_token_fields(info, step.timed_out),
+    }
+
+
+def _completion(step: Any, info: Mapping[str, Any], action: dict[str, Any]) -> str | None:
+    """What the policy answered: an LLM's raw text, or a scripted policy's
+    action in the prompt's answer format; None for a turn closed at its
+    deadline (the fallback was applied, not a late answer) or failed."""
+    if step.timed_out:
+        return None
+    if "completion" in info or step.error:
+        return info.get("completion")
+    answer = {
+        "action_type": action["action_type"],
+        "target": action["target"],
+        "args": action["args"],
+    }
+    return dumps_line(answer)[:-1].decode()
 
 
 def _token_fields(info: Mapping[str, Any], timed_out: bool) -> Mapping[str, Any]:
