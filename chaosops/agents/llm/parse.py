@@ -108,56 +108,19 @@ def _loads_object(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+class _NotAnAction(ValueError):
+    """Why a decoded JSON object is no action (the parse error's text)."""
+
+
 def action_from_dict(
     data: Mapping[str, Any], role: AgentRole | str
 ) -> tuple[ChaosOpsAction | None, str | None]:
     """Build an action from a decoded JSON object; ``(None, reason)`` when it is not one."""
-    obj: Mapping[str, Any] = data
-    inner = obj.get("action")
-    if isinstance(inner, dict):
-        obj = inner
-    elif "action_type" not in obj:
-        # one level of wrapping: {"response": {"action_type": ...}}
-        nested = [v for v in obj.values() if isinstance(v, dict) and "action_type" in v]
-        if nested:
-            obj = nested[0]
-    raw_type = obj.get("action_type")
-    if raw_type is None:
-        raw_type = obj.get("action", obj.get("type"))
-    if raw_type is None:
-        return None, "no action_type in the JSON object"
-    if not isinstance(raw_type, str):
-        return None, "action_type is not a string"
-    name = _normalize_type(raw_type)
+    obj = _unwrapped(data)
     try:
-        action_type = ActionType(name)
-    except ValueError:
-        return None, f"unknown action_type {raw_type[:40]!r}"
-
-    target = obj.get("target")
-    if isinstance(target, str):
-        target = target.strip() or None
-        if target is not None and target.lower() in ("null", "none"):
-            target = None
-    elif target is not None and not isinstance(target, (dict, list)):
-        target = str(target)
-    elif target is not None:
-        return None, "target is not a string"
-
-    args: Any = obj.get("args", obj.get("arguments", {}))
-    if isinstance(args, str):
-        args = _loads_object(args) if args.strip() else {}
-        if args is None:
-            return None, "args is not a JSON object"
-    if args is None:
-        args = {}
-    if not isinstance(args, dict):
-        return None, "args is not an object"
-    extra = {k: v for k, v in obj.items() if k in _FLAT_ARG_KEYS and k not in args}
-    args = {**extra, **args}
-    problem = _args_problem(args, 0)
-    if problem is not None:
-        return None, problem
+        action_type, target, args = _action_type(obj), _target(obj), _args(obj)
+    except _NotAnAction as exc:
+        return None, str(exc)
     try:
         action = ChaosOpsAction(
             role=AgentRole(getattr(role, "value", role)),
@@ -168,6 +131,66 @@ def action_from_dict(
     except ValidationError as exc:  # pragma: no cover - guarded above
         return None, f"invalid action: {exc.errors()[0]['msg']}"
     return action, None
+
+
+def _unwrapped(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The action inside ``{"action": {...}}`` or one level of other wrapping
+    (``{"response": {"action_type": ...}}``); else the object itself."""
+    inner = obj.get("action")
+    if isinstance(inner, dict):
+        return inner
+    if "action_type" not in obj:
+        nested = [v for v in obj.values() if isinstance(v, dict) and "action_type" in v]
+        if nested:
+            return nested[0]
+    return obj
+
+
+def _action_type(obj: Mapping[str, Any]) -> ActionType:
+    raw_type = obj.get("action_type")
+    if raw_type is None:
+        raw_type = obj.get("action", obj.get("type"))
+    if raw_type is None:
+        raise _NotAnAction("no action_type in the JSON object")
+    if not isinstance(raw_type, str):
+        raise _NotAnAction("action_type is not a string")
+    try:
+        return ActionType(_normalize_type(raw_type))
+    except ValueError:
+        raise _NotAnAction(f"unknown action_type {raw_type[:40]!r}") from None
+
+
+def _target(obj: Mapping[str, Any]) -> str | None:
+    """The target as text; an empty one, "null" or "none" is no target."""
+    target = obj.get("target")
+    if target is None:
+        return None
+    if isinstance(target, dict | list):
+        raise _NotAnAction("target is not a string")
+    if not isinstance(target, str):
+        return str(target)
+    target = target.strip()
+    return None if target.lower() in ("", "null", "none") else target
+
+
+def _args(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The args object (given as an object or JSON text), with the argument
+    keys a model put beside it (``{"action_type": "scale", "replicas": 3}``)."""
+    args: Any = obj.get("args", obj.get("arguments", {}))
+    if isinstance(args, str):
+        args = _loads_object(args) if args.strip() else {}
+        if args is None:
+            raise _NotAnAction("args is not a JSON object")
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise _NotAnAction("args is not an object")
+    extra = {k: v for k, v in obj.items() if k in _FLAT_ARG_KEYS and k not in args}
+    args = {**extra, **args}
+    problem = _args_problem(args, 0)
+    if problem is not None:
+        raise _NotAnAction(problem)
+    return args
 
 
 _MAX_ARGS_DEPTH = 16
