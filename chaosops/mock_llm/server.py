@@ -234,37 +234,11 @@ class _MockLLM:
 
     def _completion(self, body: dict[str, Any], garbage: bool, style: str) -> dict[str, Any]:
         """The chat completion answering ``body``: the player's action as text or a tool call."""
-        rng = self.rng
         action = _styled(decide_action(read_rendered(_user_text(body["messages"]))), style)
         if (schema := request_schema(body)) is not None:
             action, admitted = within(schema, action)
             self.stats.off_schema += not admitted
-        tools = body.get("tools") or []
-        tool_calls: list[dict[str, Any]] | None = None
-        content: str | None
-        if garbage:
-            self.stats.garbage += 1
-            content = rng.choice(GARBAGE)
-        elif tools and body.get("tool_choice", "auto") != "none":
-            self.stats.tool_calls += 1
-            arguments = orjson.dumps(action).decode()
-            tool_calls = [
-                {
-                    "id": f"call_{rng.getrandbits(48):012x}",
-                    "type": "function",
-                    "function": {"name": "take_action", "arguments": arguments},
-                }
-            ]
-            content = None
-        else:
-            content = self._text(action, style)
-        finish = "tool_calls" if tool_calls else "stop"
-        if style == "cut":  # cut at the token limit, as llama.cpp reports it
-            if tool_calls:
-                arguments = tool_calls[0]["function"]["arguments"]
-                tool_calls[0]["function"]["arguments"] = arguments[: len(arguments) // 2]
-            else:
-                content, finish = (content or "")[: len(content or "") // 2], "length"
+        content, tool_calls, finish = self._message(body, action, garbage, style)
         text = content if tool_calls is None else tool_calls[0]["function"]["arguments"]
         tokens = _tokens(text or "")
         choice: dict[str, Any] = {
@@ -280,7 +254,7 @@ class _MockLLM:
             choice["token_ids"] = token_ids
         prompt = _prompt_chars(body["messages"]) // 4
         return {
-            "id": f"chatcmpl-{rng.getrandbits(64):016x}",
+            "id": f"chatcmpl-{self.rng.getrandbits(64):016x}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.config.model,
@@ -291,6 +265,31 @@ class _MockLLM:
                 "total_tokens": prompt + len(tokens),
             },
         }
+
+    def _message(
+        self, body: dict[str, Any], action: dict[str, Any], garbage: bool, style: str
+    ) -> tuple[str | None, list[dict[str, Any]] | None, str]:
+        """(content, tool calls, finish reason) of the answer: garbage, a tool
+        call when tools are offered, else text; cut in half for the "cut" style."""
+        if garbage:
+            self.stats.garbage += 1
+            content = self.rng.choice(GARBAGE)
+        elif body.get("tools") and body.get("tool_choice", "auto") != "none":
+            self.stats.tool_calls += 1
+            arguments = orjson.dumps(action).decode()
+            if style == "cut":  # cut at the token limit, as llama.cpp reports it
+                arguments = arguments[: len(arguments) // 2]
+            call = {
+                "id": f"call_{self.rng.getrandbits(48):012x}",
+                "type": "function",
+                "function": {"name": "take_action", "arguments": arguments},
+            }
+            return None, [call], "tool_calls"
+        else:
+            content = self._text(action, style)
+        if style == "cut":
+            return content[: len(content) // 2], None, "length"
+        return content, None, "stop"
 
     def _logprobs(
         self, tokens: list[str], token_ids: list[int], body: dict[str, Any]
