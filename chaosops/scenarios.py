@@ -339,40 +339,51 @@ def read_suite(path: str | Path) -> Suite:
             f"{total} scenarios in all; a suite file holds at most {MAX_SUITE_SCENARIOS} "
             "(split it, or lower the counts)",
         )
-    entries: list[LoadedScenario] = []
-    for index, entry in enumerate(model.scenarios):
-        tier_value = entry.difficulty or model.difficulty
-        if tier_value is None:
-            raise ScenarioFileError(
-                path,
-                f"scenarios[{index}].difficulty",
-                f"missing; expected one of: {_VALID_TIERS} (or a top-level difficulty)",
-            )
-        tier = DifficultyTier(tier_value)
-        max_steps = entry.max_steps if entry.max_steps is not None else TIER_MAX_STEPS[tier]
-        timeouts = (
-            {AgentRole(role): float(sec) for role, sec in entry.turn_timeout.items()}
-            if entry.turn_timeout
-            else None
-        )
-        for seed in entry.seed_list():
-            scenario = Scenario.from_type(
-                FailureType(entry.failure_type), seed=seed, difficulty=tier, max_steps=max_steps
-            )
-            if entry.inject_misleading_logs is not None:
-                scenario = dataclasses.replace(
-                    scenario, inject_misleading_logs=entry.inject_misleading_logs
-                )
-            entries.append(
-                LoadedScenario(
-                    scenario=scenario,
-                    turn_timeout=timeouts,
-                    suite=model.name,
-                    source=str(path),
-                    entry=index,
-                )
-            )
+    entries = [
+        loaded
+        for index, entry in enumerate(model.scenarios)
+        for loaded in _entry_scenarios(path, model, index, entry)
+    ]
     return Suite(name=model.name, description=model.description, path=path, entries=entries)
+
+
+def _entry_scenarios(
+    path: Path, suite: _SuiteModel, index: int, entry: _EntryModel
+) -> list[LoadedScenario]:
+    """The scenarios of one ``[[scenarios]]`` entry, a seed each."""
+    tier_value = entry.difficulty or suite.difficulty
+    if tier_value is None:
+        raise ScenarioFileError(
+            path,
+            f"scenarios[{index}].difficulty",
+            f"missing; expected one of: {_VALID_TIERS} (or a top-level difficulty)",
+        )
+    tier = DifficultyTier(tier_value)
+    max_steps = entry.max_steps if entry.max_steps is not None else TIER_MAX_STEPS[tier]
+    timeouts = (
+        {AgentRole(role): float(sec) for role, sec in entry.turn_timeout.items()}
+        if entry.turn_timeout
+        else None
+    )
+    loaded = []
+    for seed in entry.seed_list():
+        scenario = Scenario.from_type(
+            FailureType(entry.failure_type), seed=seed, difficulty=tier, max_steps=max_steps
+        )
+        if entry.inject_misleading_logs is not None:
+            scenario = dataclasses.replace(
+                scenario, inject_misleading_logs=entry.inject_misleading_logs
+            )
+        loaded.append(
+            LoadedScenario(
+                scenario=scenario,
+                turn_timeout=timeouts,
+                suite=suite.name,
+                source=str(path),
+                entry=index,
+            )
+        )
+    return loaded
 
 
 def load_suite(path: str | Path) -> list[Scenario]:
