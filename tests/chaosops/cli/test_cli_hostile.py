@@ -83,7 +83,9 @@ def hostile(request: pytest.FixtureRequest) -> Iterator[str]:
     app: Any = _app(request.param)
     if request.param == "proxy":
         app = _as_proxy(app, PROXIED)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="error"))
+    # A request still waiting at the end ("never") is cancelled a second into the shutdown.
+    config = uvicorn.Config(app, log_level="critical", timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
@@ -92,6 +94,7 @@ def hostile(request: pytest.FixtureRequest) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+        assert not thread.is_alive(), "the server outlived its test"
 
 
 @pytest.mark.parametrize("hostile", ["huge"], indirect=True)
