@@ -309,6 +309,11 @@ class _Work:
             await self.changed.wait()
         return bool(self.queue)
 
+    async def all_back(self) -> None:
+        """Until every job has come back."""
+        while self.remaining:
+            await self.changed.wait()
+
     def _notify(self) -> None:
         self.changed.set()
         self.changed = anyio.Event()
@@ -455,9 +460,24 @@ class _Feed:
                 if not _worker_died(exc):
                     raise
             self._lost(worker)
-            worker = await self.pool.replace()
+            worker = await self._replacement()
         if self.pool.all_dead() and self.work.remaining:
             raise ClusterError(f"every Ray worker died; {self.work.remaining} job(s) not run")
+
+    async def _replacement(self) -> int | None:
+        """A worker started in place of a dead one (its number), or None: none
+        could be, or every job came back first (the others ran them all, and
+        waiting for a worker with nothing left to do would only hold the run up)."""
+        replaced = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._cancel_when_all_back, tg.cancel_scope)
+            replaced = await self.pool.replace()
+            tg.cancel_scope.cancel()
+        return replaced
+
+    async def _cancel_when_all_back(self, scope: anyio.CancelScope) -> None:
+        await self.work.all_back()
+        scope.cancel()
 
     async def _feed(self, worker: int) -> None:
         held = self.pool.held[worker]

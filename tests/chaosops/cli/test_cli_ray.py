@@ -20,6 +20,8 @@ from typing import Any
 import orjson
 import pytest
 
+from actors.cluster import REPLACE_S
+
 from ..._needs import needs
 from ._cli import TIMEOUT, assert_one_error_line, chaosops, interrupt, jsonl, spawn
 
@@ -250,12 +252,17 @@ def test_a_lost_node_s_episodes_run_on_the_others(
     try:
         until_results(out, 5, proc)
         made.remove_node(nodes[0])
+        lost = time.monotonic()
         _, stderr = proc.communicate(timeout=TIMEOUT)
+        after_loss = time.monotonic() - lost
     finally:
         if proc.poll() is None:
             interrupt(proc)
     assert proc.returncode == 0, stderr
     assert outcomes(out) == outcomes(local_run)
+    # The cluster had no room for a replacement: the run ends once the other
+    # worker has played every episode, without waiting out the replacement's time.
+    assert after_loss < REPLACE_S, after_loss
 
 
 def test_a_bad_address_and_a_missing_extra_are_one_line(slow: Path, tmp_path: Path) -> None:
