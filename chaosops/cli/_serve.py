@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import gc
-from typing import Any
+import signal
+from types import FrameType
+from typing import Any, NoReturn
 
 from actors import timeouts_by_role
 from chaosops.env.models import AgentRole
@@ -66,7 +68,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace, out: Any, rules: Any, llms: dict[str, Any],
            telemetry: Telemetry, session: Session, uvicorn: Any, served_runs: Any,
            build_app: Any) -> int:  # fmt: skip
-    """Open the run folder and its log, then serve until Ctrl-C (exit 130)."""
+    """Open the run folder and its log, then serve until Ctrl-C (exit 130) or
+    SIGTERM (exit 143), each writing what was served before the exit."""
     sock = listening_socket(args.host, args.port)
     try:
         runs = served_runs(out).open()
@@ -98,12 +101,21 @@ def _serve(args: argparse.Namespace, out: Any, rules: Any, llms: dict[str, Any],
     # (8-13% more steps a second at 64 sessions; a few MB of cycles wait at most).
     gc.freeze()
     gc.set_threshold(_YOUNG_GC, *gc.get_threshold()[1:])
+    previous = signal.signal(signal.SIGTERM, _exit_after_sigterm)
     try:
         server.run(sockets=[sock])
     finally:
+        signal.signal(signal.SIGTERM, previous)
         sock.close()
         _close(runs)
     return 130 if server.should_exit else 0
+
+
+def _exit_after_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
+    # uvicorn stops as on Ctrl-C, then raises the signal again under the handler
+    # it found: the default one would end the process before the queued
+    # episodes and summary.json are written (systemd and Kubernetes stop so).
+    raise SystemExit(128 + signum)
 
 
 def _server_class(uvicorn: Any) -> Any:

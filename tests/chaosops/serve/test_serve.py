@@ -46,11 +46,12 @@ def _start(tmp_path: Path, *options: str) -> tuple[subprocess.Popen[str], str]:
     return proc, line.split(" at ", 1)[1].split(" ,", 1)[0]
 
 
-def _stop(proc: subprocess.Popen[str]) -> str:
-    """Ctrl-C: the server stops, exit 130; what it said on stderr."""
-    proc.send_signal(signal.SIGINT)
+def _stop(proc: subprocess.Popen[str], stop: int = signal.SIGINT) -> str:
+    """Ctrl-C (or ``stop``): the server stops, exit 128 + the signal (130 for
+    Ctrl-C); what it said on stderr."""
+    proc.send_signal(stop)
     _, err = proc.communicate(timeout=20)
-    assert proc.returncode == 130, err
+    assert proc.returncode == 128 + stop, err
     return err
 
 
@@ -179,7 +180,10 @@ def test_an_llm_plays_a_role_on_the_server_and_the_log_follows_the_episode(
     assert [e["event"] for e in events].count("episode_finished") == 1
 
 
-def test_served_episodes_are_a_run_folder_the_viewer_reads(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_served_episodes_are_a_run_folder_the_viewer_reads(tmp_path: Path, stop: int) -> None:
+    """Whichever way the server is stopped (Ctrl-C, or SIGTERM as systemd and
+    Kubernetes send it), what it served is written whole, summary.json included."""
     proc, url = _start(tmp_path)
     try:
         with GenericEnvClient(base_url=url).sync() as env:
@@ -191,7 +195,7 @@ def test_served_episodes_are_a_run_folder_the_viewer_reads(tmp_path: Path) -> No
                     result = env.step({"turn": obs["turn"], "action_type": "restart",
                                        "target": "db"})  # fmt: skip
     finally:
-        _stop(proc)
+        _stop(proc, stop)
     out = tmp_path / "served"
     results = jsonl(out / "results.jsonl")
     assert [r["policy"] for r in results] == ["served", "served"]
