@@ -29,10 +29,13 @@ _ADVICE = MappingProxyType(
 """What to do about each kind of output folder trouble (an ``OutputError``'s reason)."""
 
 
-def output_error(exc: Any) -> CLIError:
+def output_error(exc: Any, resumable: bool = True) -> CLIError:
     """An ``OutputError`` as the command's one line: what is wrong, then the
-    option to use; exit 2 for the user's input, 1 for the system."""
+    option to use (``resumable``: the command has ``--resume``); exit 2 for the
+    user's input, 1 for the system."""
     advice = _ADVICE.get(exc.reason or "")
+    if exc.reason == "holds-a-run" and not resumable:
+        advice = "pass a new --out folder"
     message = f"{exc}; {advice}" if advice else str(exc)
     return CLIError(message, code=2 if exc.usage else 1)
 

@@ -75,7 +75,7 @@ def _serve(args: argparse.Namespace, out: Any, rules: Any, llms: dict[str, Any],
         runs = served_runs(out).open()
     except OutputError as exc:
         sock.close()
-        raise output_error(exc) from None
+        raise output_error(exc, resumable=False) from None  # a server starts afresh
     configure_logs(telemetry.log_json, [runs.outputs.results_path], session)
     if args.out is None:
         point_latest(out)

@@ -22,7 +22,7 @@ from chaosops.env.world_sim import Scenario
 from chaosops.viewer.index import RunIndex
 from tests._needs import needs
 
-from ..cli._cli import chaosops, jsonl, mock_process, spawn
+from ..cli._cli import assert_one_error_line, chaosops, jsonl, mock_process, spawn
 
 try:
     from openenv.core.generic_client import GenericEnvClient
@@ -139,6 +139,16 @@ def test_capacity_is_answered_at_once(tmp_path: Path) -> None:
                     second.reset()
     finally:
         _stop(proc)
+
+
+def test_a_folder_that_holds_a_run_is_one_line_and_kept(tmp_path: Path) -> None:
+    ran = chaosops("run", "--limit", "2", "--no-progress", "--out", "earlier", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    before = {p.name: p.read_bytes() for p in (tmp_path / "earlier").iterdir()}
+    done = chaosops("serve", "--port", "0", "--out", "earlier", cwd=tmp_path)
+    line = assert_one_error_line(done, "earlier already holds results.jsonl", "a new --out")
+    assert done.returncode == 2 and "--resume" not in line  # serve has no --resume
+    assert {p.name: p.read_bytes() for p in (tmp_path / "earlier").iterdir()} == before
 
 
 def test_an_llm_the_server_cannot_reach_is_one_line(tmp_path: Path) -> None:
