@@ -1,7 +1,7 @@
 """Training on ChaosOps: rows for TRL, and environments a trainer drives.
 
-* :func:`dataset` gives one row per scenario: the prompt of the trained role
-  and the columns :meth:`chaosops.train.trl.ChaosOpsToolEnv.reset` reads.
+* :func:`dataset` gives one row per scenario in which the trained role moves:
+  its prompt and the columns :meth:`chaosops.train.trl.ChaosOpsToolEnv.reset` reads.
 * :class:`chaosops.train.trl.ChaosOpsToolEnv` is TRL's ``environment_factory``.
 * :func:`chaosops.env.pettingzoo.aec_env` is the PettingZoo AEC environment.
 
@@ -16,7 +16,10 @@ from typing import Any
 
 from chaosops.agents.llm.render import system_prompt
 from chaosops.env.models import AgentRole
+from chaosops.env.world_sim import Scenario
 from chaosops.scenarios import canonical_suite_paths, load_scenarios
+
+from .play import Others, RolePlay
 
 __all__ = ["dataset", "rows", "tool_system_prompt"]
 
@@ -31,13 +34,34 @@ def tool_system_prompt(role: AgentRole | str) -> str:
     return f"{text}\n\n## How to move\nEach turn, make exactly one move by calling one tool."
 
 
-def rows(suites: Iterable[str | Path] | None = None, role: str = "sre") -> list[dict[str, Any]]:
-    """One row per scenario of ``suites`` (default: the canonical suites), ``role`` trained."""
+def rows(
+    suites: Iterable[str | Path] | None = None,
+    role: str = "sre",
+    others: Others | None = "heuristic",
+) -> list[dict[str, Any]]:
+    """One row per scenario of ``suites`` (default: the canonical suites) in
+    which ``role``, trained, gets a move.
+
+    ``others`` are the policies that will play the other roles, as
+    :class:`~chaosops.train.trl.ChaosOpsToolEnv` takes them (its default,
+    heuristic, here too): each scenario's opening is played with them, and a
+    scenario they close before the role's first turn is left out (its rollout
+    would score the others alone, the same for every completion). Scripted
+    policies are seeded per scenario, so the environment replays exactly that
+    opening. ``others=None`` keeps every scenario.
+    """
     role = AgentRole(role).value
     prompt = [
         {"role": "system", "content": tool_system_prompt(role)},
         {"role": "user", "content": f"You are the {role}. The incident:\n"},
     ]
+    scenarios = [
+        scenario
+        for path in (canonical_suite_paths() if suites is None else suites)
+        for scenario in load_scenarios(path)
+    ]
+    if others is not None:
+        scenarios = [sc for sc in scenarios if _role_moves(sc, AgentRole(role), others)]
     return [
         {
             "prompt": prompt,
@@ -47,13 +71,26 @@ def rows(suites: Iterable[str | Path] | None = None, role: str = "sre") -> list[
             "max_steps": scenario.max_steps,
             "role": role,
         }
-        for path in (canonical_suite_paths() if suites is None else suites)
-        for scenario in load_scenarios(path)
+        for scenario in scenarios
     ]
 
 
-def dataset(suites: Iterable[str | Path] | None = None, role: str = "sre") -> Any:
+def _role_moves(scenario: Scenario, role: AgentRole, others: Others) -> bool:
+    """Whether ``role`` gets a turn of ``scenario`` when ``others`` play the rest."""
+    play = RolePlay(others=others)
+    try:
+        play.start(scenario, frozenset({role}))
+        return not play.done
+    finally:
+        play.close()
+
+
+def dataset(
+    suites: Iterable[str | Path] | None = None,
+    role: str = "sre",
+    others: Others | None = "heuristic",
+) -> Any:
     """:func:`rows` as a ``datasets.Dataset`` (needs the ``train`` extra)."""
     import datasets  # the train extra's; the rest of chaosops runs without it
 
-    return datasets.Dataset.from_list(rows(suites, role))
+    return datasets.Dataset.from_list(rows(suites, role, others))
