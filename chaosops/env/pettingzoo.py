@@ -15,10 +15,7 @@ from __future__ import annotations
 import random
 from typing import Any, ClassVar
 
-import gymnasium
-import numpy as np
-from pettingzoo import AECEnv
-
+from chaosops._extras import require
 from chaosops.agents.llm.checks import FAILURE_NAMES, view_problem
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import (
@@ -33,6 +30,10 @@ from chaosops.env.models import (
 from chaosops.train.play import describe, scenario_of
 
 __all__ = ["MOVES", "ChaosOpsAEC", "aec_env"]
+
+gymnasium = require("gymnasium", "pettingzoo", "chaosops.env.pettingzoo")
+np = require("numpy", "pettingzoo", "chaosops.env.pettingzoo")
+AECEnv = require("pettingzoo", "pettingzoo", "chaosops.env.pettingzoo").AECEnv
 
 SCALE_TO = (2, 3, 5)
 STATUS_MESSAGE = "status: investigating"

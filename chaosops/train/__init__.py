@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from chaosops._extras import require
 from chaosops.agents.llm.render import system_prompt
 from chaosops.env.models import AgentRole
 from chaosops.env.world_sim import Scenario
@@ -91,6 +92,5 @@ def dataset(
     others: Others | None = "heuristic",
 ) -> Any:
     """:func:`rows` as a ``datasets.Dataset`` (needs the ``train`` extra)."""
-    import datasets  # the train extra's; the rest of chaosops runs without it
-
+    datasets = require("datasets", "train", "chaosops.train.dataset")  # rows() runs without it
     return datasets.Dataset.from_list(rows(suites, role, others))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from chaosops._extras import require
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction
 from chaosops.env.world_sim import Scenario
 
@@ -67,6 +68,7 @@ class ChaosOpsToolEnv:
         if base_url is None:
             self._world: Any = _Local(others)
         else:
+            require("openenv", "serve", "ChaosOpsToolEnv(base_url=...)")
             from chaosops.serve.client import ServedEpisode  # the serve extra's
 
             self._world = ServedEpisode(base_url)

@@ -1,0 +1,31 @@
+"""Without its extra, a trainer's adapter says which extra to install, in a
+Python where the extra's package cannot be imported."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TOOL_ENV = "from chaosops.train.trl import ChaosOpsToolEnv as E; E(base_url='http://127.0.0.1:9')"
+CASES = {  # the missing package: (the code a user runs, what the error names, the extra)
+    "gymnasium": ("import chaosops.env.pettingzoo", "chaosops.env.pettingzoo", "pettingzoo"),
+    "datasets": ("import chaosops.train as t; t.dataset()", "chaosops.train.dataset", "train"),
+    "openenv": (TOOL_ENV, "ChaosOpsToolEnv(base_url=...)", "serve"),
+}
+
+
+@pytest.mark.parametrize("missing", sorted(CASES))
+def test_a_missing_extra_is_named_with_its_install_command(missing: str, tmp_path: Path) -> None:
+    code, user, extra = CASES[missing]
+    (tmp_path / missing).mkdir()
+    (tmp_path / missing / "__init__.py").write_text(f"raise ImportError('no {missing} here')\n")
+    env = {"PYTHONPATH": str(tmp_path), "PATH": ""}  # the package shadowed by one that fails
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=120, check=False)  # fmt: skip
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1
+    assert last == (f"ImportError: {user} needs the '{extra}' extra ({missing} is missing): "
+                    f"pip install 'chaosops[{extra}]'"), done.stderr  # fmt: skip
