@@ -34,9 +34,13 @@ except ImportError:  # pragma: no cover - the test extra installs openenv
     GenericEnvClient = None
 
 
+def _needs_openenv() -> None:
+    needs(GenericEnvClient, "openenv", "pip install -e '.[test]' (or the 'serve' extra)")
+
+
 @pytest.fixture(autouse=True)
 def _openenv() -> None:
-    needs(GenericEnvClient, "openenv", "pip install -e '.[test]' (or the 'serve' extra)")
+    _needs_openenv()
 
 
 def _start(tmp_path: Path, *options: str) -> tuple[subprocess.Popen[str], str]:
@@ -55,9 +59,12 @@ def _stop(proc: subprocess.Popen[str], stop: int = signal.SIGINT) -> str:
     return err
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[str]:
-    proc, url = _start(tmp_path, "--max-sessions", "4")
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One server for the tests that need only its URL: each opens and closes
+    sessions of its own (room for far more than any test holds at once)."""
+    _needs_openenv()  # before the server: without openenv the tests skip, not fail
+    proc, url = _start(tmp_path_factory.mktemp("shared"), "--max-sessions", "32")
     yield url
     _stop(proc)
 
@@ -308,14 +315,14 @@ async def test_two_clients_play_their_roles_of_one_episode(tmp_path: Path) -> No
 def test_a_client_that_stalls_gets_the_fallback_then_its_session_is_closed(
     tmp_path: Path,
 ) -> None:
-    proc, url = _start(tmp_path, "--client-timeout", "2", "--client-misses", "2")
+    proc, url = _start(tmp_path, "--client-timeout", "1", "--client-misses", "2")
     try:
         with GenericEnvClient(base_url=url).sync() as env:
             result = env.reset(
                 failure_type="misrouted_traffic", seed=3, roles=["sre"], max_steps=16
             )
             session = result.observation["session"]
-            time.sleep(2.5)  # turn 0 closes at its deadline: the server plays noop for it
+            time.sleep(1.5)  # turn 0 closes at its deadline: the server plays noop for it
             with pytest.raises(RuntimeError, match="WRONG_TURN: this step answers turn 0, "
                                "the open turn is 4"):  # fmt: skip
                 env.step({"turn": 0, "action_type": "noop"})
