@@ -12,7 +12,11 @@ def require(module: str, extra: str, user: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise ImportError(
-            f"{user} needs the '{extra}' extra ({module} is missing): "
-            f"pip install 'chaosops[{extra}]'"
-        ) from exc
+        raise ImportError(missing_extra(user, extra, module)) from exc
+
+
+def missing_extra(user: str, extra: str, module: str | None) -> str:
+    """What to tell a user of ``user`` whose Python lacks ``module`` of ``extra``."""
+    return (
+        f"{user} needs the '{extra}' extra ({module} is missing): pip install 'chaosops[{extra}]'"
+    )

@@ -10,6 +10,7 @@ from types import FrameType
 from typing import Any, NoReturn
 
 from actors import timeouts_by_role
+from chaosops._extras import missing_extra
 from chaosops.env.models import AgentRole
 from chaosops.outputs import OutputError
 
@@ -41,10 +42,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from chaosops.serve import ServedRuns, TableRules, build_app
         from chaosops.serve.runs import SERVED
     except ImportError as exc:  # the serve extra's; the rest of chaosops runs without it
-        raise CLIError(
-            f"chaosops serve needs the serve extra ({exc.name} is missing): "
-            "pip install 'chaosops[serve]'"
-        ) from None
+        raise CLIError(missing_extra("chaosops serve", "serve", exc.name)) from None
     chosen = _policy_by_role(args)
     deadlines = Deadlines(args.turn_timeout, tuple(args.role_timeout))
     out = args.out or new_run_folder(SERVED)

@@ -1,5 +1,5 @@
-"""Without its extra, a trainer's adapter says which extra to install, in a
-Python where the extra's package cannot be imported."""
+"""Without its extra, a trainer's adapter (and `chaosops serve`) says which
+extra to install, in a Python where the extra's package cannot be imported."""
 
 from __future__ import annotations
 
@@ -29,3 +29,18 @@ def test_a_missing_extra_is_named_with_its_install_command(missing: str, tmp_pat
     assert done.returncode == 1
     assert last == (f"ImportError: {user} needs the '{extra}' extra ({missing} is missing): "
                     f"pip install 'chaosops[{extra}]'"), done.stderr  # fmt: skip
+
+
+def test_chaosops_serve_without_its_extra_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "openenv").mkdir()  # openenv as Python finds it missing
+    (tmp_path / "openenv" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'openenv'\", name='openenv')\n"
+    )
+    env = {"PYTHONPATH": str(tmp_path), "PATH": ""}
+    done = subprocess.run([sys.executable, "-m", "chaosops.cli", "serve", "--port", "0"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+                          check=False)  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == ("chaosops: error: chaosops serve needs the 'serve' extra (openenv is "
+                           "missing): pip install 'chaosops[serve]'\n")  # fmt: skip
+    assert not (tmp_path / "runs").exists()
