@@ -358,9 +358,10 @@ def _step_fields(result: Any, step: Any, info: Mapping[str, Any], prompt: Any) -
 
 
 def _completion(step: Any, info: Mapping[str, Any], action: dict[str, Any]) -> str | None:
-    """What the policy answered: an LLM's raw text, or a scripted policy's
-    action in the prompt's answer format; None for a turn closed at its
-    deadline (the fallback was applied, not a late answer) or failed."""
+    """What the policy answered: what it recorded (an LLM's raw text, None
+    when a failed turn recorded nothing), or a scripted policy's action in the
+    prompt's answer format; None for a turn closed at its deadline (the
+    fallback was applied, not a late answer)."""
     if step.timed_out:
         return None
     if "completion" in info or step.error:
