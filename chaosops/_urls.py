@@ -18,3 +18,12 @@ def shown_url(url: str) -> str:
         return "<invalid URL>"
     user = "***" if parts.password is None else f"{parts.username}:***"
     return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
+
+
+def http_url_with_host(url: str) -> bool:
+    """Whether ``url`` has an http(s) scheme and a host (what any base URL needs)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)

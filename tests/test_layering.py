@@ -129,6 +129,7 @@ LAZY_IMPORTS = (
     "datasets", "matplotlib", "opentelemetry",  # the train, plot and otel extras
     "uvloop", "fcntl",  # not on every platform
     "uvicorn", "starlette", "chaosops.viewer.web", "prometheus_client",  # slow to import
+    "chaosops.mock_llm", "chaosops.agents.llm.policy", "chaosops.agents.llm.http",  # load those
 )  # fmt: skip
 
 

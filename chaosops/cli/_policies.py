@@ -13,15 +13,8 @@ from typing import Any
 
 import anyio
 
-from chaosops._urls import shown_url
-from chaosops.agents.llm import (
-    AnswerRefused,
-    LLMEndpointError,
-    LLMPolicy,
-    LLMRequestError,
-    check_endpoint,
-)
-from chaosops.agents.llm.http import http_url_with_host
+from chaosops._urls import http_url_with_host, shown_url
+from chaosops.agents.llm.errors import AnswerRefused, LLMEndpointError, LLMRequestError
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.agents.policies import SCRIPTED, scripted_policy
 from chaosops.env.models import AgentRole
@@ -31,6 +24,7 @@ from ._terminal import note
 
 
 async def _check_llm(settings: LLMSettings) -> None:
+    from chaosops.agents.llm.http import check_endpoint  # aiohttp: loaded when an LLM plays
 
     try:
         await check_endpoint(base_url=settings.base_url, model=settings.model, api_key=settings.key)
@@ -176,6 +170,8 @@ def prepare_llms(
         if (settings.endpoint, settings.model) not in checked:
             anyio.run(_check_llm, settings)
             checked.add((settings.endpoint, settings.model))
+    from chaosops.agents.llm.policy import LLMPolicy  # aiohttp: loaded when an LLM plays
+
     policies = {}
     for name, settings in llms.items():
         where = "--llm-answer" if name == "llm" else f"{run_file}: llm.{name}.answer"
@@ -214,6 +210,7 @@ class PolicyRecipe:
         return cls(tuple(policy_by_role.items()), shared, os.getcwd())
 
     def __call__(self) -> _WorkerPolicies:
+        from chaosops.agents.llm.policy import LLMPolicy  # aiohttp: loaded when an LLM plays
 
         if self.cwd not in sys.path:
             sys.path.insert(0, self.cwd)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from chaosops.agents.llm.policy import OWN_REQUEST_FIELDS
+from chaosops.agents.llm.settings import OWN_REQUEST_FIELDS
 from chaosops.agents.policies import SCRIPTED
 from chaosops.env.models import FailureType
 

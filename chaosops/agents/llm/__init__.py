@@ -9,17 +9,18 @@ answer format) built by :mod:`.moves`, and answers parsed by :mod:`.parse`.
 
 from __future__ import annotations
 
-from chaosops.agents.llm.http import (
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from chaosops.agents.llm.errors import (
+    AnswerRefused,
     LLMDeadlineError,
     LLMEndpointError,
     LLMRejectedError,
     LLMRequestError,
-    check_endpoint,
 )
 from chaosops.agents.llm.moves import Moves, moves_for
-from chaosops.agents.llm.negotiate import AnswerRefused, Negotiation
 from chaosops.agents.llm.parse import ACTION_SCHEMA, ACTION_TOOL, parse_action
-from chaosops.agents.llm.policy import LLMPolicy
 from chaosops.agents.llm.render import (
     build_messages,
     read_rendered,
@@ -27,6 +28,23 @@ from chaosops.agents.llm.render import (
     system_prompt,
 )
 from chaosops.agents.llm.settings import LLMSettings
+
+if TYPE_CHECKING:
+    from chaosops.agents.llm.http import check_endpoint
+    from chaosops.agents.llm.negotiate import Negotiation
+    from chaosops.agents.llm.policy import LLMPolicy
+
+# The HTTP side loads with the first of its names asked for: aiohttp and what it
+# brings cost a scripted run, which only renders prompts, a fifth of a second.
+_HTTP_SIDE = {"LLMPolicy": "policy", "Negotiation": "negotiate", "check_endpoint": "http"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _HTTP_SIDE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "ACTION_SCHEMA",

@@ -35,7 +35,13 @@ import anyio.lowlevel
 import orjson
 import yarl
 
-from chaosops._urls import shown_url
+from chaosops._urls import http_url_with_host, shown_url
+from chaosops.agents.llm.errors import (
+    LLMDeadlineError,
+    LLMEndpointError,
+    LLMRejectedError,
+    LLMRequestError,
+)
 from chaosops.agents.llm.settings import LLMSettings
 
 NO_KEY = "EMPTY"  # what local servers (vLLM, Ollama, the mock) accept as "no key"
@@ -44,39 +50,8 @@ ERROR_BODY_CHARS = 300
 """How much of an error response's body a failure quotes."""
 
 
-class LLMEndpointError(RuntimeError):
-    """The endpoint cannot serve the run (unreachable, wrong model, bad key): one line."""
-
-
-class LLMRequestError(RuntimeError):
-    """A chat-completions call failed for good (after its retries, or a non-retryable error)."""
-
-
-class LLMRejectedError(LLMRequestError):
-    """The server refused the request as malformed (400, 422, or a 500 whose body
-    names a field of the request): sending it again cannot help. ``reason`` is
-    the start of the server's body."""
-
-    def __init__(self, message: str, reason: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-class LLMDeadlineError(LLMRequestError):
-    """The turn's deadline leaves no time for (another) request."""
-
-
 class NotSent(Exception):
     """The turn's deadline passed while the request waited for its turn to go out."""
-
-
-def http_url_with_host(url: str) -> bool:
-    """Whether ``url`` has an http(s) scheme and a host (what any base URL needs)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def _valid_url(url: str) -> bool:

@@ -19,13 +19,8 @@ from typing import Any
 import anyio
 
 from chaosops._urls import shown_url
-from chaosops.agents.llm.http import (
-    ChatClient,
-    LLMEndpointError,
-    LLMRejectedError,
-    LLMRequestError,
-    NotSent,
-)
+from chaosops.agents.llm.errors import AnswerRefused, LLMRejectedError, LLMRequestError
+from chaosops.agents.llm.http import ChatClient, NotSent
 from chaosops.agents.llm.moves import moves_for
 from chaosops.agents.llm.render import build_messages, fold_system_prompt
 from chaosops.agents.llm.request import request_params
@@ -37,15 +32,6 @@ __all__ = ["PROBE_TOKENS", "AnswerRefused", "Negotiation", "Unsettled", "negotia
 
 PROBE_TOKENS = 8
 """Tokens a probe asks for: the server's yes or no is what counts."""
-
-
-class AnswerRefused(LLMEndpointError):
-    """The endpoint refuses the answer format asked for; ``reason`` is the
-    start of the server's body."""
-
-    def __init__(self, message: str, reason: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
