@@ -30,6 +30,7 @@ hits one side of a round moves that round's ratio, not the median.
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -37,14 +38,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import bare_loop, result_of, role_map, timed, verdict
 
 import actors
 from actors import configure_logging, disable_logging, resolve_loop
 from chaosops.agents.policies import random_policy
-from chaosops.agents.runner import arun_batch
+from chaosops.agents.runner import EpisodeResult, EpisodeStep, arun_batch
 from chaosops.curriculum.generator import scenarios_for_tier
+from chaosops.env.environment import ChaosOpsEnvironment
 
 
 def _scenarios(per_type: int) -> list[Any]:
@@ -73,6 +77,91 @@ def bare_us_per_turn(scenarios: list[Any]) -> float:
     return dt / turns * 1e6
 
 
+class _Lines:
+    """The runtime's log events as JSON lines written the least costly way
+    (orjson, one ``os.write`` on a file opened for appending, a float
+    timestamp); no file: nothing is written."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.fd = -1 if path is None else os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+
+    def __bool__(self) -> bool:
+        return self.fd >= 0
+
+    def __call__(self, event: str, fields: dict[str, Any]) -> None:
+        fields.update(event=event, level="info", run_id="reference", timestamp=time.time())
+        os.write(self.fd, orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE))
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+
+
+async def _plain_actor(inbox: asyncio.Queue[Any], policy: Any) -> None:
+    while (request := await inbox.get()) is not None:
+        observation, role, reply = request
+        reply.set_result(policy(observation, role))
+
+
+async def _plain_turns(env: Any, obs: Any, inboxes: dict[Any, Any], limit: int,
+                       log: _Lines, episode_id: str) -> list[EpisodeStep]:  # fmt: skip
+    """The coordinator's loop: send each turn to its role's inbox, await the
+    reply's future, step, record an ``EpisodeStep`` (and log the turn)."""
+    loop = asyncio.get_running_loop()
+    steps: list[EpisodeStep] = []
+    while not obs.done and len(steps) < limit:
+        role = obs.turn_role
+        reply = loop.create_future()
+        sent = time.perf_counter()
+        inboxes[role].put_nowait((obs, role, reply))
+        action = await reply
+        latency = time.perf_counter() - sent
+        next_obs = env.step(action)
+        step = EpisodeStep(
+            turn=len(steps), role=role, observation=obs, action=action,
+            reward=next_obs.reward or 0.0, breakdown=env.last_breakdown,
+            done=next_obs.done, latency_s=latency,
+        )  # fmt: skip
+        steps.append(step)
+        if log:
+            log("turn", {
+                "episode_id": episode_id, "turn": step.turn, "step": next_obs.step,
+                "role": role, "action_type": action.action_type,
+                "target": action.target, "args": action.args, "reward": step.reward,
+                "done": step.done, "timed_out": False, "error": None,
+                "latency_ms": round(latency * 1e3, 3),
+            })  # fmt: skip
+        obs = next_obs
+    return steps
+
+
+async def _plain_episode(scenario: Any, log: _Lines) -> EpisodeResult:
+    """One episode: a task per role in a task group around the turn loop."""
+    env = ChaosOpsEnvironment()
+    episode_id = f"{scenario.seed:016x}"
+    started = time.perf_counter()
+    if log:
+        fields = {"failure_type": scenario.failure_type, "difficulty": scenario.difficulty}
+        log("episode_started", {"episode_id": episode_id, **fields, "seed": scenario.seed})
+    obs = env.reset(scenario=scenario, episode_id=episode_id)
+    limit = scenario.max_steps * len(env.turn_order)
+    inboxes: dict[Any, asyncio.Queue[Any]] = {}
+    async with asyncio.TaskGroup() as tg:
+        for role, policy in _factory(scenario).items():
+            inboxes[role] = asyncio.Queue()
+            tg.create_task(_plain_actor(inboxes[role], policy))
+        steps = await _plain_turns(env, obs, inboxes, limit, log, episode_id)
+        for inbox in inboxes.values():
+            inbox.put_nowait(None)
+    state = env.state
+    if log:
+        log("episode_finished", {"episode_id": episode_id, "status": "ok", "resolved":
+            state.resolved, "final_step": state.step_count, "cumulative_reward":
+            state.cumulative_reward, "timeouts": 0, "errors": 0,
+            "wall_s": round(time.perf_counter() - started, 6)})  # fmt: skip
+    return result_of(scenario, steps, state)
+
+
 def plain_asyncio_us_per_turn(
     scenarios: list[Any], concurrency: int, log_path: Path | None = None
 ) -> float:
@@ -86,78 +175,10 @@ def plain_asyncio_us_per_turn(
     it (``actors.gc_frozen``). No deadlines, no error handling, no checks,
     no stale-reply guard: what docs/runtime.md's structure costs at the least.
     With ``log_path``, the runtime's ``episode_started``, ``turn`` and
-    ``episode_finished`` events with their fields, each one JSON line
-    (orjson, one ``os.write`` on a file opened for appending, a float
-    timestamp): the least those flushed lines cost.
+    ``episode_finished`` events with their fields (:class:`_Lines`): the least
+    those flushed lines cost.
     """
-    import os
-
-    import orjson
-
-    from chaosops.agents.runner import EpisodeResult, EpisodeStep
-    from chaosops.env.environment import ChaosOpsEnvironment
-
-    fd = -1 if log_path is None else os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-
-    def log(event: str, fields: dict[str, Any]) -> None:
-        fields.update(event=event, level="info", run_id="reference", timestamp=time.time())
-        os.write(fd, orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE))
-
-    async def episode(scenario: Any) -> EpisodeResult:
-        loop = asyncio.get_running_loop()
-        env = ChaosOpsEnvironment()
-        policies = _factory(scenario)
-        episode_id = f"{scenario.seed:016x}"
-
-        async def actor(inbox: asyncio.Queue[Any], policy: Any) -> None:
-            while (request := await inbox.get()) is not None:
-                observation, role, reply = request
-                reply.set_result(policy(observation, role))
-
-        started = time.perf_counter()
-        if fd >= 0:
-            fields = {"failure_type": scenario.failure_type, "difficulty": scenario.difficulty}
-            log("episode_started", {"episode_id": episode_id, **fields, "seed": scenario.seed})
-        obs = env.reset(scenario=scenario, episode_id=episode_id)
-        limit = scenario.max_steps * len(env.turn_order)
-        steps: list[EpisodeStep] = []
-        inboxes: dict[Any, asyncio.Queue[Any]] = {}
-        async with asyncio.TaskGroup() as tg:
-            for role, policy in policies.items():
-                inboxes[role] = asyncio.Queue()
-                tg.create_task(actor(inboxes[role], policy))
-            while not obs.done and len(steps) < limit:
-                role = obs.turn_role
-                reply = loop.create_future()
-                sent = time.perf_counter()
-                inboxes[role].put_nowait((obs, role, reply))
-                action = await reply
-                latency = time.perf_counter() - sent
-                next_obs = env.step(action)
-                step = EpisodeStep(
-                    turn=len(steps), role=role, observation=obs, action=action,
-                    reward=next_obs.reward or 0.0, breakdown=env.last_breakdown,
-                    done=next_obs.done, latency_s=latency,
-                )  # fmt: skip
-                steps.append(step)
-                if fd >= 0:
-                    log("turn", {
-                        "episode_id": episode_id, "turn": step.turn, "step": next_obs.step,
-                        "role": role, "action_type": action.action_type,
-                        "target": action.target, "args": action.args, "reward": step.reward,
-                        "done": step.done, "timed_out": False, "error": None,
-                        "latency_ms": round(latency * 1e3, 3),
-                    })  # fmt: skip
-                obs = next_obs
-            for inbox in inboxes.values():
-                inbox.put_nowait(None)
-        state = env.state
-        if fd >= 0:
-            log("episode_finished", {"episode_id": episode_id, "status": "ok", "resolved":
-                state.resolved, "final_step": state.step_count, "cumulative_reward":
-                state.cumulative_reward, "timeouts": 0, "errors": 0,
-                "wall_s": round(time.perf_counter() - started, 6)})  # fmt: skip
-        return result_of(scenario, steps, state)
+    log = _Lines(log_path)
 
     async def main() -> int:
         pending = iter(scenarios)
@@ -165,7 +186,7 @@ def plain_asyncio_us_per_turn(
 
         async def worker() -> None:
             for scenario in pending:
-                results.append(await episode(scenario))
+                results.append(await _plain_episode(scenario, log))
 
         with actors.gc_frozen():  # the collector as the runtime's batches have it
             async with asyncio.TaskGroup() as tg:
@@ -176,8 +197,7 @@ def plain_asyncio_us_per_turn(
     try:
         dt, turns = timed(lambda: actors.run(main))
     finally:
-        if fd >= 0:
-            os.close(fd)
+        log.close()
     return dt / turns * 1e6
 
 
