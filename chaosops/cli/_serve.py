@@ -106,7 +106,10 @@ def _serve(args: argparse.Namespace, out: Any, rules: Any, llms: dict[str, Any],
         signal.signal(signal.SIGTERM, previous)
         sock.close()
         _close(runs)
-    return 130 if server.should_exit else 0
+    # Not reached: uvicorn raises again the signal that stopped it (Ctrl-C:
+    # KeyboardInterrupt; SIGTERM: _exit_after_sigterm's exit), and exits 3 when
+    # it cannot start; the finally clause above writes the run folder either way.
+    return 0
 
 
 def _exit_after_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
