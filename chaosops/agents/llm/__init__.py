@@ -46,6 +46,10 @@ def __getattr__(name: str) -> Any:
     return getattr(import_module(f"{__name__}.{module}"), name)
 
 
+def __dir__() -> list[str]:  # a notebook's completion lists the lazy names too
+    return sorted({*globals(), *_HTTP_SIDE})
+
+
 __all__ = [
     "ACTION_SCHEMA",
     "ACTION_TOOL",
