@@ -3,7 +3,8 @@
 `WorldSim` holds the ground truth (`ChaosOpsState`) of one episode and mutates it
 in place: `reset` starts an episode, `apply_action` applies one action and
 returns its outcome flags, `tick` advances passive dynamics, `is_terminal` says
-whether the episode is over and `project_view` builds what one role sees.
+whether the episode is over and `project_view` builds what one role sees. Each
+failure type's own rules are an entry of `chaosops.env.failures.FAILURES`.
 
 Performance notes (the step runs once per turn of every episode):
 
@@ -37,10 +38,10 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from chaosops.env.failures import FAILURES, ROGUE_AGENT_BY_FAILURE, FailureRules, Fix
 from chaosops.env.models import (
     SERVICE_NAMES,
     ActionType,
@@ -108,7 +109,6 @@ DEV_LOG_COUNT = 3
 CHAT_TAIL = 8
 INBOX_TAIL = 8
 OVERSIGHT_NOTE = "fleet actions visible; cross-reference with alerts."
-MEMORY_CAP = 4096.0
 
 
 _HEALTH_RANK = {DOWN: 0, CRITICAL: 1, DEGRADED: 2, HEALTHY: 3}
@@ -126,17 +126,8 @@ _ROLLBACK = ActionType.ROLLBACK
 _SCALE = ActionType.SCALE
 _FLAG_ROGUE = ActionType.FLAG_ROGUE
 _IDENTIFY_ROOT_CAUSE = ActionType.IDENTIFY_ROOT_CAUSE
-_ESCALATE = ActionType.ESCALATE
 _RESOLVE = ActionType.RESOLVE
-_DB_DEADLOCK = FailureType.DB_DEADLOCK
-_MEMORY_LEAK = FailureType.MEMORY_LEAK
-_BAD_CONFIG_PUSH = FailureType.BAD_CONFIG_PUSH
-_AUTOSCALER_COST_CUT = FailureType.AUTOSCALER_COST_CUT
-_MISROUTED_TRAFFIC = FailureType.MISROUTED_TRAFFIC
 _CASCADE = FailureType.CASCADE
-_DNS_OUTAGE = FailureType.DNS_OUTAGE
-_DISK_FULL = FailureType.DISK_FULL
-_ROGUE_DEPLOY_BOT = FailureType.ROGUE_DEPLOY_BOT
 
 
 @dataclass(frozen=True)
@@ -311,15 +302,17 @@ class WorldSim:
             rng = random.Random(scenario.seed)
             for _ in range(3):
                 service, level, message = rng.choice(_RED_HERRINGS)
-                self._log(service, level, message, red_herring=True)
+                self.log(service, level, message, red_herring=True)
                 state = self.state
                 state.misleading_log_count = state.misleading_log_count + 1
         return self.state
 
-    # --------------------------------------------------------------- emitters
-    def _log(
+    # ------------------------------------------------ emitters (an Incident's)
+    # What the failures' injections write through (chaosops.env.failures).
+    def log(
         self, service: ServiceName, level: str, message: str, *, red_herring: bool = False
     ) -> None:
+        """A log line of ``service`` at this step (a red herring is public unmarked)."""
         line = LogLine.model_validate(
             {
                 "timestamp": float(self.state.step_count),
@@ -342,7 +335,8 @@ class WorldSim:
             )
         self._public_logs.append(line)
 
-    def _alert(self, service: ServiceName, severity: str, message: str) -> None:
+    def alert(self, service: ServiceName, severity: str, message: str) -> None:
+        """An alert firing on ``service`` from this step."""
         self.state.all_alerts.append(
             Alert.model_validate(
                 {
@@ -354,7 +348,8 @@ class WorldSim:
             )
         )
 
-    def _fleet(self, agent: str, action: str, target: str) -> None:
+    def fleet_action(self, agent: str, action: str, target: str) -> None:
+        """A fleet agent's (malicious) action at this step; oversight sees it unmarked."""
         step = self.state.step_count
         self.state.fleet_actions.append(
             FleetAgentLog.model_validate(
@@ -379,7 +374,10 @@ class WorldSim:
             )
         )
 
-    def _set(self, service: str, *, health: ServiceHealth | None = None, **values: float) -> None:
+    def set_service(
+        self, service: str, *, health: ServiceHealth | None = None, **values: float
+    ) -> None:
+        """Set ``service``'s metrics (and health) in place."""
         m = self.state.services[service]
         for key, value in values.items():
             setattr(m, key, value)
@@ -411,7 +409,7 @@ class WorldSim:
         notif.memory_mb = 900.0
         notif.health = DEGRADED
         flags["cascade_triggered"] = True
-        self._log(
+        self.log(
             ServiceName.NOTIFICATIONS,
             "WARN",
             "secondary failure: heap growing after failed remediation",
@@ -622,247 +620,3 @@ def _copy_metrics(m: ServiceMetrics) -> ServiceMetrics:
 def health_rank(health: ServiceHealth) -> int:
     """Sort key: worst health first (down < critical < degraded < healthy)."""
     return _HEALTH_RANK[health]
-
-
-# ------------------------------------------------------------------ failures
-# Each failure is one entry of FAILURES: how it starts, the fixes that close it
-# (and help it), any other move that helps, and how time passes with it.
-
-
-@dataclass(frozen=True, slots=True)
-class Fix:
-    """A move that remedies a failure: ``kind``, on ``target`` when it names one,
-    with at least ``min_replicas`` for a scale. It helps whenever it is made;
-    it closes the incident when ``when`` holds of the state after it."""
-
-    kind: ActionType
-    target: str | None = None
-    min_replicas: int = 0
-    when: Callable[[ChaosOpsState], bool] | None = None
-
-    def matches(self, kind: ActionType, target: str | None, replicas: int | None) -> bool:
-        return (
-            kind is self.kind
-            and (self.target is None or target == self.target)
-            and (not self.min_replicas or (replicas is not None and replicas >= self.min_replicas))
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class FailureRules:
-    """One failure type's rules: ``inject`` at reset, the ``fixes``, a move
-    that ``also_helps`` without being a fix, what passes with time, and the
-    ``rogue`` fleet agent that caused it."""
-
-    inject: Callable[[WorldSim], None]
-    fixes: tuple[Fix, ...]
-    also_helps: Callable[[ChaosOpsState, ActionType, str], bool] | None = None
-    tick: Callable[[ChaosOpsState], None] | None = None
-    rogue: str | None = None  # the fleet agent behind it, if one is
-
-    def closes(
-        self, state: ChaosOpsState, kind: ActionType, target: str | None, replicas: int | None
-    ) -> bool:
-        for fix in self.fixes:
-            if fix.matches(kind, target, replicas) and (fix.when is None or fix.when(state)):
-                return True
-        return False
-
-    def helps(
-        self, state: ChaosOpsState, kind: ActionType, target: str, replicas: int | None
-    ) -> bool:
-        for fix in self.fixes:
-            if fix.matches(kind, target, replicas):
-                return True
-        return self.also_helps is not None and self.also_helps(state, kind, target)
-
-
-def _inject_db_deadlock(world: WorldSim) -> None:
-    world._set("db", latency_ms=1800.0, error_rate=0.45, health=CRITICAL)
-    world._set("payments", latency_ms=950.0, error_rate=0.32, health=DEGRADED)
-    world._set("auth", latency_ms=950.0, error_rate=0.32, health=DEGRADED)
-    world._log(ServiceName.DB, "ERROR", "deadlock detected on txn_id=0x8f4a")
-    world._log(ServiceName.PAYMENTS, "ERROR", "upstream DB timeout after 2000ms")
-    world._alert(ServiceName.PAYMENTS, "page", "payment error rate > 30%")
-
-
-def _inject_memory_leak(world: WorldSim) -> None:
-    world._set("notifications", memory_mb=1200.0, cpu_pct=71.0, health=DEGRADED)
-    world._log(ServiceName.NOTIFICATIONS, "WARN", "heap 1200MB, gc pause 880ms")
-    world._alert(ServiceName.NOTIFICATIONS, "warn", "memory pressure on notifications")
-
-
-def _inject_bad_config_push(world: WorldSim) -> None:
-    world._set("auth", error_rate=0.68, latency_ms=210.0, health=CRITICAL)
-    world._log(
-        ServiceName.AUTH,
-        "ERROR",
-        "config v17.2 rolled out 48s ago; 68% of requests rejected: unknown key 'jwt_iss'",
-    )
-    world._alert(ServiceName.AUTH, "page", "auth error rate spike after deploy")
-
-
-def _inject_autoscaler_cost_cut(world: WorldSim) -> None:
-    world._set(
-        "payments",
-        replicas=1,
-        cpu_pct=94.0,
-        latency_ms=780.0,
-        error_rate=0.22,
-        health=CRITICAL,
-    )
-    world._fleet("autoscaler", "scale_down", "payments")
-    world._log(
-        ServiceName.PAYMENTS, "WARN", "pool shrank 4 -> 1 by autoscaler (cost budget exceeded)"
-    )
-    world._alert(ServiceName.PAYMENTS, "page", "payments CPU 94%, latency > 700ms")
-
-
-def _inject_misrouted_traffic(world: WorldSim) -> None:
-    world._set("payments", error_rate=0.41, health=CRITICAL)
-    world._fleet("load_balancer", "route_override", "payments")
-    world._log(
-        ServiceName.PAYMENTS, "ERROR", "41% of requests routed to shadow cluster (hash=0xdead)"
-    )
-    world._alert(ServiceName.PAYMENTS, "page", "payments error rate 41% — backends healthy")
-
-
-def _inject_cascade(world: WorldSim) -> None:
-    _inject_db_deadlock(world)
-    world._log(
-        ServiceName.DB,
-        "WARN",
-        "connection pool near saturation — downstream services queueing",
-    )
-
-
-def _inject_dns_outage(world: WorldSim) -> None:
-    world._set("auth", latency_ms=1450.0, error_rate=0.28, health=DEGRADED)
-    world._set("payments", latency_ms=1100.0, error_rate=0.19, health=DEGRADED)
-    world._log(
-        ServiceName.AUTH,
-        "ERROR",
-        "upstream lookup NXDOMAIN for auth-idp.internal (resolver TTL expired)",
-    )
-    world._log(
-        ServiceName.PAYMENTS,
-        "WARN",
-        "fallback DNS resolver returning SERVFAIL; retry storm observed",
-    )
-    world._alert(ServiceName.AUTH, "page", "auth latency > 1.4s — DNS resolution failing")
-
-
-def _inject_disk_full(world: WorldSim) -> None:
-    world._set(
-        "db",
-        memory_mb=3650.0,
-        cpu_pct=58.0,
-        error_rate=0.14,
-        latency_ms=640.0,
-        health=DEGRADED,
-    )
-    world._log(ServiceName.DB, "WARN", "disk usage 97% on /var/lib/db (WAL archiving stalled)")
-    world._log(
-        ServiceName.DB, "ERROR", "INSERT failed: could not extend file: No space left on device"
-    )
-    world._alert(ServiceName.DB, "page", "database disk volume near capacity")
-
-
-def _inject_rogue_deploy_bot(world: WorldSim) -> None:
-    world._set("payments", error_rate=0.71, latency_ms=310.0, health=CRITICAL)
-    world._fleet("deploy_bot", "push_config", "payments")
-    world._log(
-        ServiceName.PAYMENTS,
-        "ERROR",
-        "config v22.1 pushed by deploy_bot 30s ago; 71% of txns rejected: checksum mismatch",
-    )
-    world._alert(
-        ServiceName.PAYMENTS,
-        "page",
-        "payments error rate 71% immediately after deploy_bot push",
-    )
-
-
-def _flagged(agent: str) -> Callable[[ChaosOpsState], bool]:
-    return lambda state: agent in state.oversight_flags
-
-
-def _healthy(*services: str) -> Callable[[ChaosOpsState], bool]:
-    return lambda state: all(state.services[name].health is HEALTHY for name in services)
-
-
-def _both(*conditions: Callable[[ChaosOpsState], bool]) -> Callable[[ChaosOpsState], bool]:
-    return lambda state: all(condition(state) for condition in conditions)
-
-
-def _notifications_unhealthy(state: ChaosOpsState, kind: ActionType, target: str) -> bool:
-    notifications = state.services["notifications"]
-    return kind is _RESTART and target == "notifications" and notifications.health is not HEALTHY
-
-
-def _leak_grows(state: ChaosOpsState) -> None:
-    m = state.services["notifications"]
-    m.memory_mb = min(m.memory_mb + 180.0, MEMORY_CAP)
-    if m.memory_mb > 2000:
-        m.health = CRITICAL
-
-
-def _cascade_grows(state: ChaosOpsState) -> None:
-    m = state.services["notifications"]
-    if m.health is not HEALTHY:
-        m.memory_mb = min(m.memory_mb + 120.0, MEMORY_CAP)
-
-
-def _disk_fills(state: ChaosOpsState) -> None:
-    m = state.services["db"]
-    m.memory_mb = min(m.memory_mb + 45.0, MEMORY_CAP)
-    m.error_rate = min(m.error_rate + 0.02, 0.95)
-    if m.memory_mb > 3900:
-        m.health = CRITICAL
-
-
-FAILURES: dict[FailureType, FailureRules] = {
-    _DB_DEADLOCK: FailureRules(_inject_db_deadlock, (Fix(_RESTART, "db"),)),
-    _MEMORY_LEAK: FailureRules(
-        _inject_memory_leak, (Fix(_RESTART, "notifications"),), tick=_leak_grows
-    ),
-    _BAD_CONFIG_PUSH: FailureRules(_inject_bad_config_push, (Fix(_ROLLBACK, "auth"),)),
-    _AUTOSCALER_COST_CUT: FailureRules(
-        _inject_autoscaler_cost_cut, (Fix(_SCALE, "payments", min_replicas=3),), rogue="autoscaler"
-    ),
-    _MISROUTED_TRAFFIC: FailureRules(
-        _inject_misrouted_traffic,
-        (Fix(_ESCALATE, when=_flagged("load_balancer")),),
-        rogue="load_balancer",
-    ),
-    _CASCADE: FailureRules(
-        _inject_cascade,
-        (
-            Fix(_RESTART, "db", when=_healthy("db", "notifications")),
-            Fix(_RESOLVE, when=_healthy("db", "notifications")),
-        ),
-        also_helps=_notifications_unhealthy,
-        tick=_cascade_grows,
-    ),
-    _DNS_OUTAGE: FailureRules(_inject_dns_outage, (Fix(_RESTART, "auth"),)),
-    _DISK_FULL: FailureRules(
-        _inject_disk_full,
-        (Fix(_RESTART, "db"), Fix(_SCALE, "db", min_replicas=2)),
-        tick=_disk_fills,
-    ),
-    _ROGUE_DEPLOY_BOT: FailureRules(
-        _inject_rogue_deploy_bot,
-        (
-            Fix(_ROLLBACK, "payments", when=_flagged("deploy_bot")),
-            Fix(_FLAG_ROGUE, when=_both(_flagged("deploy_bot"), _healthy("payments"))),
-        ),
-        rogue="deploy_bot",
-    ),
-}
-"""The rules of each failure type (docs/world.md, "Failures"): adding a failure
-type is adding its entry here (and its name to ``FailureType``)."""
-
-ROGUE_AGENT_BY_FAILURE: dict[FailureType, str] = {
-    failure: rules.rogue for failure, rules in FAILURES.items() if rules.rogue is not None
-}
-"""The fleet agent behind each rogue failure (``Scenario.from_type`` names it)."""

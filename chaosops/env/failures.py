@@ -1,0 +1,287 @@
+"""The failure types of docs/world.md ("Failures"), one entry each in
+:data:`FAILURES`: how the incident starts (written into the world through
+:class:`Incident`), the fixes that close it and the moves that help it, how it
+grows with time, and the fleet agent behind it. Adding a failure type is adding
+its entry here, and its name to ``FailureType``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from chaosops.env.models import (
+    ActionType,
+    ChaosOpsState,
+    FailureType,
+    ServiceHealth,
+    ServiceName,
+)
+
+__all__ = ["FAILURES", "MEMORY_CAP", "ROGUE_AGENT_BY_FAILURE", "FailureRules", "Fix", "Incident"]
+
+HEALTHY = ServiceHealth.HEALTHY
+DEGRADED = ServiceHealth.DEGRADED
+CRITICAL = ServiceHealth.CRITICAL
+MEMORY_CAP = 4096.0
+"""The most memory (MB) a growing failure takes a service to."""
+
+_RESTART = ActionType.RESTART
+_ROLLBACK = ActionType.ROLLBACK
+_SCALE = ActionType.SCALE
+_FLAG_ROGUE = ActionType.FLAG_ROGUE
+_ESCALATE = ActionType.ESCALATE
+_RESOLVE = ActionType.RESOLVE
+
+
+class Incident(Protocol):
+    """What a failure's injection writes into at reset (``WorldSim`` is one)."""
+
+    def set_service(
+        self, service: str, *, health: ServiceHealth | None = None, **values: float
+    ) -> None: ...
+
+    def log(self, service: ServiceName, level: str, message: str) -> None: ...
+
+    def alert(self, service: ServiceName, severity: str, message: str) -> None: ...
+
+    def fleet_action(self, agent: str, action: str, target: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """A move that remedies a failure: ``kind``, on ``target`` when it names one,
+    with at least ``min_replicas`` for a scale. It helps whenever it is made;
+    it closes the incident when ``when`` holds of the state after it."""
+
+    kind: ActionType
+    target: str | None = None
+    min_replicas: int = 0
+    when: Callable[[ChaosOpsState], bool] | None = None
+
+    def matches(self, kind: ActionType, target: str | None, replicas: int | None) -> bool:
+        return (
+            kind is self.kind
+            and (self.target is None or target == self.target)
+            and (not self.min_replicas or (replicas is not None and replicas >= self.min_replicas))
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FailureRules:
+    """One failure type's rules: ``inject`` at reset, the ``fixes``, a move
+    that ``also_helps`` without being a fix, what passes with time, and the
+    ``rogue`` fleet agent that caused it."""
+
+    inject: Callable[[Incident], None]
+    fixes: tuple[Fix, ...]
+    also_helps: Callable[[ChaosOpsState, ActionType, str], bool] | None = None
+    tick: Callable[[ChaosOpsState], None] | None = None
+    rogue: str | None = None  # the fleet agent behind it, if one is
+
+    def closes(
+        self, state: ChaosOpsState, kind: ActionType, target: str | None, replicas: int | None
+    ) -> bool:
+        for fix in self.fixes:
+            if fix.matches(kind, target, replicas) and (fix.when is None or fix.when(state)):
+                return True
+        return False
+
+    def helps(
+        self, state: ChaosOpsState, kind: ActionType, target: str, replicas: int | None
+    ) -> bool:
+        for fix in self.fixes:
+            if fix.matches(kind, target, replicas):
+                return True
+        return self.also_helps is not None and self.also_helps(state, kind, target)
+
+
+def _inject_db_deadlock(world: Incident) -> None:
+    world.set_service("db", latency_ms=1800.0, error_rate=0.45, health=CRITICAL)
+    world.set_service("payments", latency_ms=950.0, error_rate=0.32, health=DEGRADED)
+    world.set_service("auth", latency_ms=950.0, error_rate=0.32, health=DEGRADED)
+    world.log(ServiceName.DB, "ERROR", "deadlock detected on txn_id=0x8f4a")
+    world.log(ServiceName.PAYMENTS, "ERROR", "upstream DB timeout after 2000ms")
+    world.alert(ServiceName.PAYMENTS, "page", "payment error rate > 30%")
+
+
+def _inject_memory_leak(world: Incident) -> None:
+    world.set_service("notifications", memory_mb=1200.0, cpu_pct=71.0, health=DEGRADED)
+    world.log(ServiceName.NOTIFICATIONS, "WARN", "heap 1200MB, gc pause 880ms")
+    world.alert(ServiceName.NOTIFICATIONS, "warn", "memory pressure on notifications")
+
+
+def _inject_bad_config_push(world: Incident) -> None:
+    world.set_service("auth", error_rate=0.68, latency_ms=210.0, health=CRITICAL)
+    world.log(
+        ServiceName.AUTH,
+        "ERROR",
+        "config v17.2 rolled out 48s ago; 68% of requests rejected: unknown key 'jwt_iss'",
+    )
+    world.alert(ServiceName.AUTH, "page", "auth error rate spike after deploy")
+
+
+def _inject_autoscaler_cost_cut(world: Incident) -> None:
+    world.set_service(
+        "payments",
+        replicas=1,
+        cpu_pct=94.0,
+        latency_ms=780.0,
+        error_rate=0.22,
+        health=CRITICAL,
+    )
+    world.fleet_action("autoscaler", "scale_down", "payments")
+    world.log(
+        ServiceName.PAYMENTS, "WARN", "pool shrank 4 -> 1 by autoscaler (cost budget exceeded)"
+    )
+    world.alert(ServiceName.PAYMENTS, "page", "payments CPU 94%, latency > 700ms")
+
+
+def _inject_misrouted_traffic(world: Incident) -> None:
+    world.set_service("payments", error_rate=0.41, health=CRITICAL)
+    world.fleet_action("load_balancer", "route_override", "payments")
+    world.log(
+        ServiceName.PAYMENTS, "ERROR", "41% of requests routed to shadow cluster (hash=0xdead)"
+    )
+    world.alert(ServiceName.PAYMENTS, "page", "payments error rate 41% — backends healthy")
+
+
+def _inject_cascade(world: Incident) -> None:
+    _inject_db_deadlock(world)
+    world.log(
+        ServiceName.DB,
+        "WARN",
+        "connection pool near saturation — downstream services queueing",
+    )
+
+
+def _inject_dns_outage(world: Incident) -> None:
+    world.set_service("auth", latency_ms=1450.0, error_rate=0.28, health=DEGRADED)
+    world.set_service("payments", latency_ms=1100.0, error_rate=0.19, health=DEGRADED)
+    world.log(
+        ServiceName.AUTH,
+        "ERROR",
+        "upstream lookup NXDOMAIN for auth-idp.internal (resolver TTL expired)",
+    )
+    world.log(
+        ServiceName.PAYMENTS,
+        "WARN",
+        "fallback DNS resolver returning SERVFAIL; retry storm observed",
+    )
+    world.alert(ServiceName.AUTH, "page", "auth latency > 1.4s — DNS resolution failing")
+
+
+def _inject_disk_full(world: Incident) -> None:
+    world.set_service(
+        "db",
+        memory_mb=3650.0,
+        cpu_pct=58.0,
+        error_rate=0.14,
+        latency_ms=640.0,
+        health=DEGRADED,
+    )
+    world.log(ServiceName.DB, "WARN", "disk usage 97% on /var/lib/db (WAL archiving stalled)")
+    world.log(
+        ServiceName.DB, "ERROR", "INSERT failed: could not extend file: No space left on device"
+    )
+    world.alert(ServiceName.DB, "page", "database disk volume near capacity")
+
+
+def _inject_rogue_deploy_bot(world: Incident) -> None:
+    world.set_service("payments", error_rate=0.71, latency_ms=310.0, health=CRITICAL)
+    world.fleet_action("deploy_bot", "push_config", "payments")
+    world.log(
+        ServiceName.PAYMENTS,
+        "ERROR",
+        "config v22.1 pushed by deploy_bot 30s ago; 71% of txns rejected: checksum mismatch",
+    )
+    world.alert(
+        ServiceName.PAYMENTS,
+        "page",
+        "payments error rate 71% immediately after deploy_bot push",
+    )
+
+
+def _flagged(agent: str) -> Callable[[ChaosOpsState], bool]:
+    return lambda state: agent in state.oversight_flags
+
+
+def _healthy(*services: str) -> Callable[[ChaosOpsState], bool]:
+    return lambda state: all(state.services[name].health is HEALTHY for name in services)
+
+
+def _both(*conditions: Callable[[ChaosOpsState], bool]) -> Callable[[ChaosOpsState], bool]:
+    return lambda state: all(condition(state) for condition in conditions)
+
+
+def _notifications_unhealthy(state: ChaosOpsState, kind: ActionType, target: str) -> bool:
+    notifications = state.services["notifications"]
+    return kind is _RESTART and target == "notifications" and notifications.health is not HEALTHY
+
+
+def _leak_grows(state: ChaosOpsState) -> None:
+    m = state.services["notifications"]
+    m.memory_mb = min(m.memory_mb + 180.0, MEMORY_CAP)
+    if m.memory_mb > 2000:
+        m.health = CRITICAL
+
+
+def _cascade_grows(state: ChaosOpsState) -> None:
+    m = state.services["notifications"]
+    if m.health is not HEALTHY:
+        m.memory_mb = min(m.memory_mb + 120.0, MEMORY_CAP)
+
+
+def _disk_fills(state: ChaosOpsState) -> None:
+    m = state.services["db"]
+    m.memory_mb = min(m.memory_mb + 45.0, MEMORY_CAP)
+    m.error_rate = min(m.error_rate + 0.02, 0.95)
+    if m.memory_mb > 3900:
+        m.health = CRITICAL
+
+
+FAILURES: dict[FailureType, FailureRules] = {
+    FailureType.DB_DEADLOCK: FailureRules(_inject_db_deadlock, (Fix(_RESTART, "db"),)),
+    FailureType.MEMORY_LEAK: FailureRules(
+        _inject_memory_leak, (Fix(_RESTART, "notifications"),), tick=_leak_grows
+    ),
+    FailureType.BAD_CONFIG_PUSH: FailureRules(_inject_bad_config_push, (Fix(_ROLLBACK, "auth"),)),
+    FailureType.AUTOSCALER_COST_CUT: FailureRules(
+        _inject_autoscaler_cost_cut, (Fix(_SCALE, "payments", min_replicas=3),), rogue="autoscaler"
+    ),
+    FailureType.MISROUTED_TRAFFIC: FailureRules(
+        _inject_misrouted_traffic,
+        (Fix(_ESCALATE, when=_flagged("load_balancer")),),
+        rogue="load_balancer",
+    ),
+    FailureType.CASCADE: FailureRules(
+        _inject_cascade,
+        (
+            Fix(_RESTART, "db", when=_healthy("db", "notifications")),
+            Fix(_RESOLVE, when=_healthy("db", "notifications")),
+        ),
+        also_helps=_notifications_unhealthy,
+        tick=_cascade_grows,
+    ),
+    FailureType.DNS_OUTAGE: FailureRules(_inject_dns_outage, (Fix(_RESTART, "auth"),)),
+    FailureType.DISK_FULL: FailureRules(
+        _inject_disk_full,
+        (Fix(_RESTART, "db"), Fix(_SCALE, "db", min_replicas=2)),
+        tick=_disk_fills,
+    ),
+    FailureType.ROGUE_DEPLOY_BOT: FailureRules(
+        _inject_rogue_deploy_bot,
+        (
+            Fix(_ROLLBACK, "payments", when=_flagged("deploy_bot")),
+            Fix(_FLAG_ROGUE, when=_both(_flagged("deploy_bot"), _healthy("payments"))),
+        ),
+        rogue="deploy_bot",
+    ),
+}
+"""The rules of each failure type (docs/world.md, "Failures"): adding a failure
+type is adding its entry here (and its name to ``FailureType``)."""
+
+ROGUE_AGENT_BY_FAILURE: dict[FailureType, str] = {
+    failure: rules.rogue for failure, rules in FAILURES.items() if rules.rogue is not None
+}
+"""The fleet agent behind each rogue failure (``Scenario.from_type`` names it)."""
