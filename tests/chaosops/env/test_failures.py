@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from chaosops.env.failures import FAILURES
 from chaosops.env.models import (
     ActionType,
     AgentRole,
@@ -335,3 +336,13 @@ def test_health_values_are_enums() -> None:
     world = make_world(FailureType.DB_DEADLOCK)
     assert world.state.services["db"].health is ServiceHealth.CRITICAL
     assert AgentRole("sre") is AgentRole.SRE and ActionType("noop") is ActionType.NOOP
+
+
+def test_every_failure_type_has_one_entry_and_its_rogue_agent_agrees_with_the_enum() -> None:
+    # FailureType.is_rogue_agent (docs/world.md's public API) keeps its own set:
+    # an entry naming a rogue agent and the enum must say the same.
+    assert set(FAILURES) == set(FailureType)
+    for failure, rules in FAILURES.items():
+        assert (rules.rogue is not None) is failure.is_rogue_agent, failure
+        scenario = Scenario.from_type(failure, seed=0)
+        assert scenario.rogue_fleet_agent == rules.rogue
