@@ -20,18 +20,8 @@ from chaosops.env.models import (
 
 __all__ = ["FAILURES", "MEMORY_CAP", "ROGUE_AGENT_BY_FAILURE", "FailureRules", "Fix", "Incident"]
 
-HEALTHY = ServiceHealth.HEALTHY
-DEGRADED = ServiceHealth.DEGRADED
-CRITICAL = ServiceHealth.CRITICAL
 MEMORY_CAP = 4096.0
 """The most memory (MB) a growing failure takes a service to."""
-
-_RESTART = ActionType.RESTART
-_ROLLBACK = ActionType.ROLLBACK
-_SCALE = ActionType.SCALE
-_FLAG_ROGUE = ActionType.FLAG_ROGUE
-_ESCALATE = ActionType.ESCALATE
-_RESOLVE = ActionType.RESOLVE
 
 
 class Incident(Protocol):
@@ -97,22 +87,24 @@ class FailureRules:
 
 
 def _inject_db_deadlock(world: Incident) -> None:
-    world.set_service("db", latency_ms=1800.0, error_rate=0.45, health=CRITICAL)
-    world.set_service("payments", latency_ms=950.0, error_rate=0.32, health=DEGRADED)
-    world.set_service("auth", latency_ms=950.0, error_rate=0.32, health=DEGRADED)
+    world.set_service("db", latency_ms=1800.0, error_rate=0.45, health=ServiceHealth.CRITICAL)
+    world.set_service("payments", latency_ms=950.0, error_rate=0.32, health=ServiceHealth.DEGRADED)
+    world.set_service("auth", latency_ms=950.0, error_rate=0.32, health=ServiceHealth.DEGRADED)
     world.log(ServiceName.DB, "ERROR", "deadlock detected on txn_id=0x8f4a")
     world.log(ServiceName.PAYMENTS, "ERROR", "upstream DB timeout after 2000ms")
     world.alert(ServiceName.PAYMENTS, "page", "payment error rate > 30%")
 
 
 def _inject_memory_leak(world: Incident) -> None:
-    world.set_service("notifications", memory_mb=1200.0, cpu_pct=71.0, health=DEGRADED)
+    world.set_service(
+        "notifications", memory_mb=1200.0, cpu_pct=71.0, health=ServiceHealth.DEGRADED
+    )
     world.log(ServiceName.NOTIFICATIONS, "WARN", "heap 1200MB, gc pause 880ms")
     world.alert(ServiceName.NOTIFICATIONS, "warn", "memory pressure on notifications")
 
 
 def _inject_bad_config_push(world: Incident) -> None:
-    world.set_service("auth", error_rate=0.68, latency_ms=210.0, health=CRITICAL)
+    world.set_service("auth", error_rate=0.68, latency_ms=210.0, health=ServiceHealth.CRITICAL)
     world.log(
         ServiceName.AUTH,
         "ERROR",
@@ -128,7 +120,7 @@ def _inject_autoscaler_cost_cut(world: Incident) -> None:
         cpu_pct=94.0,
         latency_ms=780.0,
         error_rate=0.22,
-        health=CRITICAL,
+        health=ServiceHealth.CRITICAL,
     )
     world.fleet_action("autoscaler", "scale_down", "payments")
     world.log(
@@ -138,7 +130,7 @@ def _inject_autoscaler_cost_cut(world: Incident) -> None:
 
 
 def _inject_misrouted_traffic(world: Incident) -> None:
-    world.set_service("payments", error_rate=0.41, health=CRITICAL)
+    world.set_service("payments", error_rate=0.41, health=ServiceHealth.CRITICAL)
     world.fleet_action("load_balancer", "route_override", "payments")
     world.log(
         ServiceName.PAYMENTS, "ERROR", "41% of requests routed to shadow cluster (hash=0xdead)"
@@ -156,8 +148,8 @@ def _inject_cascade(world: Incident) -> None:
 
 
 def _inject_dns_outage(world: Incident) -> None:
-    world.set_service("auth", latency_ms=1450.0, error_rate=0.28, health=DEGRADED)
-    world.set_service("payments", latency_ms=1100.0, error_rate=0.19, health=DEGRADED)
+    world.set_service("auth", latency_ms=1450.0, error_rate=0.28, health=ServiceHealth.DEGRADED)
+    world.set_service("payments", latency_ms=1100.0, error_rate=0.19, health=ServiceHealth.DEGRADED)
     world.log(
         ServiceName.AUTH,
         "ERROR",
@@ -178,7 +170,7 @@ def _inject_disk_full(world: Incident) -> None:
         cpu_pct=58.0,
         error_rate=0.14,
         latency_ms=640.0,
-        health=DEGRADED,
+        health=ServiceHealth.DEGRADED,
     )
     world.log(ServiceName.DB, "WARN", "disk usage 97% on /var/lib/db (WAL archiving stalled)")
     world.log(
@@ -188,7 +180,7 @@ def _inject_disk_full(world: Incident) -> None:
 
 
 def _inject_rogue_deploy_bot(world: Incident) -> None:
-    world.set_service("payments", error_rate=0.71, latency_ms=310.0, health=CRITICAL)
+    world.set_service("payments", error_rate=0.71, latency_ms=310.0, health=ServiceHealth.CRITICAL)
     world.fleet_action("deploy_bot", "push_config", "payments")
     world.log(
         ServiceName.PAYMENTS,
@@ -207,7 +199,9 @@ def _flagged(agent: str) -> Callable[[ChaosOpsState], bool]:
 
 
 def _healthy(*services: str) -> Callable[[ChaosOpsState], bool]:
-    return lambda state: all(state.services[name].health is HEALTHY for name in services)
+    return lambda state: all(
+        state.services[name].health is ServiceHealth.HEALTHY for name in services
+    )
 
 
 def _both(*conditions: Callable[[ChaosOpsState], bool]) -> Callable[[ChaosOpsState], bool]:
@@ -216,19 +210,23 @@ def _both(*conditions: Callable[[ChaosOpsState], bool]) -> Callable[[ChaosOpsSta
 
 def _notifications_unhealthy(state: ChaosOpsState, kind: ActionType, target: str) -> bool:
     notifications = state.services["notifications"]
-    return kind is _RESTART and target == "notifications" and notifications.health is not HEALTHY
+    return (
+        kind is ActionType.RESTART
+        and target == "notifications"
+        and notifications.health is not ServiceHealth.HEALTHY
+    )
 
 
 def _leak_grows(state: ChaosOpsState) -> None:
     m = state.services["notifications"]
     m.memory_mb = min(m.memory_mb + 180.0, MEMORY_CAP)
     if m.memory_mb > 2000:
-        m.health = CRITICAL
+        m.health = ServiceHealth.CRITICAL
 
 
 def _cascade_grows(state: ChaosOpsState) -> None:
     m = state.services["notifications"]
-    if m.health is not HEALTHY:
+    if m.health is not ServiceHealth.HEALTHY:
         m.memory_mb = min(m.memory_mb + 120.0, MEMORY_CAP)
 
 
@@ -237,43 +235,47 @@ def _disk_fills(state: ChaosOpsState) -> None:
     m.memory_mb = min(m.memory_mb + 45.0, MEMORY_CAP)
     m.error_rate = min(m.error_rate + 0.02, 0.95)
     if m.memory_mb > 3900:
-        m.health = CRITICAL
+        m.health = ServiceHealth.CRITICAL
 
 
 FAILURES: dict[FailureType, FailureRules] = {
-    FailureType.DB_DEADLOCK: FailureRules(_inject_db_deadlock, (Fix(_RESTART, "db"),)),
+    FailureType.DB_DEADLOCK: FailureRules(_inject_db_deadlock, (Fix(ActionType.RESTART, "db"),)),
     FailureType.MEMORY_LEAK: FailureRules(
-        _inject_memory_leak, (Fix(_RESTART, "notifications"),), tick=_leak_grows
+        _inject_memory_leak, (Fix(ActionType.RESTART, "notifications"),), tick=_leak_grows
     ),
-    FailureType.BAD_CONFIG_PUSH: FailureRules(_inject_bad_config_push, (Fix(_ROLLBACK, "auth"),)),
+    FailureType.BAD_CONFIG_PUSH: FailureRules(
+        _inject_bad_config_push, (Fix(ActionType.ROLLBACK, "auth"),)
+    ),
     FailureType.AUTOSCALER_COST_CUT: FailureRules(
-        _inject_autoscaler_cost_cut, (Fix(_SCALE, "payments", min_replicas=3),), rogue="autoscaler"
+        _inject_autoscaler_cost_cut,
+        (Fix(ActionType.SCALE, "payments", min_replicas=3),),
+        rogue="autoscaler",
     ),
     FailureType.MISROUTED_TRAFFIC: FailureRules(
         _inject_misrouted_traffic,
-        (Fix(_ESCALATE, when=_flagged("load_balancer")),),
+        (Fix(ActionType.ESCALATE, when=_flagged("load_balancer")),),
         rogue="load_balancer",
     ),
     FailureType.CASCADE: FailureRules(
         _inject_cascade,
         (
-            Fix(_RESTART, "db", when=_healthy("db", "notifications")),
-            Fix(_RESOLVE, when=_healthy("db", "notifications")),
+            Fix(ActionType.RESTART, "db", when=_healthy("db", "notifications")),
+            Fix(ActionType.RESOLVE, when=_healthy("db", "notifications")),
         ),
         also_helps=_notifications_unhealthy,
         tick=_cascade_grows,
     ),
-    FailureType.DNS_OUTAGE: FailureRules(_inject_dns_outage, (Fix(_RESTART, "auth"),)),
+    FailureType.DNS_OUTAGE: FailureRules(_inject_dns_outage, (Fix(ActionType.RESTART, "auth"),)),
     FailureType.DISK_FULL: FailureRules(
         _inject_disk_full,
-        (Fix(_RESTART, "db"), Fix(_SCALE, "db", min_replicas=2)),
+        (Fix(ActionType.RESTART, "db"), Fix(ActionType.SCALE, "db", min_replicas=2)),
         tick=_disk_fills,
     ),
     FailureType.ROGUE_DEPLOY_BOT: FailureRules(
         _inject_rogue_deploy_bot,
         (
-            Fix(_ROLLBACK, "payments", when=_flagged("deploy_bot")),
-            Fix(_FLAG_ROGUE, when=_both(_flagged("deploy_bot"), _healthy("payments"))),
+            Fix(ActionType.ROLLBACK, "payments", when=_flagged("deploy_bot")),
+            Fix(ActionType.FLAG_ROGUE, when=_both(_flagged("deploy_bot"), _healthy("payments"))),
         ),
         rogue="deploy_bot",
     ),
