@@ -1,14 +1,14 @@
 """The failure types of docs/world.md ("Failures"), one entry each in
-:data:`FAILURES`: how the incident starts (written into the world through
-:class:`Incident`), the fixes that close it and the moves that help it, how it
+:data:`FAILURES`: how the incident starts (an :class:`Injection`, which
+``WorldSim.reset`` applies), the fixes that close it and the moves that help it, how it
 grows with time, and the fleet agent behind it. Adding a failure type is adding
 its entry here, and its name to ``FailureType``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from chaosops.env.models import (
     ActionType,
@@ -18,24 +18,22 @@ from chaosops.env.models import (
     ServiceName,
 )
 
-__all__ = ["FAILURES", "MEMORY_CAP", "ROGUE_AGENT_BY_FAILURE", "FailureRules", "Fix", "Incident"]
+__all__ = ["FAILURES", "MEMORY_CAP", "ROGUE_AGENT_BY_FAILURE", "FailureRules", "Fix", "Injection"]
 
 MEMORY_CAP = 4096.0
 """The most memory (MB) a growing failure takes a service to."""
 
 
-class Incident(Protocol):
-    """What a failure's injection writes into at reset (``WorldSim`` is one)."""
+@dataclass(frozen=True, slots=True)
+class Injection:
+    """How a failure starts, as data: each service's metrics set (its health
+    among them; the rest keep their healthy values), then the fleet actions,
+    log lines and alerts it leaves, each list in order."""
 
-    def set_service(
-        self, service: str, *, health: ServiceHealth | None = None, **values: float
-    ) -> None: ...
-
-    def log(self, service: ServiceName, level: str, message: str) -> None: ...
-
-    def alert(self, service: ServiceName, severity: str, message: str) -> None: ...
-
-    def fleet_action(self, agent: str, action: str, target: str) -> None: ...
+    services: Mapping[str, Mapping[str, Any]]
+    logs: tuple[tuple[ServiceName, str, str], ...] = ()  # (service, level, message)
+    alerts: tuple[tuple[ServiceName, str, str], ...] = ()  # (service, severity, message)
+    fleet: tuple[tuple[str, str, str], ...] = ()  # (agent, action, target)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +57,11 @@ class Fix:
 
 @dataclass(frozen=True, slots=True)
 class FailureRules:
-    """One failure type's rules: ``inject`` at reset, the ``fixes``, a move
+    """One failure type's rules: the ``injection`` reset applies, the ``fixes``, a move
     that ``also_helps`` without being a fix, what passes with time, and the
     ``rogue`` fleet agent that caused it."""
 
-    inject: Callable[[Incident], None]
+    injection: Injection
     fixes: tuple[Fix, ...]
     also_helps: Callable[[ChaosOpsState, ActionType, str], bool] | None = None
     tick: Callable[[ChaosOpsState], None] | None = None
@@ -86,112 +84,117 @@ class FailureRules:
         return self.also_helps is not None and self.also_helps(state, kind, target)
 
 
-def _inject_db_deadlock(world: Incident) -> None:
-    world.set_service("db", latency_ms=1800.0, error_rate=0.45, health=ServiceHealth.CRITICAL)
-    world.set_service("payments", latency_ms=950.0, error_rate=0.32, health=ServiceHealth.DEGRADED)
-    world.set_service("auth", latency_ms=950.0, error_rate=0.32, health=ServiceHealth.DEGRADED)
-    world.log(ServiceName.DB, "ERROR", "deadlock detected on txn_id=0x8f4a")
-    world.log(ServiceName.PAYMENTS, "ERROR", "upstream DB timeout after 2000ms")
-    world.alert(ServiceName.PAYMENTS, "page", "payment error rate > 30%")
+_CRITICAL = ServiceHealth.CRITICAL
+_DEGRADED = ServiceHealth.DEGRADED
 
-
-def _inject_memory_leak(world: Incident) -> None:
-    world.set_service(
-        "notifications", memory_mb=1200.0, cpu_pct=71.0, health=ServiceHealth.DEGRADED
-    )
-    world.log(ServiceName.NOTIFICATIONS, "WARN", "heap 1200MB, gc pause 880ms")
-    world.alert(ServiceName.NOTIFICATIONS, "warn", "memory pressure on notifications")
-
-
-def _inject_bad_config_push(world: Incident) -> None:
-    world.set_service("auth", error_rate=0.68, latency_ms=210.0, health=ServiceHealth.CRITICAL)
-    world.log(
-        ServiceName.AUTH,
-        "ERROR",
-        "config v17.2 rolled out 48s ago; 68% of requests rejected: unknown key 'jwt_iss'",
-    )
-    world.alert(ServiceName.AUTH, "page", "auth error rate spike after deploy")
-
-
-def _inject_autoscaler_cost_cut(world: Incident) -> None:
-    world.set_service(
-        "payments",
-        replicas=1,
-        cpu_pct=94.0,
-        latency_ms=780.0,
-        error_rate=0.22,
-        health=ServiceHealth.CRITICAL,
-    )
-    world.fleet_action("autoscaler", "scale_down", "payments")
-    world.log(
-        ServiceName.PAYMENTS, "WARN", "pool shrank 4 -> 1 by autoscaler (cost budget exceeded)"
-    )
-    world.alert(ServiceName.PAYMENTS, "page", "payments CPU 94%, latency > 700ms")
-
-
-def _inject_misrouted_traffic(world: Incident) -> None:
-    world.set_service("payments", error_rate=0.41, health=ServiceHealth.CRITICAL)
-    world.fleet_action("load_balancer", "route_override", "payments")
-    world.log(
-        ServiceName.PAYMENTS, "ERROR", "41% of requests routed to shadow cluster (hash=0xdead)"
-    )
-    world.alert(ServiceName.PAYMENTS, "page", "payments error rate 41% — backends healthy")
-
-
-def _inject_cascade(world: Incident) -> None:
-    _inject_db_deadlock(world)
-    world.log(
-        ServiceName.DB,
-        "WARN",
-        "connection pool near saturation — downstream services queueing",
-    )
-
-
-def _inject_dns_outage(world: Incident) -> None:
-    world.set_service("auth", latency_ms=1450.0, error_rate=0.28, health=ServiceHealth.DEGRADED)
-    world.set_service("payments", latency_ms=1100.0, error_rate=0.19, health=ServiceHealth.DEGRADED)
-    world.log(
-        ServiceName.AUTH,
-        "ERROR",
-        "upstream lookup NXDOMAIN for auth-idp.internal (resolver TTL expired)",
-    )
-    world.log(
-        ServiceName.PAYMENTS,
-        "WARN",
-        "fallback DNS resolver returning SERVFAIL; retry storm observed",
-    )
-    world.alert(ServiceName.AUTH, "page", "auth latency > 1.4s — DNS resolution failing")
-
-
-def _inject_disk_full(world: Incident) -> None:
-    world.set_service(
-        "db",
-        memory_mb=3650.0,
-        cpu_pct=58.0,
-        error_rate=0.14,
-        latency_ms=640.0,
-        health=ServiceHealth.DEGRADED,
-    )
-    world.log(ServiceName.DB, "WARN", "disk usage 97% on /var/lib/db (WAL archiving stalled)")
-    world.log(
-        ServiceName.DB, "ERROR", "INSERT failed: could not extend file: No space left on device"
-    )
-    world.alert(ServiceName.DB, "page", "database disk volume near capacity")
-
-
-def _inject_rogue_deploy_bot(world: Incident) -> None:
-    world.set_service("payments", error_rate=0.71, latency_ms=310.0, health=ServiceHealth.CRITICAL)
-    world.fleet_action("deploy_bot", "push_config", "payments")
-    world.log(
-        ServiceName.PAYMENTS,
-        "ERROR",
-        "config v22.1 pushed by deploy_bot 30s ago; 71% of txns rejected: checksum mismatch",
-    )
-    world.alert(
-        ServiceName.PAYMENTS,
-        "page",
-        "payments error rate 71% immediately after deploy_bot push",
-    )
+_DB_DEADLOCK = Injection(
+    services={
+        "db": {"latency_ms": 1800.0, "error_rate": 0.45, "health": _CRITICAL},
+        "payments": {"latency_ms": 950.0, "error_rate": 0.32, "health": _DEGRADED},
+        "auth": {"latency_ms": 950.0, "error_rate": 0.32, "health": _DEGRADED},
+    },
+    logs=(
+        (ServiceName.DB, "ERROR", "deadlock detected on txn_id=0x8f4a"),
+        (ServiceName.PAYMENTS, "ERROR", "upstream DB timeout after 2000ms"),
+    ),
+    alerts=((ServiceName.PAYMENTS, "page", "payment error rate > 30%"),),
+)
+_MEMORY_LEAK = Injection(
+    services={"notifications": {"memory_mb": 1200.0, "cpu_pct": 71.0, "health": _DEGRADED}},
+    logs=((ServiceName.NOTIFICATIONS, "WARN", "heap 1200MB, gc pause 880ms"),),
+    alerts=((ServiceName.NOTIFICATIONS, "warn", "memory pressure on notifications"),),
+)
+_BAD_CONFIG_PUSH = Injection(
+    services={"auth": {"error_rate": 0.68, "latency_ms": 210.0, "health": _CRITICAL}},
+    logs=(
+        (
+            ServiceName.AUTH,
+            "ERROR",
+            "config v17.2 rolled out 48s ago; 68% of requests rejected: unknown key 'jwt_iss'",
+        ),
+    ),
+    alerts=((ServiceName.AUTH, "page", "auth error rate spike after deploy"),),
+)
+_AUTOSCALER_COST_CUT = Injection(
+    services={
+        "payments": {
+            "replicas": 1,
+            "cpu_pct": 94.0,
+            "latency_ms": 780.0,
+            "error_rate": 0.22,
+            "health": _CRITICAL,
+        }
+    },
+    fleet=(("autoscaler", "scale_down", "payments"),),
+    logs=(
+        (ServiceName.PAYMENTS, "WARN", "pool shrank 4 -> 1 by autoscaler (cost budget exceeded)"),
+    ),
+    alerts=((ServiceName.PAYMENTS, "page", "payments CPU 94%, latency > 700ms"),),
+)
+_MISROUTED_TRAFFIC = Injection(
+    services={"payments": {"error_rate": 0.41, "health": _CRITICAL}},
+    fleet=(("load_balancer", "route_override", "payments"),),
+    logs=(
+        (ServiceName.PAYMENTS, "ERROR", "41% of requests routed to shadow cluster (hash=0xdead)"),
+    ),
+    alerts=((ServiceName.PAYMENTS, "page", "payments error rate 41% — backends healthy"),),
+)
+_CASCADE = replace(  # a deadlock whose pool is filling up
+    _DB_DEADLOCK,
+    logs=(
+        *_DB_DEADLOCK.logs,
+        (ServiceName.DB, "WARN", "connection pool near saturation — downstream services queueing"),
+    ),
+)
+_DNS_OUTAGE = Injection(
+    services={
+        "auth": {"latency_ms": 1450.0, "error_rate": 0.28, "health": _DEGRADED},
+        "payments": {"latency_ms": 1100.0, "error_rate": 0.19, "health": _DEGRADED},
+    },
+    logs=(
+        (
+            ServiceName.AUTH,
+            "ERROR",
+            "upstream lookup NXDOMAIN for auth-idp.internal (resolver TTL expired)",
+        ),
+        (
+            ServiceName.PAYMENTS,
+            "WARN",
+            "fallback DNS resolver returning SERVFAIL; retry storm observed",
+        ),
+    ),
+    alerts=((ServiceName.AUTH, "page", "auth latency > 1.4s — DNS resolution failing"),),
+)
+_DISK_FULL = Injection(
+    services={
+        "db": {
+            "memory_mb": 3650.0,
+            "cpu_pct": 58.0,
+            "error_rate": 0.14,
+            "latency_ms": 640.0,
+            "health": _DEGRADED,
+        }
+    },
+    logs=(
+        (ServiceName.DB, "WARN", "disk usage 97% on /var/lib/db (WAL archiving stalled)"),
+        (ServiceName.DB, "ERROR", "INSERT failed: could not extend file: No space left on device"),
+    ),
+    alerts=((ServiceName.DB, "page", "database disk volume near capacity"),),
+)
+_ROGUE_DEPLOY_BOT = Injection(
+    services={"payments": {"error_rate": 0.71, "latency_ms": 310.0, "health": _CRITICAL}},
+    fleet=(("deploy_bot", "push_config", "payments"),),
+    logs=(
+        (
+            ServiceName.PAYMENTS,
+            "ERROR",
+            "config v22.1 pushed by deploy_bot 30s ago; 71% of txns rejected: checksum mismatch",
+        ),
+    ),
+    alerts=(
+        (ServiceName.PAYMENTS, "page", "payments error rate 71% immediately after deploy_bot push"),
+    ),
+)
 
 
 def _flagged(agent: str) -> Callable[[ChaosOpsState], bool]:
@@ -239,25 +242,25 @@ def _disk_fills(state: ChaosOpsState) -> None:
 
 
 FAILURES: dict[FailureType, FailureRules] = {
-    FailureType.DB_DEADLOCK: FailureRules(_inject_db_deadlock, (Fix(ActionType.RESTART, "db"),)),
+    FailureType.DB_DEADLOCK: FailureRules(_DB_DEADLOCK, (Fix(ActionType.RESTART, "db"),)),
     FailureType.MEMORY_LEAK: FailureRules(
-        _inject_memory_leak, (Fix(ActionType.RESTART, "notifications"),), tick=_leak_grows
+        _MEMORY_LEAK, (Fix(ActionType.RESTART, "notifications"),), tick=_leak_grows
     ),
     FailureType.BAD_CONFIG_PUSH: FailureRules(
-        _inject_bad_config_push, (Fix(ActionType.ROLLBACK, "auth"),)
+        _BAD_CONFIG_PUSH, (Fix(ActionType.ROLLBACK, "auth"),)
     ),
     FailureType.AUTOSCALER_COST_CUT: FailureRules(
-        _inject_autoscaler_cost_cut,
+        _AUTOSCALER_COST_CUT,
         (Fix(ActionType.SCALE, "payments", min_replicas=3),),
         rogue="autoscaler",
     ),
     FailureType.MISROUTED_TRAFFIC: FailureRules(
-        _inject_misrouted_traffic,
+        _MISROUTED_TRAFFIC,
         (Fix(ActionType.ESCALATE, when=_flagged("load_balancer")),),
         rogue="load_balancer",
     ),
     FailureType.CASCADE: FailureRules(
-        _inject_cascade,
+        _CASCADE,
         (
             Fix(ActionType.RESTART, "db", when=_healthy("db", "notifications")),
             Fix(ActionType.RESOLVE, when=_healthy("db", "notifications")),
@@ -265,14 +268,14 @@ FAILURES: dict[FailureType, FailureRules] = {
         also_helps=_notifications_unhealthy,
         tick=_cascade_grows,
     ),
-    FailureType.DNS_OUTAGE: FailureRules(_inject_dns_outage, (Fix(ActionType.RESTART, "auth"),)),
+    FailureType.DNS_OUTAGE: FailureRules(_DNS_OUTAGE, (Fix(ActionType.RESTART, "auth"),)),
     FailureType.DISK_FULL: FailureRules(
-        _inject_disk_full,
+        _DISK_FULL,
         (Fix(ActionType.RESTART, "db"), Fix(ActionType.SCALE, "db", min_replicas=2)),
         tick=_disk_fills,
     ),
     FailureType.ROGUE_DEPLOY_BOT: FailureRules(
-        _inject_rogue_deploy_bot,
+        _ROGUE_DEPLOY_BOT,
         (
             Fix(ActionType.ROLLBACK, "payments", when=_flagged("deploy_bot")),
             Fix(ActionType.FLAG_ROGUE, when=_both(_flagged("deploy_bot"), _healthy("payments"))),

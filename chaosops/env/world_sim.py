@@ -41,7 +41,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from chaosops.env.failures import FAILURES, ROGUE_AGENT_BY_FAILURE, FailureRules, Fix
+from chaosops.env.failures import FAILURES, ROGUE_AGENT_BY_FAILURE, FailureRules, Fix, Injection
 from chaosops.env.models import (
     SERVICE_NAMES,
     ActionType,
@@ -296,20 +296,30 @@ class WorldSim:
         self._logs_source = self.state.all_logs
         self._fleet_source = self.state.fleet_actions
         self._clear_view_cache()
-        FAILURES[self.state.failure_type].inject(self)
+        self._inject(FAILURES[self.state.failure_type].injection)
         if scenario.inject_misleading_logs:
             # The episode's generator, seeded only when it is drawn from.
             rng = random.Random(scenario.seed)
             for _ in range(3):
                 service, level, message = rng.choice(_RED_HERRINGS)
-                self.log(service, level, message, red_herring=True)
+                self._log(service, level, message, red_herring=True)
                 state = self.state
                 state.misleading_log_count = state.misleading_log_count + 1
         return self.state
 
-    # ------------------------------------------------ emitters (an Incident's)
-    # What the failures' injections write through (chaosops.env.failures).
-    def log(
+    # --------------------------------------------------------------- emitters
+    def _inject(self, injection: Injection) -> None:
+        """Start the failure: its services' metrics, fleet actions, logs and alerts."""
+        for service, values in injection.services.items():
+            self._set(service, **values)
+        for agent, action, target in injection.fleet:
+            self._fleet(agent, action, target)
+        for service, level, message in injection.logs:
+            self._log(service, level, message)
+        for service, severity, message in injection.alerts:
+            self._alert(service, severity, message)
+
+    def _log(
         self, service: ServiceName, level: str, message: str, *, red_herring: bool = False
     ) -> None:
         """A log line of ``service`` at this step (a red herring is public unmarked)."""
@@ -335,7 +345,7 @@ class WorldSim:
             )
         self._public_logs.append(line)
 
-    def alert(self, service: ServiceName, severity: str, message: str) -> None:
+    def _alert(self, service: ServiceName, severity: str, message: str) -> None:
         """An alert firing on ``service`` from this step."""
         self.state.all_alerts.append(
             Alert.model_validate(
@@ -348,7 +358,7 @@ class WorldSim:
             )
         )
 
-    def fleet_action(self, agent: str, action: str, target: str) -> None:
+    def _fleet(self, agent: str, action: str, target: str) -> None:
         """A fleet agent's (malicious) action at this step; oversight sees it unmarked."""
         step = self.state.step_count
         self.state.fleet_actions.append(
@@ -374,9 +384,7 @@ class WorldSim:
             )
         )
 
-    def set_service(
-        self, service: str, *, health: ServiceHealth | None = None, **values: float
-    ) -> None:
+    def _set(self, service: str, *, health: ServiceHealth | None = None, **values: float) -> None:
         """Set ``service``'s metrics (and health) in place."""
         m = self.state.services[service]
         for key, value in values.items():
@@ -409,7 +417,7 @@ class WorldSim:
         notif.memory_mb = 900.0
         notif.health = DEGRADED
         flags["cascade_triggered"] = True
-        self.log(
+        self._log(
             ServiceName.NOTIFICATIONS,
             "WARN",
             "secondary failure: heap growing after failed remediation",
