@@ -28,14 +28,15 @@ CALLS = {
 }
 
 
-def wall_ms(args: list[str], repeat: int) -> float:
-    """The median wall time of ``chaosops *args`` (a fresh --out folder each call)."""
+def wall_ms(argv: list[str], repeat: int) -> float:
+    """The median wall time of running ``argv``; a trailing ``--out`` gets a
+    fresh folder each call."""
     times = []
     for _ in range(repeat):
         with tempfile.TemporaryDirectory(prefix="chaosops-startup-") as folder:
-            argv = [*args, str(Path(folder) / "run")] if args[-1] == "--out" else args
+            call = [*argv, str(Path(folder) / "run")] if argv[-1] == "--out" else argv
             started = time.perf_counter()
-            subprocess.run([str(COMMAND), *argv], check=True, capture_output=True)
+            subprocess.run(call, check=True, capture_output=True)
             times.append(time.perf_counter() - started)
     return statistics.median(times) * 1000
 
@@ -52,21 +53,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=9)
     args = parser.parse_args()
     print(f"median of {args.repeat} calls; a bare `python -c pass`: "
-          f"{wall_ms_python(args.repeat):.0f} ms")  # fmt: skip
+          f"{wall_ms([sys.executable, '-c', 'pass'], args.repeat):.0f} ms")  # fmt: skip
     for name, argv in CALLS.items():
-        print(f"  {name:<26} {wall_ms(argv, args.repeat):6.0f} ms")
+        print(f"  {name:<26} {wall_ms([str(COMMAND), *argv], args.repeat):6.0f} ms")
     loaded = heavy_loaded()
     print(f"  heavy libraries `import chaosops.cli` loads: {', '.join(loaded) or 'none'}")
-
-
-def wall_ms_python(repeat: int) -> float:
-    """The interpreter's own start, for scale."""
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], check=True)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1000
 
 
 if __name__ == "__main__":
