@@ -293,6 +293,7 @@ def round_ratios(samples: list[dict[str, float]]) -> dict[str, list[float]]:
         "c64_log": [m["c64_log"] / m["c64"] - 1 for m in samples],
         "own": [(m["c1"] - m["bare"]) / m["pp"] for m in samples],
         "own_loop": [(m["c1"] - m["bare"]) / m["pp_loop"] for m in samples],
+        "ref_own": [(m["ref1"] - m["bare"]) / m["pp"] for m in samples],
         "ref1": [m["bare"] / m["ref1"] for m in samples],
         "ref64": [m["bare"] / m["ref64"] for m in samples],
         "ref1_log": [m["ref1_log"] / m["ref1"] - 1 for m in samples],
@@ -348,6 +349,7 @@ def main(rounds: int = 11) -> dict[str, Any]:
     print("  the same figures for the plain asyncio layout (a reference, not the runtime):")
     print(f"  {'plain layout/bare turns/s, c1 / c64':42s} {r['ref1']:.2f}x / {r['ref64']:.2f}x")
     print(f"  {'its JSON lines add, c1 / c64':42s} {r['ref1_log']:+.1%} / {r['ref64_log']:+.1%}")
+    print(f"  {'its own cost/turn vs ping-pong, c1':42s} {r['ref_own']:.2f}x")
     print(f"  {'runtime / plain layout turns/s, c1 / c64':42s} {r['vs_ref1']:.2f}x / "
           f"{r['vs_ref64']:.2f}x")  # fmt: skip
     return {"measures": m, "ratios": r, "rows": rows, "samples": samples}
