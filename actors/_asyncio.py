@@ -63,13 +63,15 @@ class AsyncioMailbox(Generic[T]):
     """:class:`~actors._mailbox.Mailbox`'s interface for one episode on asyncio:
     a bounded deque, and a bare future its one reader waits on."""
 
-    def __init__(self, size: int, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, size: int, loop: asyncio.AbstractEventLoop, clock: Callable[[], float]
+    ) -> None:
         self._items: deque[T] = deque()
         self._size = size
         self._closed = False
         self._loop = loop
         self._waiter: asyncio.Future[None] | None = None
-        self.clock = turn_clock(loop)
+        self.clock = clock  # turn_clock(loop), read once for the episode's mailboxes
 
     def put_nowait(self, item: T) -> None:
         if self._closed:

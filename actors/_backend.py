@@ -11,7 +11,7 @@ from typing import Any, Protocol, TypeVar
 import anyio
 import anyio.lowlevel
 
-from ._asyncio import AsyncioMailbox, TaskGroup, one_pass, running_loop
+from ._asyncio import AsyncioMailbox, TaskGroup, one_pass, running_loop, turn_clock
 from ._mailbox import Mailbox
 
 T = TypeVar("T")
@@ -60,4 +60,5 @@ def current_backend() -> Backend:
     loop = running_loop()
     if loop is None:
         return Backend(False, Mailbox, anyio.create_task_group, anyio.lowlevel.checkpoint)
-    return Backend(True, lambda size: AsyncioMailbox(size, loop), TaskGroup, one_pass)
+    clock = turn_clock(loop)
+    return Backend(True, lambda size: AsyncioMailbox(size, loop, clock), TaskGroup, one_pass)
