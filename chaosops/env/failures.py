@@ -84,14 +84,11 @@ class FailureRules:
         return self.also_helps is not None and self.also_helps(state, kind, target)
 
 
-_CRITICAL = ServiceHealth.CRITICAL
-_DEGRADED = ServiceHealth.DEGRADED
-
 _DB_DEADLOCK = Injection(
     services={
-        "db": {"latency_ms": 1800.0, "error_rate": 0.45, "health": _CRITICAL},
-        "payments": {"latency_ms": 950.0, "error_rate": 0.32, "health": _DEGRADED},
-        "auth": {"latency_ms": 950.0, "error_rate": 0.32, "health": _DEGRADED},
+        "db": {"latency_ms": 1800.0, "error_rate": 0.45, "health": ServiceHealth.CRITICAL},
+        "payments": {"latency_ms": 950.0, "error_rate": 0.32, "health": ServiceHealth.DEGRADED},
+        "auth": {"latency_ms": 950.0, "error_rate": 0.32, "health": ServiceHealth.DEGRADED},
     },
     logs=(
         (ServiceName.DB, "ERROR", "deadlock detected on txn_id=0x8f4a"),
@@ -100,12 +97,14 @@ _DB_DEADLOCK = Injection(
     alerts=((ServiceName.PAYMENTS, "page", "payment error rate > 30%"),),
 )
 _MEMORY_LEAK = Injection(
-    services={"notifications": {"memory_mb": 1200.0, "cpu_pct": 71.0, "health": _DEGRADED}},
+    services={
+        "notifications": {"memory_mb": 1200.0, "cpu_pct": 71.0, "health": ServiceHealth.DEGRADED}
+    },
     logs=((ServiceName.NOTIFICATIONS, "WARN", "heap 1200MB, gc pause 880ms"),),
     alerts=((ServiceName.NOTIFICATIONS, "warn", "memory pressure on notifications"),),
 )
 _BAD_CONFIG_PUSH = Injection(
-    services={"auth": {"error_rate": 0.68, "latency_ms": 210.0, "health": _CRITICAL}},
+    services={"auth": {"error_rate": 0.68, "latency_ms": 210.0, "health": ServiceHealth.CRITICAL}},
     logs=(
         (
             ServiceName.AUTH,
@@ -122,7 +121,7 @@ _AUTOSCALER_COST_CUT = Injection(
             "cpu_pct": 94.0,
             "latency_ms": 780.0,
             "error_rate": 0.22,
-            "health": _CRITICAL,
+            "health": ServiceHealth.CRITICAL,
         }
     },
     fleet=(("autoscaler", "scale_down", "payments"),),
@@ -132,7 +131,7 @@ _AUTOSCALER_COST_CUT = Injection(
     alerts=((ServiceName.PAYMENTS, "page", "payments CPU 94%, latency > 700ms"),),
 )
 _MISROUTED_TRAFFIC = Injection(
-    services={"payments": {"error_rate": 0.41, "health": _CRITICAL}},
+    services={"payments": {"error_rate": 0.41, "health": ServiceHealth.CRITICAL}},
     fleet=(("load_balancer", "route_override", "payments"),),
     logs=(
         (ServiceName.PAYMENTS, "ERROR", "41% of requests routed to shadow cluster (hash=0xdead)"),
@@ -148,8 +147,8 @@ _CASCADE = replace(  # a deadlock whose pool is filling up
 )
 _DNS_OUTAGE = Injection(
     services={
-        "auth": {"latency_ms": 1450.0, "error_rate": 0.28, "health": _DEGRADED},
-        "payments": {"latency_ms": 1100.0, "error_rate": 0.19, "health": _DEGRADED},
+        "auth": {"latency_ms": 1450.0, "error_rate": 0.28, "health": ServiceHealth.DEGRADED},
+        "payments": {"latency_ms": 1100.0, "error_rate": 0.19, "health": ServiceHealth.DEGRADED},
     },
     logs=(
         (
@@ -172,7 +171,7 @@ _DISK_FULL = Injection(
             "cpu_pct": 58.0,
             "error_rate": 0.14,
             "latency_ms": 640.0,
-            "health": _DEGRADED,
+            "health": ServiceHealth.DEGRADED,
         }
     },
     logs=(
@@ -182,7 +181,9 @@ _DISK_FULL = Injection(
     alerts=((ServiceName.DB, "page", "database disk volume near capacity"),),
 )
 _ROGUE_DEPLOY_BOT = Injection(
-    services={"payments": {"error_rate": 0.71, "latency_ms": 310.0, "health": _CRITICAL}},
+    services={
+        "payments": {"error_rate": 0.71, "latency_ms": 310.0, "health": ServiceHealth.CRITICAL}
+    },
     fleet=(("deploy_bot", "push_config", "payments"),),
     logs=(
         (
