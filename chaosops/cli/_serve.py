@@ -4,8 +4,12 @@ unless ``--host`` says otherwise (docs/serve.md)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import os
 import signal
+import sys
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any, NoReturn
 
@@ -37,10 +41,11 @@ _GRACE_S = 2.0
 
 def cmd_serve(args: argparse.Namespace) -> int:
     try:  # the serve extra, and uvicorn (slow to import): for this command only
-        import uvicorn
+        with _without_openenv_web_interface():
+            import uvicorn
 
-        from chaosops.serve import ServedRuns, TableRules, build_app
-        from chaosops.serve.runs import SERVED
+            from chaosops.serve import ServedRuns, TableRules, build_app
+            from chaosops.serve.runs import SERVED
     except ImportError as exc:  # the serve extra's; the rest of chaosops runs without it
         raise CLIError(missing_extra("chaosops serve", "serve", exc.name)) from None
     chosen = _policy_by_role(args)
@@ -61,6 +66,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _serve(args, out, rules, llms, telemetry, session, uvicorn, ServedRuns, build_app)
     finally:
         finish(telemetry, session)
+
+
+@contextlib.contextmanager
+def _without_openenv_web_interface() -> Iterator[None]:
+    """OpenEnv's server package loads its web interface whenever gradio can be
+    imported, and openenv requires gradio: 2.7 s and 120 MB of this command's
+    start, for a page it does not serve. OpenEnv goes without that interface
+    when gradio is missing, so while the block imports openenv, gradio is made
+    unimportable (None in ``sys.modules``), and importable again after it.
+    ``ENABLE_WEB_INTERFACE``, OpenEnv's switch for the interface, keeps it."""
+    wanted = os.environ.get("ENABLE_WEB_INTERFACE", "").lower() in ("true", "1", "yes")
+    if wanted or "gradio" in sys.modules:
+        yield
+        return
+    sys.modules["gradio"] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if "gradio" in sys.modules and sys.modules["gradio"] is None:
+            del sys.modules["gradio"]
 
 
 def _serve(args: argparse.Namespace, out: Any, rules: Any, llms: dict[str, Any],
