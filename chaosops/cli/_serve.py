@@ -40,8 +40,8 @@ _GRACE_S = 2.0
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    try:  # the serve extra, and uvicorn (slow to import): for this command only
-        with _without_openenv_web_interface():
+    try:
+        with _without_openenv_web_interface():  # the serve extra (slow to import): here only
             import uvicorn
 
             from chaosops.serve import ServedRuns, TableRules, build_app
