@@ -63,16 +63,29 @@ PARTS = (
 
 
 @contextlib.contextmanager
-def timed_parts(spent: dict[str, float], inside_step: list[bool]) -> Iterator[None]:
-    """Each part of a step adds its time to ``spent`` while ``inside_step[0]``
-    (a reset calls some of them too); a wrapper's own cost falls in its part."""
-    originals = [(cls, name, cls.__dict__.get(name)) for _, cls, name in PARTS]
+def timed_parts(spent: dict[str, float]) -> Iterator[None]:
+    """Each of ``PARTS`` adds its time to ``spent`` while a step runs (a reset
+    calls some of them too); a wrapper's own cost falls in its part."""
+    wrapped = [(ChaosOpsEnvironment, "step"), *((cls, name) for _, cls, name in PARTS)]
+    originals = [(cls, name, cls.__dict__.get(name)) for cls, name in wrapped]
     clock = time.perf_counter
+    in_step = False
+    step = ChaosOpsEnvironment.step
+
+    def timed_step(env, action):
+        nonlocal in_step
+        in_step = True
+        try:
+            return step(env, action)
+        finally:
+            in_step = False
+
+    ChaosOpsEnvironment.step = timed_step
     for label, cls, name in PARTS:
         call = getattr(cls, name)  # a function, or the class's bound classmethod
 
         def timed(*args, _call=call, _label=label):
-            if not inside_step[0]:
+            if not in_step:
                 return _call(*args)
             t0 = clock()
             try:
@@ -91,31 +104,17 @@ def timed_parts(spent: dict[str, float], inside_step: list[bool]) -> Iterator[No
                 setattr(cls, name, original)
 
 
-def measure_parts(scenarios: list[Scenario], repeat: int) -> dict[str, float]:
-    """Microseconds per random-policy step spent in each of ``PARTS``, and in all."""
-    spent = {label: 0.0 for label, _, _ in PARTS} | {"the whole step": 0.0}
-    inside_step = [False]
-    env = ChaosOpsEnvironment()
-    steps = 0
-    with timed_parts(spent, inside_step):
-        for _ in range(repeat):
-            for scenario in scenarios:
-                policy = POLICIES["random"](scenario)
-                obs = env.reset(scenario=scenario)
-                while not obs.done:
-                    action = policy(obs, obs.turn_role)
-                    inside_step[0] = True
-                    t0 = time.perf_counter()
-                    obs = env.step(action)
-                    spent["the whole step"] += time.perf_counter() - t0
-                    inside_step[0] = False
-                    steps += 1
-    return {label: s / steps * 1e6 for label, s in spent.items()}
+def measure_parts(scenarios: list[Scenario], repeat: int) -> tuple[dict[str, float], float]:
+    """Microseconds per random-policy step spent in each of ``PARTS``, and in the
+    whole step as :func:`measure` times it with the parts wrapped."""
+    spent = {label: 0.0 for label, _, _ in PARTS}
+    with timed_parts(spent):
+        whole, _, steps = measure(scenarios, POLICIES["random"], repeat)
+    return {label: s / steps * 1e6 for label, s in spent.items()}, whole
 
 
 def print_parts(scenarios: list[Scenario], repeat: int) -> None:
-    parts = measure_parts(scenarios, repeat)
-    whole = parts.pop("the whole step")
+    parts, whole = measure_parts(scenarios, repeat)
     print("random policy, a step by part (each part in a timer):")
     for label, us in parts.items():
         print(f"  {label:<28} {us:5.1f} us")
