@@ -13,6 +13,7 @@ import orjson
 
 import actors
 from actors import get_logger
+from chaosops.agents.results import EpisodeResult, EpisodeStep
 from chaosops.env.models import AgentRole, DifficultyTier, FailureType
 from chaosops.env.world_sim import Scenario
 
@@ -219,7 +220,7 @@ def deadline_fields(turn_timeout: Any) -> dict[str, float | None] | None:
 
 
 def result_record(
-    result: Any,
+    result: EpisodeResult,
     *,
     policy: str,
     key: str,
@@ -232,7 +233,7 @@ def result_record(
     played each role (``{"sre": {"policy": ..., "model": ...}, ...}``)."""
     steps = []
     for index, step in enumerate(result.steps):
-        info: Mapping[str, Any] = getattr(step, "info", None) or {}
+        info: Mapping[str, Any] = step.info or {}
         usage = info.get("usage")
         steps.append(
             {
@@ -244,7 +245,7 @@ def result_record(
                 **_ending(result, step),
                 "timed_out": bool(step.timed_out),
                 "error": step.error,
-                "latency_ms": round(float(getattr(step, "latency_s", 0.0)) * 1000.0, 3),
+                "latency_ms": round(float(step.latency_s) * 1000.0, 3),
                 "tokens": usage.get("total_tokens") if isinstance(usage, Mapping) else None,
                 "parse_error": None if step.timed_out else info.get("parse_error"),
             }
@@ -275,7 +276,7 @@ def result_record(
     }
 
 
-def _ending(result: Any, step: Any) -> dict[str, bool]:
+def _ending(result: EpisodeResult, step: EpisodeStep) -> dict[str, bool]:
     """How a step ended its episode, in the RL sense: its last step is
     terminated (resolved) or truncated (cut at the step limit); others neither."""
     last = bool(step.done)
@@ -286,7 +287,7 @@ Renderer = Callable[[Any, Any], Any]
 
 
 def trajectory_records(
-    result: Any, *, policy: str, key: str, render: Renderer | None = None
+    result: EpisodeResult, *, policy: str, key: str, render: Renderer | None = None
 ) -> list[dict[str, Any]]:
     """The ``trajectories.jsonl`` records of one episode, one per applied step.
 
@@ -308,7 +309,7 @@ def trajectory_records(
     unrendered: list[Any] = []  # the turns whose prompt failed to render
     first_error: BaseException | None = None  # the first of those failures
     for index, step in enumerate(result.steps):
-        info: Mapping[str, Any] = getattr(step, "info", None) or {}
+        info: Mapping[str, Any] = step.info or {}
         prompt = info.get("prompt")
         if prompt is None and render is not None:
             try:
@@ -337,7 +338,9 @@ def trajectory_records(
     return records
 
 
-def _step_fields(result: Any, step: Any, info: Mapping[str, Any], prompt: Any) -> dict[str, Any]:
+def _step_fields(
+    result: EpisodeResult, step: EpisodeStep, info: Mapping[str, Any], prompt: Any
+) -> dict[str, Any]:
     """A trajectory record's fields from ``role`` on: what the turn saw and did."""
     action = action_json(step.action)
     breakdown = step.breakdown
@@ -357,7 +360,7 @@ def _step_fields(result: Any, step: Any, info: Mapping[str, Any], prompt: Any) -
     }
 
 
-def _completion(step: Any, info: Mapping[str, Any], action: dict[str, Any]) -> str | None:
+def _completion(step: EpisodeStep, info: Mapping[str, Any], action: dict[str, Any]) -> str | None:
     """What the policy answered: what it recorded (an LLM's raw text, None
     when a failed turn recorded nothing), or a scripted policy's action in the
     prompt's answer format; None for a turn closed at its deadline (the
@@ -385,7 +388,7 @@ def _token_fields(info: Mapping[str, Any], timed_out: bool) -> Mapping[str, Any]
 
 
 def episode_lines(
-    result: Any,
+    result: EpisodeResult,
     *,
     policy: str,
     key: str,

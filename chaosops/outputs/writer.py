@@ -11,6 +11,8 @@ from typing import Any
 
 import orjson
 
+from chaosops.agents.results import EpisodeResult
+
 from .files import OutputError, atomic_write_bytes
 from .records import (
     RESULTS_FILE,
@@ -179,7 +181,7 @@ class RunOutputs:
                 raise
             raise OSError(exc.errno, exc.strerror, str(handle.name)) from exc
 
-    def write_episode(self, result: Any, **fields: Any) -> dict[str, Any]:
+    def write_episode(self, result: EpisodeResult, **fields: Any) -> dict[str, Any]:
         """Append one finished episode: trajectory lines first, then its results
         line. ``fields`` are :func:`episode_lines`' keywords (``policy``, ``key``,
         ``render``, ``turn_timeout``, ``roles``). Returns the results record."""
