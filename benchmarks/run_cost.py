@@ -53,7 +53,8 @@ PARTS = {
 
 
 def _without(part: str) -> None:
-    """In the ``--child`` process: the command as it is, less ``part``'s cost."""
+    """In the ``--child`` process: the command as it is, less ``part``'s cost
+    (none for ``""``; the log's is taken out by its flag)."""
     if part == "prompts":
         from chaosops.cli import _plays
 
@@ -65,12 +66,11 @@ def _without(part: str) -> None:
 
 
 def _command_s(per_type: int, folder: Path, without: str | None = None) -> float:
-    child = [__file__, "--child", without] if without in ("prompts", "system-prompt") else None
+    flags = ["--log-json", "off"] if without == "log" else []
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, *(child or ["-m", "chaosops.cli"]), "run", "--policy", "heuristic",
-         "--episodes-per-type", str(per_type), "--no-progress", "--out", str(folder),
-         *(["--log-json", "off"] if without == "log" else [])],
+        [sys.executable, __file__, "--child", without or "", "run", "--policy", "heuristic",
+         "--episodes-per-type", str(per_type), "--no-progress", "--out", str(folder), *flags],
         check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     return time.perf_counter() - started
@@ -113,7 +113,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--child"]:  # the command, less one part: see _without
+    if sys.argv[1:2] == ["--child"]:  # the command (less one part: see _without)
         _without(sys.argv[2])
         from chaosops.cli._main import main as command
 
