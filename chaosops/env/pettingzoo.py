@@ -6,17 +6,23 @@ gymnasium spaces: ``observation`` (what its view shows, as numbers) and
 LLM's answer is). An action is an index into :data:`MOVES`. Every agent is
 given each step's reward (the team's, an unresolved end's penalty on the last
 step), so an agent's rewards sum to the episode's reward. A resolved incident
-terminates the episode; running out of steps truncates it. The agent to move
-finds its view as text in ``infos[agent]["text"]``, for LLM agents.
+terminates the episode; running out of steps truncates it. A masked move is
+not applied: the turn plays the fallback (``noop``), as the runtime plays an
+answer that is no legal move, so that no illegal move scores better than a
+legal ``noop``. With ``text=True`` the agent to move finds its view as text in
+``infos[agent]["text"]``, for LLM agents (rendering it costs most of a step,
+so it is made only when asked for).
 """
 
 from __future__ import annotations
 
 import random
+from functools import lru_cache
+from numbers import Integral
 from typing import Any, ClassVar
 
 from chaosops._extras import require
-from chaosops.agents.llm.checks import FAILURE_NAMES, view_problem
+from chaosops.agents.llm.checks import FAILURE_NAMES, services_of, view_problem
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import (
     FLEET_AGENT_NAMES,
@@ -55,6 +61,7 @@ MOVES: tuple[dict[str, Any], ...] = (
 )
 """The moves an action indexes: each kind, with the targets and values it may take."""
 
+_NOOP = 0  # MOVES[0], the fallback of a masked move
 _HEALTH = {None: 0, **{health: i + 1 for i, health in enumerate(ServiceHealth)}}
 _METRIC_HIGH = np.array([100.0, 1e6, 1e6, 1.0, 1000.0], dtype=np.float32)  # cpu..replicas
 
@@ -78,6 +85,22 @@ def _spaces() -> tuple[gymnasium.spaces.Dict, gymnasium.spaces.Discrete]:
     return observation, gymnasium.spaces.Discrete(len(MOVES))
 
 
+@lru_cache(maxsize=256)
+def _legal(role: AgentRole, shown: frozenset[str]) -> Any:
+    """The mask of a role's view: the judge's verdict depends only on the role
+    and the services the view shows, so each pair is judged once."""
+    probe = ChaosOpsObservation(
+        view={"role": role, "visible_alerts": [], "visible_metrics": {}},
+        step=0, turn_role=role,
+    )  # fmt: skip
+    mask = np.zeros(len(MOVES), dtype=np.int8)
+    for i, move in enumerate(MOVES):
+        action = ChaosOpsAction(role=role, **move)
+        mask[i] = view_problem(action, probe, services=shown) is None
+    mask.flags.writeable = False
+    return mask
+
+
 def aec_env(**kwargs: Any) -> ChaosOpsAEC:
     """A ChaosOps AEC environment (see :class:`ChaosOpsAEC` for the keywords)."""
     return ChaosOpsAEC(**kwargs)
@@ -88,7 +111,8 @@ class ChaosOpsAEC(AECEnv):
 
     ``failure_type`` and ``difficulty`` choose the scenario of every reset
     (``failure_type`` None: drawn from the reset's seed); ``reset(seed,
-    options)`` takes the same keys in ``options``, and ``max_steps``.
+    options)`` takes the same keys in ``options``, and ``max_steps``. ``text``
+    puts the acting agent's view, rendered for an LLM, in its ``infos``.
     """
 
     metadata: ClassVar[dict[str, Any]] = {
@@ -101,11 +125,13 @@ class ChaosOpsAEC(AECEnv):
         difficulty: str = "easy",
         max_steps: int | None = None,
         render_mode: str | None = None,
+        text: bool = False,
     ) -> None:
         super().__init__()
         self.defaults = {"failure_type": failure_type, "difficulty": difficulty,
                          "max_steps": max_steps}  # fmt: skip
         self.render_mode = render_mode
+        self.text = text
         self.possible_agents = [role.value for role in AgentRole]
         observation, action = _spaces()
         self.observation_spaces = dict.fromkeys(self.possible_agents, observation)
@@ -137,8 +163,9 @@ class ChaosOpsAEC(AECEnv):
         self.infos[self.agent_selection] = self._info()
 
     def observe(self, agent: str) -> dict[str, Any]:
-        assert self._observation is not None, "reset() first"
-        view = self.env.world.project_view(agent)
+        obs = self._started()
+        acting = agent == self.agent_selection and not obs.done
+        view = obs.view if acting else self.env.world.project_view(agent)
         metrics = np.zeros((len(SERVICE_NAMES), len(_METRIC_HIGH)), dtype=np.float32)
         health = np.zeros(len(SERVICE_NAMES), dtype=np.int64)
         for i, name in enumerate(SERVICE_NAMES):
@@ -162,24 +189,30 @@ class ChaosOpsAEC(AECEnv):
         }
 
     def _mask(self, agent: str) -> np.ndarray:
-        mask = np.zeros(len(MOVES), dtype=np.int8)
         obs = self._observation
         if obs is None or obs.done or agent != self.agent_selection:
-            return mask
-        for i, move in enumerate(MOVES):
-            mask[i] = view_problem(ChaosOpsAction(role=agent, **move), obs) is None
-        return mask
+            return np.zeros(len(MOVES), dtype=np.int8)
+        return _legal(AgentRole(agent), services_of(obs)).copy()
+
+    def _started(self) -> ChaosOpsObservation:
+        if self._observation is None:
+            raise ValueError("no episode yet: call reset() before step(), observe() or last()")
+        return self._observation
 
     def _info(self) -> dict[str, Any]:
-        assert self._observation is not None
-        return {"text": describe(self._observation, AgentRole(self.agent_selection))}
+        if not self.text:
+            return {}
+        return {"text": describe(self._started(), AgentRole(self.agent_selection))}
 
     def step(self, action: Any) -> None:
+        obs = self._started()
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
             self._remove(agent, action)
             return
-        move = MOVES[int(action)]
+        index = _index(action)
+        legal = _legal(AgentRole(agent), services_of(obs))[index]
+        move = MOVES[index if legal else _NOOP]
         self.cumulative_rewards[agent] = 0.0
         before = self.env.state.cumulative_reward
         self._observation = obs = self.env.step(ChaosOpsAction(role=agent, **move))
@@ -210,6 +243,7 @@ class ChaosOpsAEC(AECEnv):
             self.agent_selection = self.agents[position % len(self.agents)]
 
     def last(self, observe: bool = True) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        self._started()
         agent = self.agent_selection
         return (
             self.observe(agent) if observe else None,
@@ -226,3 +260,14 @@ class ChaosOpsAEC(AECEnv):
 
     def close(self) -> None:
         self._observation = None
+
+
+def _index(action: Any) -> int:
+    """``action`` as an index of :data:`MOVES`, or one ValueError saying what is."""
+    if isinstance(action, Integral) and not isinstance(action, bool):
+        if 0 <= action < len(MOVES):
+            return int(action)
+    raise ValueError(
+        f"action {action!r:.40} is no move: an action is an int from 0 to {len(MOVES) - 1}, "
+        "an index of chaosops.env.pettingzoo.MOVES (None only once the agent's episode is over)"
+    )

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
 
+from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsObservation
 from chaosops.outputs import scenario_fields
 from chaosops.train.play import IllegalMove
 
@@ -45,11 +47,13 @@ class ServedEpisode:
     play the other roles; its refusals of a move come back as IllegalMove."""
 
     def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
         self._client = ChaosOpsClient(base_url=base_url).sync()
         self._turn: int | None = None
         self.done = False
+        self.resolved = False
 
-    def start(self, scenario: Any, role: Any) -> tuple[str, float]:
+    def start(self, scenario: Any, role: Any) -> tuple[ChaosOpsObservation, float]:
         fields = scenario_fields(scenario)
         result = self._client.reset(
             failure_type=fields["failure_type"], difficulty=fields["difficulty"],
@@ -57,7 +61,7 @@ class ServedEpisode:
         )  # fmt: skip
         return self._read(result)
 
-    def move(self, action: Any) -> tuple[str, float]:
+    def move(self, action: Any) -> tuple[ChaosOpsObservation, float]:
         if self._turn is None:
             raise IllegalMove("no episode yet: reset() first")
         if self.done:
@@ -72,16 +76,45 @@ class ServedEpisode:
                 raise
             raise IllegalMove(refused.group(1)) from None
 
-    def _read(self, result: StepResult[TurnObservation]) -> tuple[str, float]:
+    def _read(self, result: StepResult[TurnObservation]) -> tuple[ChaosOpsObservation, float]:
         obs = result.observation
-        self._turn, self.done = obs.turn, obs.done
-        return obs.text, float(obs.reward or 0.0)
+        self._turn, self.done, self.resolved = obs.turn, obs.done, obs.terminated
+        assert obs.view is not None, "a chaosops server sends the view"
+        seen = ChaosOpsObservation(
+            done=obs.done, view=obs.view, step=obs.turn, turn_role=AgentRole(obs.role),
+            message=obs.message,
+        )  # fmt: skip
+        return seen, float(obs.reward or 0.0)
+
+    def finish(self) -> int:
+        """Play the client's remaining turns as noops; how many there were."""
+        turns = 0
+        while not self.done:
+            self.move(ChaosOpsAction(role=AgentRole.SRE, action_type=ActionType.NOOP))
+            turns += 1
+        return turns
 
     def reward(self) -> float:
         return float(self._client.state().cumulative_reward)
 
+    def fallback_return(self, scenario: Any, role: Any) -> float:
+        """The return of ``scenario`` on this server with ``role`` playing noops."""
+        return _served_fallback_return(self.base_url, scenario, AgentRole(role))
+
     def close(self) -> None:
         self._client.close()
+
+
+@lru_cache(maxsize=8192)
+def _served_fallback_return(base_url: str, scenario: Any, role: AgentRole) -> float:
+    """The server's policies are seeded per scenario: played once per row and role."""
+    world = ServedEpisode(base_url)
+    try:
+        world.start(scenario, role)
+        world.finish()
+        return world.reward()
+    finally:
+        world.close()
 
 
 # a refused move, as OpenEnv's client reports the server's error

@@ -61,6 +61,7 @@ class TurnObservation(Observation):
     terminated: bool = Field(default=False, description="ended resolved (a terminal state)")
     truncated: bool = Field(default=False, description="cut at max_steps unresolved")
     text: str = Field(default="", description="the view rendered for a model, with its moves")
+    message: str = Field(default="", description="the last event, as the world words it")
     view: RoleView | None = Field(default=None, description="the role's view, as data")
 
 
@@ -201,7 +202,7 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
             done=done, reward=seat.reward_since(), episode_id=table.episode_id, session=seat.id,
             turn=obs.step, role=role.value, terminated=done and resolved,
             truncated=done and not resolved, text=describe(obs, role),
-            view=obs.view,
+            message=obs.message, view=obs.view,
         )  # fmt: skip
 
     @property

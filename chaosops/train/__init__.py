@@ -4,93 +4,33 @@
   its prompt and the columns :meth:`chaosops.train.trl.ChaosOpsToolEnv.reset` reads.
 * :class:`chaosops.train.trl.ChaosOpsToolEnv` is TRL's ``environment_factory``.
 * :func:`chaosops.env.pettingzoo.aec_env` is the PettingZoo AEC environment.
+* :func:`sft_dataset` turns run folders into supervised rows in the format
+  of GRPO's rollouts; :mod:`chaosops.train.rewards` holds reward functions
+  for TRL's ``reward_funcs`` (the team's return, the trained role's credit,
+  the share of legal moves).
 
 See docs/training.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from pathlib import Path
-from typing import Any
+from .data import dataset, row_of, rows, tool_system_prompt
+from .play import IllegalMove
+from .rewards import legal_share, role_credit, team_return
+from .sft import call_tool, sft_dataset, sft_rows, tool_call, tool_schemas
 
-from chaosops._extras import require
-from chaosops.agents.llm.render import system_prompt
-from chaosops.env.models import AgentRole
-from chaosops.env.world_sim import Scenario
-from chaosops.scenarios import canonical_suite_paths, load_scenarios
-
-from .play import Others, RolePlay
-
-__all__ = ["dataset", "rows", "tool_system_prompt"]
-
-_ANSWER_FORMAT = "## Answer format"
-
-
-def tool_system_prompt(role: AgentRole | str) -> str:
-    """A role's system prompt for a model that moves by calling tools: the
-    role's prompt, its JSON answer format replaced by the tools."""
-    text = system_prompt(role)
-    text = text.split(_ANSWER_FORMAT, 1)[0].rstrip()
-    return f"{text}\n\n## How to move\nEach turn, make exactly one move by calling one tool."
-
-
-def rows(
-    suites: Iterable[str | Path] | None = None,
-    role: str = "sre",
-    others: Others | None = "heuristic",
-) -> list[dict[str, Any]]:
-    """One row per scenario of ``suites`` (default: the canonical suites) in
-    which ``role``, trained, gets a move.
-
-    ``others`` are the policies that will play the other roles, as
-    :class:`~chaosops.train.trl.ChaosOpsToolEnv` takes them (its default,
-    heuristic, here too): each scenario's opening is played with them, and a
-    scenario they close before the role's first turn is left out (its rollout
-    would score the others alone, the same for every completion). Scripted
-    policies are seeded per scenario, so the environment replays exactly that
-    opening. ``others=None`` keeps every scenario.
-    """
-    role = AgentRole(role).value
-    prompt = [
-        {"role": "system", "content": tool_system_prompt(role)},
-        {"role": "user", "content": f"You are the {role}. The incident:\n"},
-    ]
-    scenarios = [
-        scenario
-        for path in (canonical_suite_paths() if suites is None else suites)
-        for scenario in load_scenarios(path)
-    ]
-    if others is not None:
-        scenarios = [sc for sc in scenarios if _role_moves(sc, AgentRole(role), others)]
-    return [
-        {
-            "prompt": prompt,
-            "failure_type": str(scenario.failure_type),
-            "difficulty": str(scenario.difficulty),
-            "seed": scenario.seed,
-            "max_steps": scenario.max_steps,
-            "role": role,
-        }
-        for scenario in scenarios
-    ]
-
-
-def _role_moves(scenario: Scenario, role: AgentRole, others: Others) -> bool:
-    """Whether ``role`` gets a turn of ``scenario`` when ``others`` play the rest."""
-    play = RolePlay(others=others)
-    try:
-        play.start(scenario, frozenset({role}))
-        return not play.done
-    finally:
-        play.close()
-
-
-def dataset(
-    suites: Iterable[str | Path] | None = None,
-    role: str = "sre",
-    others: Others | None = "heuristic",
-) -> Any:
-    """:func:`rows` as a ``datasets.Dataset`` (needs the ``train`` extra)."""
-    datasets = require("datasets", "train", "chaosops.train.dataset")  # rows() runs without it
-    return datasets.Dataset.from_list(rows(suites, role, others))
+__all__ = [
+    "IllegalMove",
+    "call_tool",
+    "dataset",
+    "legal_share",
+    "role_credit",
+    "row_of",
+    "rows",
+    "sft_dataset",
+    "sft_rows",
+    "team_return",
+    "tool_call",
+    "tool_schemas",
+    "tool_system_prompt",
+]

@@ -4,6 +4,10 @@
 environment, PettingZoo's environment): it holds an episode, plays the moves
 it is given for the trained role, and lets the configured policies play the
 other roles until it is the trained role's turn again or the episode ends.
+:meth:`RolePlay.finish` plays an abandoned episode to its end, the trained
+role's remaining turns as the runtime plays a late turn (``noop``), so that an
+episode is always scored as a whole: stopping early never escapes the
+unresolved-end penalty or the time the incident lasted.
 """
 
 from __future__ import annotations
@@ -15,13 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaosops.agents.llm.checks import view_problem
-from chaosops.agents.llm.moves import moves_for
-from chaosops.agents.llm.render import render_head, render_view
 from chaosops.agents.policies import scripted_policy
 from chaosops.agents.results import EpisodeResult, EpisodeStep
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation, DifficultyTier
 from chaosops.env.world_sim import Scenario
+
+from .answers import describe
+
+__all__ = ["IllegalMove", "Others", "Policy", "RolePlay", "describe", "policies_for", "scenario_of"]
 
 Policy = Callable[[ChaosOpsObservation, AgentRole], Any]
 Others = str | Policy | Mapping[str, "str | Policy"]
@@ -98,6 +104,17 @@ class RolePlay:
         self._step(action)
         return self._others_play()
 
+    def finish(self) -> int:
+        """Play the episode to its end, the trained roles' turns as the
+        fallback (``noop``); how many of their turns the fallback played."""
+        fallbacks = 0
+        while not self.done:
+            assert self.observation is not None
+            self._step(ChaosOpsAction(role=self.observation.turn_role, action_type="noop"))
+            fallbacks += 1
+            self._others_play()
+        return fallbacks
+
     def _step(self, action: ChaosOpsAction) -> None:
         before, seen = self.env.state.cumulative_reward, self.observation
         self.observation = obs = self.env.step(action)
@@ -143,12 +160,3 @@ class RolePlay:
             self._loop.close()
             self._loop = None
         self.observation = None
-
-
-def describe(obs: ChaosOpsObservation, role: AgentRole) -> str:
-    """What ``role`` sees, as text for a model, with the moves it may make."""
-    head = render_head(obs, role)
-    if obs.done:
-        return f"{head}\nThe episode is over."
-    kinds = ", ".join(kind.value for kind in moves_for(obs, role).kinds)
-    return f"{head}\n\n{render_view(obs.view)}\nYour moves: {kinds}."

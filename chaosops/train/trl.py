@@ -4,23 +4,36 @@
 environment per rollout slot, calls ``reset(**row)`` with a dataset row
 (:func:`chaosops.train.dataset` makes them), offers every public method as a
 tool, and scores a rollout with :meth:`ChaosOpsToolEnv.get_reward`. A tool
-call plays the trained role's move, then the other roles' turns, and returns
-what the trained role sees next. An illegal move, or one after the end, raises
-:class:`~chaosops.train.play.IllegalMove`, whose message TRL hands back to the
-model.
+call plays the trained role's move, then the other roles' turns, and answers
+with what changed in the trained role's view. An illegal move, or one after
+the end, raises :class:`~chaosops.train.play.IllegalMove`, whose message TRL
+hands back to the model.
+
+The reward is always that of a whole episode: when the rollout stops (no
+more calls, TRL's cap on them, or text that held no call), the episode is
+played to its end with the trained role's remaining turns as the fallback
+(``noop``). So stopping, or only making illegal calls, scores exactly what a
+legal ``noop`` every turn scores, never better.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal
 
 from chaosops._extras import require
-from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction
+from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsObservation
 from chaosops.env.world_sim import Scenario
 
-from .play import Others, RolePlay, describe, scenario_of
+from .answers import describe, describe_change
+from .play import IllegalMove, Others, RolePlay, scenario_of
 
-__all__ = ["ChaosOpsToolEnv"]
+__all__ = ["REWARDS", "ChaosOpsToolEnv", "Outcome"]
+
+REWARDS = ("team", "credit")
+"""What ``get_reward`` returns: the team's return, or the trained role's credit."""
 
 _REWARD = "Reward since your last move (the others' moves included): "
 
@@ -29,22 +42,57 @@ def _shown(text: str, reward: float) -> str:
     return f"{text}\n{_REWARD}{reward:+.2f}."
 
 
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A finished rollout, scored.
+
+    ``team_return`` is the episode's return (every step's reward and an
+    unresolved end's penalty). ``credit`` is that return minus the return of
+    the same seeded episode with the trained role playing the fallback every
+    turn: what the role's own moves earned. ``legal_share`` is the share of
+    the role's turns played by a legal move of its own, a refused call
+    counting as a turn lost. ``fallback_turns`` are the turns the fallback
+    played once the rollout stopped."""
+
+    team_return: float
+    credit: float
+    legal_share: float
+    resolved: bool
+    fallback_turns: int
+
+
 class _Local:
     """The episode in this process: ``others`` play the roles not trained."""
 
     def __init__(self, others: Others) -> None:
+        self.others = others
         self.play = RolePlay(others=others)
 
-    def start(self, scenario: Scenario, role: AgentRole) -> tuple[str, float]:
-        obs = self.play.start(scenario, frozenset({role}))
-        return describe(obs, role), self.play.reward_since
+    def start(self, scenario: Scenario, role: AgentRole) -> tuple[ChaosOpsObservation, float]:
+        return self.play.start(scenario, frozenset({role})), self.play.reward_since
 
-    def move(self, action: ChaosOpsAction) -> tuple[str, float]:
+    def move(self, action: ChaosOpsAction) -> tuple[ChaosOpsObservation, float]:
         obs = self.play.play(action)
-        return describe(obs, AgentRole(action.role)), self.play.reward_since
+        if obs.done:  # the last view is the next role's: show the trained role its own
+            view = self.play.env.world.project_view(action.role)
+            obs = obs.model_copy(update={"view": view})
+        return obs, self.play.reward_since
+
+    def finish(self) -> int:
+        return self.play.finish()
 
     def reward(self) -> float:
         return float(self.play.env.state.cumulative_reward)
+
+    @property
+    def resolved(self) -> bool:
+        return self.play.env.state.resolved
+
+    def fallback_return(self, scenario: Scenario, role: AgentRole) -> float:
+        key = _others_key(self.others)
+        if key is None:  # a policy object: played again, not cached
+            return _fallback_return(_Local(self.others), scenario, role)
+        return _cached_local_return(key, *_row_key(scenario), role)
 
     @property
     def done(self) -> bool:
@@ -52,6 +100,52 @@ class _Local:
 
     def close(self) -> None:
         self.play.close()
+
+
+def _fallback_return(world: Any, scenario: Scenario, role: AgentRole) -> float:
+    """The return of ``scenario`` with ``role`` playing the fallback every turn."""
+    try:
+        world.start(scenario, role)
+        world.finish()
+        return world.reward()
+    finally:
+        world.close()
+
+
+def _row_key(scenario: Scenario) -> tuple[str, str, int, int]:
+    return (str(scenario.failure_type), str(scenario.difficulty), scenario.seed,
+            scenario.max_steps)  # fmt: skip
+
+
+def _others_key(others: Others) -> Any:
+    """A hashable stand-in for ``others`` made of names only, or None."""
+    if isinstance(others, str):
+        return others
+    if isinstance(others, Mapping) and all(isinstance(v, str) for v in others.values()):
+        return tuple(sorted((str(k), v) for k, v in others.items()))
+    return None
+
+
+@lru_cache(maxsize=8192)
+def _cached_local_return(
+    others: Any, failure: str, difficulty: str, seed: int, max_steps: int, role: AgentRole
+) -> float:
+    """Scripted others are seeded per scenario: the counterfactual replays
+    exactly, so it is played once per row and role."""
+    chosen = dict(others) if isinstance(others, tuple) else others
+    scenario = scenario_of(failure, difficulty, seed, max_steps)
+    return _fallback_return(_Local(chosen), scenario, role)
+
+
+@dataclass(slots=True)
+class _Tally:
+    legal: int = 0
+    refused: int = 0
+    fallback: int | None = None  # None until the rollout is finished
+
+    def share(self) -> float:
+        turns = self.legal + self.refused + (self.fallback or 0)
+        return self.legal / turns if turns else 0.0
 
 
 class ChaosOpsToolEnv:
@@ -62,9 +156,18 @@ class ChaosOpsToolEnv:
     (async ones too), or a map from role to either. Default: heuristic.
     With ``base_url``, the episode is played on a ``chaosops serve`` server
     instead, whose own policies play the other roles (the serve extra).
+    ``reward`` chooses what :meth:`get_reward` returns: ``"team"``, the
+    episode's return, or ``"credit"``, the trained role's own (:class:`Outcome`).
     """
 
-    def __init__(self, others: Others = "heuristic", base_url: str | None = None) -> None:
+    def __init__(
+        self,
+        others: Others = "heuristic",
+        base_url: str | None = None,
+        reward: Literal["team", "credit"] = "team",
+    ) -> None:
+        if reward not in REWARDS:
+            raise ValueError(f"reward={reward!r}: the rewards are {' and '.join(REWARDS)}")
         if base_url is None:
             self._world: Any = _Local(others)
         else:
@@ -72,7 +175,11 @@ class ChaosOpsToolEnv:
             from chaosops.serve.client import ServedEpisode  # the serve extra's
 
             self._world = ServedEpisode(base_url)
+        self._reward = reward
         self._role = AgentRole.SRE
+        self._scenario: Scenario | None = None
+        self._seen: Any = None  # the role's view at its last move
+        self._tally = _Tally()
         # TRL offers every public function of the class as a tool: close() is
         # the instance's own, so that a model is never offered it.
         self.close = self._close
@@ -91,12 +198,25 @@ class ChaosOpsToolEnv:
         Columns other than these (``prompt``, say) are the trainer's and ignored.
         """
         self._role = AgentRole(role)
-        scenario = scenario_of(failure_type, difficulty, seed, max_steps)
-        return _shown(*self._world.start(scenario, self._role))
+        self._scenario = scenario_of(failure_type, difficulty, seed, max_steps)
+        self._tally = _Tally()
+        obs, reward = self._world.start(self._scenario, self._role)
+        self._seen = obs.view
+        return _shown(describe(obs, self._role), reward)
 
     def _move(self, kind: ActionType, target: str | None = None, **args: Any) -> str:
         action = ChaosOpsAction(role=self._role, action_type=kind, target=target, args=args)
-        return _shown(*self._world.move(action))
+        if self._tally.fallback is not None:
+            raise IllegalMove("the episode is over: reset() to start another")
+        try:
+            obs, reward = self._world.move(action)
+        except IllegalMove:
+            self._tally.refused += 1
+            raise
+        self._tally.legal += 1
+        text = describe_change(self._seen, obs, self._role)
+        self._seen = obs.view
+        return _shown(text, reward)
 
     def restart(self, service: str) -> str:
         """Restart a service: heals it when a restart is its fix, else counts as a wrong fix.
@@ -161,8 +281,25 @@ class ChaosOpsToolEnv:
         return self._move(ActionType.NOOP)
 
     def get_reward(self) -> float:
-        """The episode's reward so far: every step's, and the penalty of an unresolved end."""
-        return self._world.reward()
+        """The finished episode's team return, or the trained role's credit
+        (the ``reward`` chosen); a rollout that stopped early is played out first."""
+        outcome = self.outcome
+        return outcome.team_return if self._reward == "team" else outcome.credit
+
+    @property
+    def outcome(self) -> Outcome:
+        """The rollout, scored (:class:`Outcome`): reading it ends the rollout,
+        its remaining turns played by the fallback."""
+        if self._scenario is None:
+            raise IllegalMove("no episode yet: reset() first")
+        if self._tally.fallback is None:
+            self._tally.fallback = self._world.finish()
+        team = self._world.reward()
+        baseline = self._world.fallback_return(self._scenario, self._role)
+        return Outcome(
+            team_return=team, credit=team - baseline, legal_share=self._tally.share(),
+            resolved=self._world.resolved, fallback_turns=self._tally.fallback,
+        )  # fmt: skip
 
     @property
     def done(self) -> bool:

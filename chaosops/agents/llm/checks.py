@@ -10,7 +10,10 @@ The targets of a view are the services it shows (metrics, alerts, logs) and,
 for oversight, the fleet agents. Only oversight flags rogues and only the
 manager resolves; a message goes to all or to a role, and a root cause is a
 failure type (docs/world.md, "One step", counts any of these otherwise as a
-miscommunication, a move no answer means to make).
+miscommunication, a move no answer means to make). A scale asks for 1 to
+:data:`MAX_REPLICAS` replicas and a message has 1 to :data:`MAX_MESSAGE_CHARS`
+characters: the bounds the schema and the prompts advertise, so that no move
+outside them (a billion replicas, say) is ever applied and rewarded.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ __all__ = [
     "ACTION_ARGS",
     "FAILURES",
     "FAILURE_NAMES",
+    "MAX_MESSAGE_CHARS",
+    "MAX_REPLICAS",
     "ONLY_ROLE",
     "ON_A_SERVICE",
     "RECIPIENTS",
@@ -44,6 +49,14 @@ RECIPIENT_NAMES = ("all", *(role.value for role in AgentRole))
 FAILURE_NAMES = tuple(failure.value for failure in FailureType)
 RECIPIENTS = frozenset(RECIPIENT_NAMES)
 FAILURES = frozenset(FAILURE_NAMES)
+
+MAX_REPLICAS = 20
+"""The most replicas a scale may ask for (the world takes any positive count;
+the bound keeps a model from buying a fix with an absurd fleet, and a
+constrained model from writing digits until its token limit)."""
+
+MAX_MESSAGE_CHARS = 200
+"""The longest message a communicate may carry."""
 
 ACTION_ARGS: dict[ActionType, dict[str, type]] = {
     ActionType.SCALE: {"replicas": int},
@@ -62,8 +75,11 @@ ONLY_ROLE = {ActionType.FLAG_ROGUE: AgentRole.OVERSIGHT, ActionType.RESOLVE: Age
 ON_A_SERVICE = frozenset((ActionType.RESTART, ActionType.ROLLBACK, ActionType.SCALE))
 
 
-def view_problem(action: ChaosOpsAction, obs: ChaosOpsObservation) -> str | None:
-    """Why ``action`` is no action for its role's view in ``obs``, or None."""
+def view_problem(
+    action: ChaosOpsAction, obs: ChaosOpsObservation, services: frozenset[str] | None = None
+) -> str | None:
+    """Why ``action`` is no action for its role's view in ``obs``, or None
+    (``services``: the view's, when the caller has them already)."""
     kind = action.action_type
     role = AgentRole(getattr(action.role, "value", action.role))
     allowed = ONLY_ROLE.get(kind)
@@ -72,7 +88,8 @@ def view_problem(action: ChaosOpsAction, obs: ChaosOpsObservation) -> str | None
     problem = _args_problem(kind, action.args)
     if problem is not None:
         return problem
-    return _target_problem(kind, action.target, action.args, role, obs)
+    shown = services_of(obs) if services is None else services
+    return _target_problem(kind, action.target, action.args, role, shown)
 
 
 def _args_problem(kind: ActionType, args: Mapping[str, Any]) -> str | None:
@@ -91,8 +108,18 @@ def _args_problem(kind: ActionType, args: Mapping[str, Any]) -> str | None:
 
 
 def _value_problem(kind: ActionType, args: Mapping[str, Any]) -> str | None:
-    """A recipient that is no role, or a root cause that is no failure type
-    (read as the world reads them: stripped, the recipient lower-cased)."""
+    """A replica count or a message length outside the advertised bounds, a
+    recipient that is no role, or a root cause that is no failure type (read
+    as the world reads them: stripped, the recipient lower-cased)."""
+    replicas = args.get("replicas")
+    if kind is ActionType.SCALE and not 1 <= replicas <= MAX_REPLICAS:
+        return f"args.replicas of scale must be 1 to {MAX_REPLICAS}, got {replicas}"
+    message = args.get("message")
+    if kind is ActionType.COMMUNICATE and not 1 <= len(message) <= MAX_MESSAGE_CHARS:
+        return (
+            f"args.message of communicate must have 1 to {MAX_MESSAGE_CHARS} characters, "
+            f"got {len(message)}"
+        )
     to = args.get("to")
     if kind is ActionType.COMMUNICATE and to is not None and to.strip():
         if to.strip().lower() not in RECIPIENTS:
@@ -105,9 +132,8 @@ def _value_problem(kind: ActionType, args: Mapping[str, Any]) -> str | None:
 
 def _target_problem(
     kind: ActionType, target: str | None, args: Mapping[str, Any], role: AgentRole,
-    obs: ChaosOpsObservation,
+    services: frozenset[str],
 ) -> str | None:  # fmt: skip
-    services = services_of(obs)
     agents = FLEET_AGENTS if role is AgentRole.OVERSIGHT else frozenset()
     if kind in ON_A_SERVICE:
         if target not in services:

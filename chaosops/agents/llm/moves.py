@@ -21,6 +21,8 @@ import orjson
 
 from chaosops.agents.llm.checks import (
     FAILURE_NAMES,
+    MAX_MESSAGE_CHARS,
+    MAX_REPLICAS,
     ON_A_SERVICE,
     ONLY_ROLE,
     RECIPIENT_NAMES,
@@ -36,13 +38,6 @@ from chaosops.env.models import (
 )
 
 __all__ = ["MAX_MESSAGE_CHARS", "MAX_REPLICAS", "Moves", "moves_for"]
-
-MAX_REPLICAS = 20
-"""The most replicas a scale may ask for (the world takes any positive count;
-a bound keeps a constrained model from writing digits until its token limit)."""
-
-MAX_MESSAGE_CHARS = 200
-"""The longest message a communicate may carry, for the same reason."""
 
 # The order moves are listed in: the remediations first, noop last.
 _ORDER = (

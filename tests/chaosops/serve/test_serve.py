@@ -247,6 +247,28 @@ def test_the_tool_environment_plays_a_served_world_as_it_plays_its_own(server: s
             remote.noop()
 
 
+def test_a_served_rollout_is_scored_whole_and_refuses_moves_out_of_bounds(server: str) -> None:
+    from chaosops.train import IllegalMove
+    from chaosops.train.trl import ChaosOpsToolEnv
+
+    row = {"failure_type": "autoscaler_cost_cut", "difficulty": "hard", "seed": 3, "role": "sre"}
+    local = ChaosOpsToolEnv(reward="credit")
+    remote = ChaosOpsToolEnv(base_url=server, reward="credit")
+    with local, remote:
+        local.reset(**row)
+        remote.reset(**row)
+        with pytest.raises(IllegalMove, match="1 to 20, got 1000000000"):
+            remote.scale("payments", 10**9)
+        with pytest.raises(IllegalMove, match="1 to 200 characters, got 0"):
+            remote.communicate("")
+        # abandoned: played out with noops on both sides, the same whole episode
+        assert remote.get_reward() == pytest.approx(local.get_reward()) == 0.0
+        assert remote.done and remote.outcome.team_return == pytest.approx(
+            local.outcome.team_return
+        )
+        assert remote.outcome.fallback_turns >= 1 and remote.outcome.legal_share == 0.0
+
+
 def test_a_run_file_chooses_the_servers_policies(tmp_path: Path) -> None:
     (tmp_path / "run.toml").write_text('policy = "oracle"\n\n[roles]\ndev = "random"\n')
     proc, url = _start(tmp_path, "--config", tmp_path / "run.toml")

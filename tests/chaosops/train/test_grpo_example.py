@@ -1,5 +1,6 @@
-"""examples/train_grpo.py runs where TRL is installed: rollouts through
-ChaosOpsToolEnv, a reward and a loss per optimizer step.
+"""examples/train_grpo.py runs where TRL is installed: SFT from an oracle run,
+a held-out evaluation, GRPO steps through ChaosOpsToolEnv with the credit
+reward, the evaluation again, and the curve's data.
 
 .ci/run does not install the train extra: TRL brings torch, whose wheel and
 libraries add gigabytes to the test environment for this one test. The test
@@ -7,6 +8,7 @@ is skipped without TRL; docs/training.md shows a run of the example."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -21,11 +23,19 @@ EXAMPLE = Path(__file__).parents[3] / "examples" / "train_grpo.py"
 
 def test_the_example_trains_a_few_steps(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--steps", "2", "--out", str(tmp_path)],
+        [sys.executable, str(EXAMPLE), "--steps", "2", "--sft-steps", "50", "--eval-rows", "3",
+         "--out", str(tmp_path), "--plot", str(tmp_path / "curve.png")],
         capture_output=True, text=True, timeout=600, check=False,
         env={"TRL_EXPERIMENTAL_SILENCE": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    steps = re.findall(r"^step (\d+): reward ([-+\d.]+) .* loss ([-\d.]+)", done.stdout, re.M)
+    steps = re.findall(r"^grpo step (\d+): credit ([-+\d.]+), .* loss ([-\d.]+)", done.stdout,
+                       re.M)  # fmt: skip
     assert [int(s[0]) for s in steps] == [1, 2], done.stdout
-    assert "trained 2 steps" in done.stdout
+    evals = re.findall(r"^eval after (SFT|GRPO): credit ([-+\d.]+) .* on 3 held-out rows$",
+                       done.stdout, re.M)  # fmt: skip
+    assert [e[0] for e in evals] == ["SFT", "GRPO"], done.stdout
+    curve = json.loads((tmp_path / "curve.json").read_text())
+    assert [p["step"] for p in curve["log"] if p["phase"] == "grpo"] == [1, 2]
+    assert (tmp_path / "curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert "held-out credit" in done.stdout

@@ -79,7 +79,7 @@ def test_a_resolved_incident_is_a_termination() -> None:
 
 
 def test_the_mask_is_the_legal_moves_and_the_text_is_the_acting_agents_view() -> None:
-    env = aec_env(failure_type="rogue_deploy_bot", difficulty="hard")
+    env = aec_env(failure_type="rogue_deploy_bot", difficulty="hard", text=True)
     env.reset(seed=2)
     seen_roles = set()
     for agent in env.agent_iter(8):
@@ -108,3 +108,56 @@ def test_every_failure_type_plays_with_random_legal_moves() -> None:
         space.seed(seed)
         _play(env, lambda obs, info, space=space: space.sample(obs["action_mask"]))
         assert env.agents == []
+
+
+@pytest.mark.parametrize("action", [-30, -1, 36, 99, "restart", 1.0, True, None, [0]])
+def test_an_action_that_is_no_move_is_one_value_error_naming_the_range(action) -> None:
+    env = aec_env(failure_type="db_deadlock")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"an int from 0 to 35") as raised:
+        env.step(action)
+    assert "\n" not in str(raised.value)
+    assert env.env.state.step_count == 0  # nothing was applied
+
+
+def test_stepping_or_observing_before_reset_is_a_value_error() -> None:
+    env = aec_env()
+    for call in (lambda: env.step(0), lambda: env.last(), lambda: env.observe("sre")):
+        with pytest.raises(ValueError, match=r"reset\(\) before"):
+            call()
+
+
+def test_a_masked_move_plays_the_fallback_and_never_beats_a_noop() -> None:
+    """On every canonical row, each role sending only masked moves ends the
+    episode exactly as its noops would (the others noop too)."""
+    from chaosops.train import rows
+
+    noop = _index("noop")
+    for row in rows(others=None):
+        env = aec_env(failure_type=row["failure_type"], difficulty=row["difficulty"],
+                      max_steps=row["max_steps"])  # fmt: skip
+        env.reset(seed=row["seed"])
+        _play(env, lambda obs, info: noop)
+        fallback = env.env.state.cumulative_reward
+        for role in env.possible_agents:
+
+            def masked(obs, info, role=role, env=env):
+                if env.agent_selection != role:
+                    return noop
+                assert not obs["action_mask"].all()  # some move is always masked
+                return int(obs["action_mask"].argmin())
+
+            env.reset(seed=row["seed"])
+            _play(env, masked)
+            assert env.env.state.cumulative_reward == pytest.approx(fallback), (row, role)
+
+
+def test_the_text_view_is_in_infos_only_when_asked_for() -> None:
+    plain, texted = aec_env(failure_type="db_deadlock"), aec_env(failure_type="db_deadlock",
+                                                                 text=True)  # fmt: skip
+    for env in (plain, texted):
+        env.reset(seed=0)
+    assert "text" not in plain.last()[-1]
+    assert "Your role: sre" in texted.last()[-1]["text"]
+    texted.step(_index("noop"))
+    assert "Your role: oversight" in texted.last()[-1]["text"]

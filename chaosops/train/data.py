@@ -1,0 +1,105 @@
+"""The rows a trainer reads: one per scenario in which the trained role moves."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from chaosops._extras import require
+from chaosops.agents.llm.render import system_prompt
+from chaosops.env.models import AgentRole
+from chaosops.env.world_sim import Scenario
+from chaosops.scenarios import canonical_suite_paths, load_scenarios
+
+from .play import Others, RolePlay
+
+__all__ = ["dataset", "row_of", "rows", "tool_system_prompt"]
+
+_ANSWER_FORMAT = "## Answer format"
+
+
+def tool_system_prompt(role: AgentRole | str) -> str:
+    """A role's system prompt for a model that moves by calling tools: the
+    role's prompt, its JSON answer format replaced by the tools."""
+    text = system_prompt(role)
+    text = text.split(_ANSWER_FORMAT, 1)[0].rstrip()
+    return f"{text}\n\n## How to move\nEach turn, make exactly one move by calling one tool."
+
+
+def row_of(scenario: Scenario, role: AgentRole | str) -> dict[str, Any]:
+    """The row of one scenario: its prompt, and the columns ``reset`` reads."""
+    role = AgentRole(role).value
+    return {
+        "prompt": [
+            {"role": "system", "content": tool_system_prompt(role)},
+            {"role": "user", "content": f"You are the {role}. The incident:\n"},
+        ],
+        "failure_type": str(scenario.failure_type),
+        "difficulty": str(scenario.difficulty),
+        "seed": scenario.seed,
+        "max_steps": scenario.max_steps,
+        "role": role,
+    }
+
+
+def rows(
+    suites: Iterable[str | Path] | None = None,
+    role: str = "sre",
+    others: Others | None = "heuristic",
+    seed_offset: int = 0,
+) -> list[dict[str, Any]]:
+    """One row per scenario of ``suites`` (default: the canonical suites) in
+    which ``role``, trained, gets a move.
+
+    ``others`` are the policies that will play the other roles, as
+    :class:`~chaosops.train.trl.ChaosOpsToolEnv` takes them (its default,
+    heuristic, here too): each scenario's opening is played with them, and a
+    scenario they close before the role's first turn is left out (its rollout
+    would score the others alone, the same for every completion). Scripted
+    policies are seeded per scenario, so the environment replays exactly that
+    opening. ``others=None`` keeps every scenario.
+
+    ``seed_offset`` shifts every seed: rows to train on that share no scenario
+    with the suites, which stay held out for evaluation. An offset that makes
+    a row one of the suites' scenarios is refused.
+    """
+    role = AgentRole(role).value
+    given = [
+        scenario
+        for path in (canonical_suite_paths() if suites is None else suites)
+        for scenario in load_scenarios(path)
+    ]
+    scenarios = [dataclasses.replace(sc, seed=sc.seed + seed_offset) for sc in given]
+    if seed_offset and (shared := set(scenarios) & set(given)):
+        first = min(shared, key=lambda sc: (str(sc.failure_type), sc.seed))
+        raise ValueError(
+            f"seed_offset={seed_offset} makes rows that are scenarios of the suites "
+            f"({len(shared)}, e.g. {first.failure_type} seed {first.seed}); "
+            "choose an offset larger than the suites' largest seed"
+        )
+    if others is not None:
+        scenarios = [sc for sc in scenarios if _role_moves(sc, AgentRole(role), others)]
+    return [row_of(scenario, role) for scenario in scenarios]
+
+
+def _role_moves(scenario: Scenario, role: AgentRole, others: Others) -> bool:
+    """Whether ``role`` gets a turn of ``scenario`` when ``others`` play the rest."""
+    play = RolePlay(others=others)
+    try:
+        play.start(scenario, frozenset({role}))
+        return not play.done
+    finally:
+        play.close()
+
+
+def dataset(
+    suites: Iterable[str | Path] | None = None,
+    role: str = "sre",
+    others: Others | None = "heuristic",
+    seed_offset: int = 0,
+) -> Any:
+    """:func:`rows` as a ``datasets.Dataset`` (needs ``datasets`` only, not torch)."""
+    datasets = require("datasets", "train", "chaosops.train.dataset")  # rows() runs without it
+    return datasets.Dataset.from_list(rows(suites, role, others, seed_offset))

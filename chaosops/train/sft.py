@@ -1,0 +1,135 @@
+"""Supervised rows from run folders, in the format GRPO's rollouts have.
+
+A run's episodes (``results.jsonl``: each step's role and move) are replayed
+through :class:`~chaosops.train.trl.ChaosOpsToolEnv`, the trained role's
+recorded moves as tool calls and the other roles' as they were played. The
+world is deterministic, so the replay is the episode, and every message is
+what a GRPO rollout of that row would hold: the tool system prompt, the
+reset text appended to the row's user message, assistant turns with
+``tool_calls``, and the tools' answers.
+
+Each of the role's turns is one prompt-completion row: the conversation up to
+the turn as ``prompt``, the assistant's call as ``completion``, so that the
+loss falls on the calls alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from chaosops._extras import require
+from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction
+from chaosops.outputs.files import ResultsReader
+from chaosops.outputs.records import scenario_from_record
+
+from .data import row_of
+from .trl import ChaosOpsToolEnv
+
+__all__ = ["call_tool", "sft_dataset", "sft_rows", "tool_call", "tool_schemas"]
+
+_TARGET_ARG = {ActionType.FLAG_ROGUE: "agent_name"}  # other targeted moves name a service
+
+
+def tool_call(action: ChaosOpsAction) -> dict[str, Any]:
+    """``action`` as a call of the tool :class:`ChaosOpsToolEnv` offers for it."""
+    kind = ActionType(action.action_type)
+    arguments = dict(action.args)
+    if action.target is not None:
+        arguments[_TARGET_ARG.get(kind, "service")] = action.target
+    return {"type": "function", "function": {"name": kind.value, "arguments": arguments}}
+
+
+def call_tool(env: ChaosOpsToolEnv, call: Mapping[str, Any]) -> str:
+    """Make the call ``call`` (as :func:`tool_call` writes it) on ``env``."""
+    function = call["function"]
+    return getattr(env, function["name"])(**function["arguments"])
+
+
+def tool_schemas() -> list[dict[str, Any]]:
+    """The JSON schemas TRL builds for the tools (transformers' ``get_json_schema``)."""
+    utils = require("transformers.utils", "train", "chaosops.train.tool_schemas")
+    env = ChaosOpsToolEnv()
+    try:
+        return [utils.get_json_schema(getattr(env, kind.value)) for kind in ActionType]
+    finally:
+        env.close()
+
+
+def sft_rows(
+    run_folders: Iterable[str | Path] | str | Path,
+    role: str | None = None,
+    resolved_only: bool = True,
+) -> list[dict[str, Any]]:
+    """One row per turn of ``role`` (None: every role) in the episodes of
+    ``run_folders``: ``prompt``, ``completion``, ``episode_id``, ``role``,
+    ``turn``. ``resolved_only`` keeps the episodes that resolved. An episode
+    in which the role's turn fell to the fallback (a timeout, an unparsed
+    answer) is left out: that turn was no move of the role's."""
+    folders = [run_folders] if isinstance(run_folders, str | Path) else list(run_folders)
+    roles = list(AgentRole) if role is None else [AgentRole(role)]
+    return [
+        row
+        for folder in folders
+        for record in ResultsReader(folder)
+        if record.get("status") == "ok" and (record.get("resolved") or not resolved_only)
+        for trained in roles
+        for row in _episode_rows(record, trained)
+    ]
+
+
+def sft_dataset(
+    run_folders: Iterable[str | Path] | str | Path,
+    role: str | None = None,
+    resolved_only: bool = True,
+) -> Any:
+    """:func:`sft_rows` as a ``datasets.Dataset``, with the ``tools`` column
+    (JSON) that TRL's SFTTrainer renders the calls with (the ``train`` extra)."""
+    datasets = require("datasets", "train", "chaosops.train.sft_dataset")
+    tools = json.dumps(tool_schemas())
+    rows = [{**row, "tools": tools} for row in sft_rows(run_folders, role, resolved_only)]
+    return datasets.Dataset.from_list(rows, features=_features(datasets))
+
+
+def _features(datasets: Any) -> Any:
+    """The columns' types. A call's ``arguments`` is JSON: Arrow would otherwise
+    give every call every tool's arguments, the others as nulls."""
+    text = datasets.Value("string")
+    call = {"type": text, "function": {"name": text, "arguments": datasets.Json()}}
+    message = {"role": text, "content": text, "name": text, "tool_calls": datasets.List(call)}
+    return datasets.Features({
+        "prompt": datasets.List(message), "completion": datasets.List(message),
+        "episode_id": text, "role": text, "turn": datasets.Value("int64"), "tools": text,
+    })  # fmt: skip
+
+
+def _episode_rows(record: Mapping[str, Any], trained: AgentRole) -> Iterator[dict[str, Any]]:
+    steps = record["steps"]
+    own = [s for s in steps if s["role"] == trained.value]
+    if not own or any(s.get("timed_out") or s.get("parse_error") or s.get("error") for s in own):
+        return
+    replayed = {r: iter([s["action"] for s in steps if s["role"] == r.value]) for r in AgentRole}
+    others = {r: _replay(replayed[r]) for r in AgentRole if r is not trained}
+    with ChaosOpsToolEnv(others=others) as env:
+        row = row_of(scenario_from_record(record), trained)
+        system, user = row["prompt"]
+        user = {**user, "content": user["content"] + env.reset(**row)}
+        conversation = [system, user]
+        for turn, action in enumerate(replayed[trained]):
+            call = tool_call(ChaosOpsAction.model_validate(action))
+            answer = {"role": "assistant", "content": "", "tool_calls": [call]}
+            yield {
+                "prompt": list(conversation), "completion": [answer],
+                "episode_id": record["episode_id"], "role": trained.value, "turn": turn,
+            }  # fmt: skip
+            name, text = call["function"]["name"], call_tool(env, call)
+            conversation += [answer, {"role": "tool", "name": name, "content": text}]
+
+
+def _replay(actions: Iterator[dict[str, Any]]) -> Any:
+    def policy(obs: Any, role: AgentRole) -> ChaosOpsAction:
+        return ChaosOpsAction.model_validate(next(actions))
+
+    return policy
