@@ -9,7 +9,7 @@ random policy that samples the same masks. This is the baseline reward curve
 a learned agent has to beat. Needs torch, the ``pettingzoo`` and ``plot``
 extras. Usage::
 
-    python examples/pettingzoo_pg.py [--episodes 3000] [--plot pg.png]
+    python examples/pettingzoo_pg.py [--episodes 20000] [--plot pg.png]
 """
 
 from __future__ import annotations
@@ -108,7 +108,16 @@ def train(args) -> dict:
         action = dist.sample()
         return dist.log_prob(action), int(action)
 
-    for episode in range(1, args.episodes + 1):
+    for episode in range(args.episodes + 1):
+        if episode % args.eval_every == 0 or episode == args.episodes:
+            success, mean_return = evaluate(env, policy, held_out)
+            wall = time.perf_counter() - started
+            curve["points"].append({"episode": episode, "success": success,
+                                    "return": mean_return, "seconds": wall})  # fmt: skip
+            print(f"episode {episode}: success {success:.0%}, return {mean_return:+.1f} "
+                  f"({wall:.0f} s)", flush=True)  # fmt: skip
+        if episode == args.episodes:
+            break
         moves, rewards, _ = play(env, seeds.randrange(HELD_OUT), sample)
         to_go = np.cumsum(rewards[::-1])[::-1]  # the team reward from each move on
         loss = 0.0
@@ -118,13 +127,6 @@ def train(args) -> dict:
         optimizer.zero_grad()
         (loss / len(moves)).backward()
         optimizer.step()
-        if episode % args.eval_every == 0 or episode == args.episodes:
-            success, mean_return = evaluate(env, policy, held_out)
-            wall = time.perf_counter() - started
-            curve["points"].append({"episode": episode, "success": success,
-                                    "return": mean_return, "seconds": wall})  # fmt: skip
-            print(f"episode {episode}: success {success:.0%}, return {mean_return:+.1f} "
-                  f"({wall:.0f} s)", flush=True)  # fmt: skip
     return curve
 
 
@@ -149,10 +151,10 @@ def plot(curve: dict, path: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=3000, help="training episodes (3000)")
-    parser.add_argument("--eval-every", type=int, default=250, help="episodes between evaluations")
+    parser.add_argument("--episodes", type=int, default=20_000, help="training episodes (20,000)")
+    parser.add_argument("--eval-every", type=int, default=2000, help="episodes between evaluations")
     parser.add_argument("--eval-episodes", type=int, default=200, help="held-out episodes (200)")
-    parser.add_argument("--lr", type=float, default=3e-3, help="Adam's learning rate")
+    parser.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot", default=None, help="PNG of the curve")

@@ -39,13 +39,16 @@ from trl.chat_template_utils import add_response_schema, parse_response, qwen2_5
 
 from chaosops.agents.folders import run_to_folder
 from chaosops.agents.policies import scripted_policy
-from chaosops.env.models import AgentRole
+from chaosops.env.models import SERVICE_NAMES, AgentRole, FailureType
 from chaosops.scenarios import canonical_suite_paths, load_scenarios
 from chaosops.train import call_tool, dataset, legal_share, rows, sft_dataset, tool_schemas
 from chaosops.train.trl import ChaosOpsToolEnv
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CALL_TAGS = ["<tool_call>", "</tool_call>"]  # ordinary added tokens: parsing reads them
+# One token for each failure type and service, so that naming one is one choice:
+# BPE pieces let a small model write blends such as "bad_cost_push".
+NAMES = [failure.value for failure in FailureType] + list(SERVICE_NAMES)
 SCHEMAS = tool_schemas()
 TOOLS = {schema["function"]["name"] for schema in SCHEMAS}
 
@@ -62,7 +65,7 @@ def build_tokenizer(corpus: list[str], vocab_size: int = 2048) -> PreTrainedToke
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>"
     )
-    tokenizer.add_tokens(CALL_TAGS)
+    tokenizer.add_tokens(CALL_TAGS + NAMES)
     tokenizer.chat_template = qwen2_5_chat_template
     return add_response_schema(tokenizer)
 
@@ -265,7 +268,7 @@ def args_steps(points: list[dict]) -> int:
     return points[-1]["step"] if points else 0
 
 
-def main() -> None:
+def options() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40, help="GRPO steps (40)")
     parser.add_argument("--rows", type=int, default=55, help="training rows (55)")
@@ -283,7 +286,11 @@ def main() -> None:
     parser.add_argument("--eval-rows", type=int, default=55, help="held-out rows (55)")
     parser.add_argument("--out", default=None, help="output folder (default: a temp one)")
     parser.add_argument("--plot", default=None, help="PNG of the reward curve")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = options().parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     started = time.perf_counter()
