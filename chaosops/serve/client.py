@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from typing import Any
 
 from openenv.core.client_types import StepResult
@@ -47,7 +46,6 @@ class ServedEpisode:
     play the other roles; its refusals of a move come back as IllegalMove."""
 
     def __init__(self, base_url: str) -> None:
-        self.base_url = base_url
         self._client = ChaosOpsClient(base_url=base_url).sync()
         self._turn: int | None = None
         self.done = False
@@ -97,24 +95,8 @@ class ServedEpisode:
     def reward(self) -> float:
         return float(self._client.state().cumulative_reward)
 
-    def fallback_return(self, scenario: Any, role: Any) -> float:
-        """The return of ``scenario`` on this server with ``role`` playing noops."""
-        return _served_fallback_return(self.base_url, scenario, AgentRole(role))
-
     def close(self) -> None:
         self._client.close()
-
-
-@lru_cache(maxsize=8192)
-def _served_fallback_return(base_url: str, scenario: Any, role: AgentRole) -> float:
-    """The server's policies are seeded per scenario: played once per row and role."""
-    world = ServedEpisode(base_url)
-    try:
-        world.start(scenario, role)
-        world.finish()
-        return world.reward()
-    finally:
-        world.close()
 
 
 # a refused move, as OpenEnv's client reports the server's error

@@ -88,12 +88,6 @@ class _Local:
     def resolved(self) -> bool:
         return self.play.env.state.resolved
 
-    def fallback_return(self, scenario: Scenario, role: AgentRole) -> float:
-        key = _others_key(self.others)
-        if key is None:  # a policy object: played again, not cached
-            return _fallback_return(_Local(self.others), scenario, role)
-        return _cached_local_return(key, *_row_key(scenario), role)
-
     @property
     def done(self) -> bool:
         return self.play.done
@@ -102,8 +96,19 @@ class _Local:
         self.play.close()
 
 
-def _fallback_return(world: Any, scenario: Scenario, role: AgentRole) -> float:
+def _world(kind: str, how: Any) -> Any:
+    """A new episode in this process (``how``: the others) or on a server (its URL)."""
+    if kind == "local":
+        return _Local(dict(how) if isinstance(how, tuple) else how)
+    require("openenv", "serve", "ChaosOpsToolEnv(base_url=...)")
+    from chaosops.serve.client import ServedEpisode  # the serve extra's
+
+    return ServedEpisode(how)
+
+
+def _fallback_return(kind: str, how: Any, scenario: Scenario, role: AgentRole) -> float:
     """The return of ``scenario`` with ``role`` playing the fallback every turn."""
+    world = _world(kind, how)
     try:
         world.start(scenario, role)
         world.finish()
@@ -112,9 +117,9 @@ def _fallback_return(world: Any, scenario: Scenario, role: AgentRole) -> float:
         world.close()
 
 
-def _row_key(scenario: Scenario) -> tuple[str, str, int, int]:
-    return (str(scenario.failure_type), str(scenario.difficulty), scenario.seed,
-            scenario.max_steps)  # fmt: skip
+# Scripted others and a server's policies are seeded per scenario: the
+# counterfactual replays exactly, so it is played once per row and role.
+_cached_fallback_return = lru_cache(maxsize=8192)(_fallback_return)
 
 
 def _others_key(others: Others) -> Any:
@@ -124,17 +129,6 @@ def _others_key(others: Others) -> Any:
     if isinstance(others, Mapping) and all(isinstance(v, str) for v in others.values()):
         return tuple(sorted((str(k), v) for k, v in others.items()))
     return None
-
-
-@lru_cache(maxsize=8192)
-def _cached_local_return(
-    others: Any, failure: str, difficulty: str, seed: int, max_steps: int, role: AgentRole
-) -> float:
-    """Scripted others are seeded per scenario: the counterfactual replays
-    exactly, so it is played once per row and role."""
-    chosen = dict(others) if isinstance(others, tuple) else others
-    scenario = scenario_of(failure, difficulty, seed, max_steps)
-    return _fallback_return(_Local(chosen), scenario, role)
 
 
 @dataclass(slots=True)
@@ -168,13 +162,14 @@ class ChaosOpsToolEnv:
     ) -> None:
         if reward not in REWARDS:
             raise ValueError(f"reward={reward!r}: the rewards are {' and '.join(REWARDS)}")
-        if base_url is None:
-            self._world: Any = _Local(others)
+        # how to make an episode like this one; its counterfactual is cached
+        # unless the others are policy objects, which may hold state
+        named = _others_key(others)
+        if base_url is not None:
+            self._how, self._cached = ("served", base_url), True
         else:
-            require("openenv", "serve", "ChaosOpsToolEnv(base_url=...)")
-            from chaosops.serve.client import ServedEpisode  # the serve extra's
-
-            self._world = ServedEpisode(base_url)
+            self._how, self._cached = ("local", others if named is None else named), bool(named)
+        self._world: Any = _world(*self._how)
         self._reward = reward
         self._role = AgentRole.SRE
         self._scenario: Scenario | None = None
@@ -295,7 +290,8 @@ class ChaosOpsToolEnv:
         if self._tally.fallback is None:
             self._tally.fallback = self._world.finish()
         team = self._world.reward()
-        baseline = self._world.fallback_return(self._scenario, self._role)
+        play = _cached_fallback_return if self._cached else _fallback_return
+        baseline = play(*self._how, self._scenario, self._role)
         return Outcome(
             team_return=team, credit=team - baseline, legal_share=self._tally.share(),
             resolved=self._world.resolved, fallback_turns=self._tally.fallback,
