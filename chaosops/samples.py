@@ -21,7 +21,7 @@ from rich import box
 from rich.table import Table
 
 from chaosops.env.world_sim import Scenario
-from chaosops.stats import mean_interval, wilson_interval
+from chaosops.stats import share_interval
 from chaosops.untrusted import plain
 
 __all__ = [
@@ -108,7 +108,6 @@ def sample_rows(records: Iterable[Mapping[str, Any]], k: int) -> list[SampleRow]
 def _row(policy: str, tier: str, tally: Mapping[str, _Scenario], k: int) -> SampleRow:
     firsts = [s.resolved / len(s.rewards) for s in tally.values()]
     at_k = [pass_at_k(len(s.rewards), s.resolved, min(k, len(s.rewards))) for s in tally.values()]
-    binary = all(v in (0.0, 1.0) for v in at_k)
     variances = [_variance(s.rewards) for s in tally.values() if len(s.rewards) > 1]
     return SampleRow(
         policy=policy,
@@ -116,9 +115,9 @@ def _row(policy: str, tier: str, tally: Mapping[str, _Scenario], k: int) -> Samp
         scenarios=len(tally),
         k=k,
         pass_at_1=sum(firsts) / len(firsts),
-        pass_at_1_ci=mean_interval(firsts),
+        pass_at_1_ci=share_interval(firsts),
         pass_at_k=sum(at_k) / len(at_k),
-        pass_at_k_ci=wilson_interval(int(sum(at_k)), len(at_k)) if binary else mean_interval(at_k),
+        pass_at_k_ci=share_interval(at_k),
         reward_variance=sum(variances) / len(variances) if variances else None,
         by_scenario=[_scenario_json(name, s) for name, s in tally.items()],
     )

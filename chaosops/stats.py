@@ -2,6 +2,11 @@
 
 - success rate: the Wilson score interval (right near 0% and 100%, where the
   normal approximation gives bounds outside [0, 1]);
+- a mean of shares in [0, 1] (pass@1 over scenarios, each the share of its
+  samples that resolved): the Wilson interval of that mean over the scenarios,
+  which is the ordinary Wilson interval when every share is 0 or 1, stays in
+  [0, 1], and has width when every scenario agrees (a t interval collapses
+  there and runs outside [0, 1] near the edges);
 - mean reward: Student's t interval, mean +- t(0.975, n-1) * s / sqrt(n);
 - latency percentiles: nearest rank on the sorted values (a value that occurred).
 """
@@ -11,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["Z_95", "mean_interval", "percentile", "t_95", "wilson_interval"]
+__all__ = ["Z_95", "mean_interval", "percentile", "share_interval", "t_95", "wilson_interval"]
 
 Z_95 = 1.959963984540054
 """The standard normal's 0.975 quantile."""
@@ -44,7 +49,20 @@ def wilson_interval(successes: int, n: int) -> tuple[float, float]:
     """The 95% Wilson score interval of a proportion ``successes / n`` (n >= 1)."""
     if n < 1 or not 0 <= successes <= n:
         raise ValueError(f"need 0 <= successes <= n and n >= 1, got {successes} of {n}")
-    p = successes / n
+    return _wilson(successes / n, n)
+
+
+def share_interval(shares: Sequence[float]) -> tuple[float, float] | None:
+    """The 95% Wilson interval of the mean of ``shares`` (each in [0, 1]) over
+    their number; None for none. Shares of 0 and 1 give :func:`wilson_interval`."""
+    if not shares:
+        return None
+    if not all(0.0 <= s <= 1.0 for s in shares):
+        raise ValueError(f"shares must lie in [0, 1], got {min(shares)} to {max(shares)}")
+    return _wilson(math.fsum(shares) / len(shares), len(shares))
+
+
+def _wilson(p: float, n: int) -> tuple[float, float]:
     z2 = Z_95 * Z_95
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = Z_95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)

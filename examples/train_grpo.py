@@ -228,8 +228,9 @@ class Curve(TrainerCallback):
 
 def grpo(model, tokenizer, args, log: list[dict], out: str) -> None:
     config = GRPOConfig(
-        output_dir=out, max_steps=args.steps, per_device_train_batch_size=8,
-        num_generations=8, max_completion_length=args.completion_tokens,
+        output_dir=out, max_steps=args.steps, num_generations=args.generations,
+        per_device_train_batch_size=args.prompts * args.generations, beta=args.beta,
+        max_completion_length=args.completion_tokens,
         max_tool_calling_iterations=args.calls, temperature=args.temperature,
         learning_rate=args.lr, logging_steps=1, save_strategy="no", report_to="none",
         use_cpu=True, seed=0, reward_weights=[args.legal_weight],
@@ -275,6 +276,9 @@ def options() -> argparse.ArgumentParser:
     parser.add_argument("--sft-steps", type=int, default=1500, help="most SFT steps (1500)")
     parser.add_argument("--sft-lr", type=float, default=2e-3, help="SFT learning rate")
     parser.add_argument("--lr", type=float, default=2e-4, help="GRPO learning rate")
+    parser.add_argument("--prompts", type=int, default=1, help="rows a GRPO step (1)")
+    parser.add_argument("--generations", type=int, default=8, help="rollouts a row (8)")
+    parser.add_argument("--beta", type=float, default=0.04, help="KL weight to the SFT model")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1)")
     parser.add_argument("--width", type=int, default=128, help="the model's hidden size")

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from chaosops.stats import mean_interval, percentile, t_95, wilson_interval
+from chaosops.stats import mean_interval, percentile, share_interval, t_95, wilson_interval
 
 
 @pytest.mark.parametrize(
@@ -44,3 +44,15 @@ def test_nearest_rank_percentiles() -> None:
     values = sorted(float(v) for v in range(1, 101))
     assert percentile(values, 50) == 50.0 and percentile(values, 99) == 99.0
     assert percentile([3.0], 99) == 3.0 and percentile([], 50) is None
+
+
+def test_a_mean_of_shares_has_a_wilson_interval_within_0_and_1() -> None:
+    assert share_interval([0.0] * 4) == pytest.approx(wilson_interval(0, 4))
+    assert share_interval([1.0, 0.0, 1.0, 1.0]) == pytest.approx(wilson_interval(3, 4))
+    low, high = share_interval([1.0, 1.0, 1.0, 0.25])  # a t interval gave -0.25 to 1.08
+    assert 0.0 < low < 0.8125 < high < 1.0
+    low, high = share_interval([0.5] * 10)  # agreeing scenarios still leave width
+    assert low < 0.5 < high
+    assert share_interval([]) is None
+    with pytest.raises(ValueError, match=r"in \[0, 1\]"):
+        share_interval([1.5])

@@ -57,3 +57,15 @@ def test_a_run_file_and_eval_take_samples(tmp_path: Path) -> None:
     assert {r["policy"] for r in data["samples"]} == {"random", "oracle"}
     oracle = next(r for r in data["samples"] if r["policy"] == "oracle")
     assert oracle["pass_at_1"] == oracle["pass_at_k"] == 1.0  # it knows the answer
+
+
+def test_pass_at_1_intervals_stay_within_0_and_1_and_have_width(tmp_path: Path) -> None:
+    out = tmp_path / "agree"
+    proc = chaosops("run", "--tier", "hard", "--samples", "4", "--failure-type",
+                    "rogue_deploy_bot", "--no-progress", "--out", out, cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (row,) = orjson.loads((out / "summary.json").read_bytes())["samples"]
+    for name in ("pass_at_1", "pass_at_k"):
+        low, high = row[f"{name}_ci"]
+        assert 0.0 <= low <= row[name] <= high <= 1.0 and high - low > 0.1, row
+    assert "(0%-0%)" not in proc.stdout and "(100%-100%)" not in proc.stdout
