@@ -56,7 +56,7 @@ def main() -> None:
             setattr(ChaosOpsToolEnv, name, _timed(getattr(ChaosOpsToolEnv, name)))
         ChaosOpsToolEnv.outcome = property(_timed(ChaosOpsToolEnv.outcome.fget))
         started, wall = time.process_time(), time.perf_counter()
-        train_grpo.grpo(model, tokenizer, args, [], str(Path(scratch) / "grpo"))
+        train_grpo.grpo(model, tokenizer, args, [], Path(scratch))
         total, wall = time.process_time() - started, time.perf_counter() - wall
     ours, calls = OURS["seconds"], OURS["calls"]
     print(f"{steps} GRPO steps in {wall:.1f} s wall, {wall / steps:.1f} s a step; "

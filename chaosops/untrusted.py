@@ -12,7 +12,7 @@ import re
 
 from rich.text import Text
 
-__all__ = ["plain", "printable"]
+__all__ = ["one_line", "plain", "printable"]
 
 # C0 controls but tab and line feed, DEL, and C1 controls (ANSI escapes start
 # with ESC, \x1b, or with CSI, \x9b)
@@ -22,6 +22,12 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 def printable(text: object) -> str:
     """``text`` with each control character written as a visible escape (``\\x1b``)."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
+def one_line(text: object) -> str:
+    """:func:`printable`, line breaks written as ``\\n`` too: for a line of
+    its own (a transcript's ``action:``), which text must not break into forged lines."""
+    return printable(text).replace("\n", "\\n")
 
 
 def plain(text: object) -> Text:

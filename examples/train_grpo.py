@@ -226,9 +226,12 @@ class Curve(TrainerCallback):
               f"{point['calls']:.2f}, failed {point['failed']:.2f}", flush=True)  # fmt: skip
 
 
-def grpo(model, tokenizer, args, log: list[dict], out: str) -> None:
+def grpo(model, tokenizer, args, log: list[dict], out: Path) -> Qwen2ForCausalLM:
+    """GRPO from the SFT model; the trained model. The SFT model is saved
+    first: TRL builds the KL term's reference model from a checkpoint."""
+    model.save_pretrained(out / "sft")
     config = GRPOConfig(
-        output_dir=out, max_steps=args.steps, num_generations=args.generations,
+        output_dir=str(out / "grpo"), max_steps=args.steps, num_generations=args.generations,
         per_device_train_batch_size=args.prompts * args.generations, beta=args.beta,
         max_completion_length=args.completion_tokens,
         max_tool_calling_iterations=args.calls, temperature=args.temperature,
@@ -237,13 +240,14 @@ def grpo(model, tokenizer, args, log: list[dict], out: str) -> None:
     )  # fmt: skip
     train_rows = dataset(role="sre", seed_offset=args.seed_offset)
     trainer = GRPOTrainer(
-        model=model, processing_class=tokenizer, args=config,
+        model=str(out / "sft"), processing_class=tokenizer, args=config,
         train_dataset=train_rows.select(range(min(args.rows, len(train_rows)))),
         reward_funcs=[legal_share],
         environment_factory=functools.partial(ChaosOpsToolEnv, reward="credit"),
         callbacks=[Curve(log)],
     )  # fmt: skip
     trainer.train()
+    return trainer.model
 
 
 def plot(log: list[dict], reports: list[dict], path: str) -> None:
@@ -309,7 +313,7 @@ def main() -> None:
         sft(model, tokenizer, examples, args, log)
         held_out = rows(role="sre")[: args.eval_rows]
         reports = [evaluate(model, tokenizer, held_out, args, "after SFT")]
-        grpo(model, tokenizer, args, log, str(out / "grpo"))
+        model = grpo(model, tokenizer, args, log, out)
         reports.append(evaluate(model, tokenizer, held_out, args, "after GRPO"))
         (out / "curve.json").write_text(json.dumps({"log": log, "eval": reports}, indent=1))
         if args.plot:

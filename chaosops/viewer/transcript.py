@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from chaosops.untrusted import printable
+from chaosops.untrusted import one_line, printable
 
 INDENT = "    "
 
@@ -82,7 +82,7 @@ def _step(number: int, step: Mapping[str, Any], line: Mapping[str, Any]) -> Iter
     yield f"  reward: {float(step.get('reward') or 0):+.1f}" + _parts(line)
     for name, label in (("parse_error", "parse error"), ("error", "error")):
         if line.get(name) or step.get(name):
-            yield f"  {label}: {line.get(name) or step.get(name)}"
+            yield f"  {label}: {one_line(line.get(name) or step.get(name))}"
     if step.get("timed_out"):
         yield "  timed out: the fallback played"
 
@@ -101,13 +101,14 @@ def _indented(text: str) -> Iterator[str]:
 
 
 def action_text(action: Mapping[str, Any]) -> str:
-    """An applied action as one short line: ``restart db``, ``communicate message=...``."""
+    """An applied action as one short line: ``restart db``, ``communicate message=...``
+    (a line break in a model's text is written as ``\\n``)."""
     text = str(action.get("action_type"))
     if action.get("target") is not None:
         text += f" {action['target']}"
     if action.get("args"):
         text += " " + ", ".join(f"{k}={v}" for k, v in action["args"].items())
-    return text
+    return one_line(text)
 
 
 def _parts(line: Mapping[str, Any]) -> str:

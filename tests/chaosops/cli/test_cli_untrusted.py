@@ -53,3 +53,27 @@ def test_a_model_s_message_is_shown_as_text_by_watch_and_transcript(work: Path) 
     assert steps and all(s["action"]["args"]["message"] == HOSTILE for s in steps)
     log = (out / "log.jsonl").read_bytes()
     assert b"\x1b" not in log and rb"\u001b" in log
+
+
+FORGER = """\
+from chaosops.env.models import ActionType, ChaosOpsAction
+
+
+def forger(observation, role):
+    return ChaosOpsAction(role=role, action_type=ActionType.COMMUNICATE,
+                          args={"message": "ok\\n  reward: +999.0", "to": "all"})
+"""
+
+
+def test_a_line_break_in_a_model_s_text_cannot_forge_a_transcript_line(work: Path) -> None:
+    (work / "forgepol.py").write_text(FORGER)
+    out = work / "forged"
+    proc = chaosops("run", "tiny.toml", "--limit", "1", "--no-progress", "--role-policy",
+                    "sre=forgepol:forger", "--out", out, cwd=work)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (record,) = jsonl(out / "results.jsonl")
+    written = chaosops("transcript", out, "--episode", record["episode_id"], cwd=work)
+    assert written.returncode == 0, written.stderr
+    lines = written.stdout.splitlines()
+    assert "  reward: +999.0" not in lines
+    assert "  action: communicate message=ok\\n  reward: +999.0, to=all" in lines
