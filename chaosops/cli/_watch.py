@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
-from chaosops.viewer.dashboard import Rate, follow, frame_view, run_view
+from chaosops.viewer.dashboard import Rate, follow, frame_view, run_view, status_line
 from chaosops.viewer.frames import frames
 from chaosops.viewer.index import NotARun, RunIndex
 from chaosops.viewer.transcript import transcript
@@ -86,12 +86,16 @@ def _follow_run(console: Any, index: Any, every_s: float) -> None:
         index.refresh()
         return run_view(index, rate.add(len(index.rows)))
 
-    follow(console, render, index.finished, every_s)
+    def over() -> bool:
+        index.refresh()
+        return index.over()
+
+    follow(console, render, over, every_s, status=lambda: status_line(index))
 
 
 def _play_episode(console: Any, index: Any, wanted: str, delay_s: float, every_s: float) -> None:
     """Wait while the episode is in flight, then show its frames one by one."""
-    while index.row(wanted) is None and wanted in index.in_flight:
+    while index.row(wanted) is None and wanted in index.in_flight and not index.over():
         time.sleep(every_s)
         index.refresh()
     row = episode_row(index, wanted)

@@ -70,6 +70,28 @@ def read_object(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def being_written(results: Path) -> bool:
+    """Whether a run holds ``results`` (a results.jsonl) locked: is writing it
+    now. False where the file is missing or the system has no such locks."""
+    try:
+        import fcntl  # POSIX only
+    except ImportError:  # pragma: no cover - elsewhere: no lock to ask
+        return False
+    try:
+        handle = open(results, "rb")
+    except OSError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:  # a file system without locks
+            return False
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return False
+
+
 def results_file(path: str | Path) -> Path:
     """``path`` itself, or the ``results.jsonl`` in it when it is a run folder."""
     file = Path(path)

@@ -41,6 +41,17 @@ class Rate:
         return (count - first_count) / (now - first_time) if now > first_time else 0.0
 
 
+def status_line(index: RunIndex) -> str:
+    """The run in one plain line: episodes done of planned, resolved so far, in flight."""
+    done, planned = len(index.rows), index.planned()
+    resolved = sum(row.resolved for row in index.rows)
+    share = f"{resolved / done:.0%}" if done else "-"
+    return (
+        f"{done} of {planned if planned is not None else '?'} episodes done, "
+        f"{share} resolved so far, {len(index.in_flight)} in flight"
+    )
+
+
 def run_view(index: RunIndex, rate: float = 0.0) -> Group:
     """The dashboard of a run: counters, turns by role, figures by tier, the
     latest finished episodes and those in flight."""
@@ -150,11 +161,18 @@ def follow(
     render: Callable[[], Any],
     done: Callable[[], bool],
     every_s: float = 0.5,
+    status: Callable[[], str] | None = None,
+    status_every_s: float = 5.0,
 ) -> None:
-    """Show ``render()`` live, again every ``every_s``, until ``done()``; on a
-    console that is not a terminal, print the last view once."""
+    """Show ``render()`` live, again every ``every_s``, until ``done()``. On a
+    console that is not a terminal (a pipe, a file, CI), print ``status()`` as
+    a plain line every ``status_every_s`` instead, then the last view once."""
     if not console.is_terminal:
+        last = -status_every_s
         while not done():
+            if status is not None and time.monotonic() - last >= status_every_s:
+                console.print(printable(status()), markup=False, highlight=False)
+                last = time.monotonic()
             time.sleep(every_s)
         console.print(render())
         return

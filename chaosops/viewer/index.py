@@ -31,6 +31,7 @@ from chaosops.outputs import (
     RUN_FILE,
     SUMMARY_FILE,
     TRAJECTORIES_FILE,
+    being_written,
     read_object,
 )
 from chaosops.role_figures import RoleTallies
@@ -259,6 +260,15 @@ class RunIndex:
         except FileNotFoundError:
             return False
         return self.summary().get("episodes") == len(self.rows)
+
+    def writing(self) -> bool:
+        """Whether a run is writing the folder now (it holds its results locked)."""
+        return being_written(self.folder / RESULTS_FILE)
+
+    def over(self) -> bool:
+        """Whether nothing more will come: the run finished, or no run writes the
+        folder (one interrupted, or one that has not started writing)."""
+        return self.finished() or ((self.folder / RESULTS_FILE).exists() and not self.writing())
 
     def row(self, episode_id: str) -> EpisodeRow | None:
         number = self.by_id.get(episode_id)

@@ -4,6 +4,7 @@ folder being written, and bad input."""
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import pty
@@ -13,6 +14,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -162,6 +164,7 @@ def test_ctrl_c_leaves_the_dashboard_of_a_running_run(oracle_run: Path, work: Pa
     shutil.copy(oracle_run / "run.json", running / "run.json")
     first = (oracle_run / "results.jsonl").read_bytes().splitlines(keepends=True)[0]
     (running / "results.jsonl").write_bytes(first)  # one episode of twelve: still running
+    writer = _hold_as_a_run(running)  # the lock a run holds while it writes the folder
     leader, follower = pty.openpty()
     env = {**cli_env(), "TERM": "xterm"}
     proc = subprocess.Popen([command(), "watch", str(running), "--every", "0.1"], cwd=work,
@@ -174,8 +177,58 @@ def test_ctrl_c_leaves_the_dashboard_of_a_running_run(oracle_run: Path, work: Pa
         stderr = interrupt(proc)
     finally:
         os.close(leader)
+        writer.close()
     assert proc.returncode == 0 and "Traceback" not in stderr, stderr
     assert b"chaosops watch" in drawn and b"in flight" in drawn
+
+
+def _hold_as_a_run(folder: Path) -> Any:
+    """The results file opened and locked as a run writing ``folder`` holds it."""
+    handle = open(folder / "results.jsonl", "ab")
+    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return handle
+
+
+def _copy_started(oracle_run: Path, folder: Path) -> None:
+    folder.mkdir()
+    shutil.copy(oracle_run / "run.json", folder / "run.json")
+    first = (oracle_run / "results.jsonl").read_bytes().splitlines(keepends=True)[0]
+    (folder / "results.jsonl").write_bytes(first)  # one episode of twelve
+
+
+def test_watch_in_a_pipe_prints_plain_lines_and_ends_with_the_run(
+    oracle_run: Path, work: Path
+) -> None:
+    running = work / "piped"
+    _copy_started(oracle_run, running)
+    writer = _hold_as_a_run(running)
+    proc = subprocess.Popen([command(), "watch", str(running), "--every", "0.05"], cwd=work,
+                            env=cli_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        line = proc.stdout.readline()
+        assert line == "1 of 12 episodes done, 100% resolved so far, 0 in flight\n", line
+        assert proc.poll() is None  # following while the run writes
+        rest = (oracle_run / "results.jsonl").read_bytes().splitlines(keepends=True)[1:]
+        writer.write(b"".join(rest))
+        writer.flush()
+        shutil.copy(oracle_run / "summary.json", running / "summary.json")
+        out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        writer.close()
+        proc.kill()
+    assert proc.returncode == 0 and not err, err
+    assert "12 of 12 episodes done" in out and "finished" in out
+
+
+def test_watch_of_a_folder_no_run_writes_prints_its_state_and_exits(
+    oracle_run: Path, work: Path
+) -> None:
+    stopped = work / "interrupted"
+    _copy_started(oracle_run, stopped)  # no summary.json, and nobody holds the lock
+    proc = chaosops("watch", stopped, "--every", "0.05", cwd=work)
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr
+    assert "1 of 12 episodes done" in proc.stdout
 
 
 def _read_until(fd: int, wanted: bytes, timeout: float) -> bytes:
