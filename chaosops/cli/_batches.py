@@ -19,6 +19,7 @@ from chaosops.agents.runner import open_batch
 from ._config import Deadlines, TurnTimeout
 from ._plan import Plan, PlanSlice, timeout_groups
 from ._session import Session
+from ._stopping import hold_signals
 
 if TYPE_CHECKING:
     from actors import JobResults
@@ -85,12 +86,14 @@ def plan_batches(
 
 
 async def _watch_signals(scope: Any, stop: Stop) -> None:
-
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             stop.signum = int(signum)
             scope.cancel()
-            return
+            break
+    # leaving the receiver gave the signals back to Python's own handlers, under
+    # which another Ctrl-C would raise in the middle of the clean stop
+    hold_signals()
 
 
 async def _watch_health(scope: Any, stop: Stop, check: Callable[[], str | None]) -> None:

@@ -24,6 +24,7 @@ from ._run_file import apply_run_file
 from ._scenarios import cmd_scenarios
 from ._serve import cmd_serve
 from ._session import Session
+from ._stopping import restoring_signals
 from ._telemetry import finish
 from ._terminal import note
 from ._view import cmd_view
@@ -32,9 +33,18 @@ from ._watch import cmd_transcript, cmd_watch
 _COMMANDS = ("run", "eval", "replay", "scenarios", "watch", "view", "transcript", "serve")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``chaosops`` console script; returns the exit code."""
+def main(argv: Sequence[str] | None = None, *, keep_signals: bool = False) -> int:
+    """The ``chaosops`` command; returns the exit code. A run stopped by a
+    signal holds the next ones (see _stopping): the handlers are restored
+    after, unless ``keep_signals`` (the console script, which exits then)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if keep_signals:
+        return _main(argv)
+    with restoring_signals():
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     try:
         if argv[:1] == ["mock-llm"]:
             return cmd_mock_llm(argv[1:])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -300,6 +302,43 @@ def test_sigint_exits_130_and_keeps_finished_episodes(work: Path, mock_llm: str)
     resumed = chaosops("run", "--resume", "--out", out, "--no-progress", cwd=work)
     assert resumed.returncode == 0, resumed.stderr
     assert len(jsonl(out / "results.jsonl")) == 12
+
+
+@pytest.mark.parametrize("presses", [2, 3])
+def test_more_ctrl_c_while_stopping_still_ends_in_one_clean_stop(
+    work: Path, mock_llm: str, presses: int
+) -> None:
+    """Ctrl-C pressed again while the run stops (two or three signals a few
+    milliseconds apart): the stop still writes summary.json and the exact
+    resume command, exit 130, no traceback."""
+    out = work / f"llm-pressed-{presses}"
+    proc = spawn(*llm_run(work, mock_llm, out), cwd=work)
+    try:
+        wait_for_results(proc, out / "results.jsonl", 1)
+        for _ in range(presses - 1):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.005)
+    finally:
+        stderr = interrupt(proc)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert f"finish it with chaosops run --resume --out {out}" in stderr, stderr
+    results, summary = _check_folder(out)
+    assert summary["complete"] is False and summary["episodes"] == len(results)
+
+
+def test_ctrl_c_at_any_moment_of_a_run_is_one_line_and_exit_130(work: Path) -> None:
+    """Signals sent while the command loads, plans and plays: never a traceback."""
+    for delay in (0.15, 0.3, 0.6):
+        out = work / f"early-{delay}"
+        proc = spawn("run", "--tier", "easy", "--episodes-per-type", "200", "--no-progress",
+                     "--out", out, cwd=work)  # fmt: skip
+        time.sleep(delay)  # the property holds whenever it lands: no handshake needed
+        stderr = interrupt(proc)
+        assert proc.returncode in (0, 130), (delay, stderr)
+        assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, (delay, stderr)
+        if proc.returncode == 130:
+            assert any("interrupted" in line for line in stderr.splitlines()), stderr
 
 
 def test_an_endpoint_that_keeps_failing_stops_the_run(work: Path) -> None:
