@@ -90,9 +90,11 @@ from chaosops.env.world_sim import Scenario
 
 __all__ = [
     "LoadedScenario",
+    "ScenarioChoice",
     "ScenarioFileError",
     "Suite",
     "canonical_suite_paths",
+    "choose_scenario",
     "folder_suite_files",
     "load_scenarios",
     "load_suite",
@@ -128,6 +130,12 @@ PositiveSeconds = Annotated[StrictFloat | StrictInt, AfterValidator(_finite_posi
 Seed = Annotated[StrictInt, Field(ge=0, le=MAX_SEED)]
 
 
+def _check_failure(value: str) -> str:
+    if value not in FailureType._value2member_map_:
+        raise ValueError(f"unknown failure type {value!r}; valid: {_VALID_FAILURES}")
+    return value
+
+
 def _check_tier(value: str | None) -> str | None:
     if value is not None and value not in DifficultyTier._value2member_map_:
         raise ValueError(f"unknown difficulty {value!r}; valid: {_VALID_TIERS}")
@@ -147,13 +155,7 @@ class _EntryModel(BaseModel):
     inject_misleading_logs: StrictBool | None = None
     turn_timeout: dict[StrictStr, PositiveSeconds] | None = None
 
-    @field_validator("failure_type")
-    @classmethod
-    def _known_failure(cls, value: str) -> str:
-        if value not in FailureType._value2member_map_:
-            raise ValueError(f"unknown failure type {value!r}; valid: {_VALID_FAILURES}")
-        return value
-
+    _known_failure = field_validator("failure_type")(_check_failure)
     _known_tier = field_validator("difficulty")(_check_tier)
 
     @field_validator("turn_timeout")
@@ -249,6 +251,7 @@ _FIELD_HINTS = {
     "difficulty": f"one of: {_VALID_TIERS}",
     "seeds": f"a list of integers from 0 to {MAX_SEED}, e.g. seeds = [0, 31, 62]",
     "seed_start": f"an integer from 0 to {MAX_SEED}",
+    "seed": f"an integer from 0 to {MAX_SEED}",
     "count": f"an integer from 1 to {MAX_ENTRY_COUNT}",
     "seed_step": "an integer",
     "max_steps": f"an integer from 1 to {MAX_MAX_STEPS}",
@@ -320,6 +323,45 @@ def _describe_error(err: dict[str, Any]) -> tuple[str, str]:
     got_text = "" if isinstance(got, dict | list) else f" (got {got!r})"
     message = "Input should be a table" if kind in ("model_type", "dict_type") else err["msg"]
     return where, f"{message}{got_text}" + (f"; expected {hint}" if hint else "")
+
+
+class ScenarioChoice(BaseModel):
+    """One scenario named by type, tier and seed, as a reset takes it (the
+    server's, the tool environment's, the AEC environment's), with a suite
+    entry's bounds; ``max_steps`` None is the tier's (12, 18, 25), as in the
+    canonical suites, so a scenario is the same episode at every entry point."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    failure_type: StrictStr
+    difficulty: StrictStr = "easy"
+    seed: Seed = 0
+    max_steps: Annotated[StrictInt, Field(ge=1, le=MAX_MAX_STEPS)] | None = None
+
+    _known_failure = field_validator("failure_type")(_check_failure)
+    _known_tier = field_validator("difficulty")(_check_tier)
+
+    def scenario(self) -> Scenario:
+        tier = DifficultyTier(self.difficulty)
+        return Scenario.from_type(
+            FailureType(self.failure_type), seed=self.seed, difficulty=tier,
+            max_steps=self.max_steps or TIER_MAX_STEPS[tier],
+        )  # fmt: skip
+
+
+def choose_scenario(**fields: Any) -> Scenario:
+    """The :class:`ScenarioChoice` of ``fields``; a ValueError of one line
+    naming the field, the value and what is accepted."""
+    try:
+        return ScenarioChoice.model_validate(fields).scenario()
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        if error["type"] == "extra_forbidden":
+            accepted = ", ".join(ScenarioChoice.model_fields)
+            where = _where(error["loc"])
+            raise ValueError(f"{where}: unknown field; accepted: {accepted}") from None
+        where, problem = _describe_error(error)
+        raise ValueError(f"{where}: {problem}") from None
 
 
 def read_suite(path: str | Path) -> Suite:

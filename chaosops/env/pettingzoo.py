@@ -130,6 +130,8 @@ class ChaosOpsAEC(AECEnv):
         super().__init__()
         self.defaults = {"failure_type": failure_type, "difficulty": difficulty,
                          "max_steps": max_steps}  # fmt: skip
+        # the scenario's fields are checked now, as a suite entry's are
+        scenario_of(failure_type or FailureType.DB_DEADLOCK.value, difficulty, 0, max_steps)
         self.render_mode = render_mode
         self.text = text
         self.possible_agents = [role.value for role in AgentRole]
@@ -147,6 +149,7 @@ class ChaosOpsAEC(AECEnv):
         return self.action_spaces[agent]
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        # other keys are left alone: PettingZoo's api_test passes options of its own
         given = {k: v for k, v in (options or {}).items() if k in self.defaults}
         chosen = {**self.defaults, **given}
         seed = random.randrange(2**31) if seed is None else int(seed)

@@ -17,12 +17,12 @@ from typing import Any
 
 from openenv.core.env_server import Action, Environment, Observation, State
 from openenv.core.env_server.types import EnvironmentMetadata
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from actors import new_episode_id
 from chaosops import __version__
 from chaosops.agents.llm.checks import view_problem
-from chaosops.env.models import AgentRole, ChaosOpsAction, RoleView
+from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, RoleView
 from chaosops.train.play import describe, scenario_of
 
 from .tables import Seat, Tables
@@ -35,7 +35,7 @@ class StepRefused(ValueError):
     (``NO_EPISODE``, ``EPISODE_OVER``, ``WRONG_TURN``, ``ILLEGAL_MOVE``,
     ``UNKNOWN_ROLE``, ``BAD_SCENARIO``, ``NO_SUCH_EPISODE``, ``ROLE_TAKEN``,
     ``EPISODE_ID_TAKEN``, ``UNKNOWN_SESSION``, ``SESSION_IN_USE``,
-    ``SESSION_CLOSED``, ``EPISODE_STOPPED``, ``SYNC_CALL``)."""
+    ``SESSION_CLOSED``, ``EPISODE_STOPPED``, ``SYNC_CALL``, ``BAD_RESET``, ``BAD_ACTION``)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
@@ -43,12 +43,24 @@ class StepRefused(ValueError):
 
 
 class TurnAction(Action):
-    """One move of the client's role, answering the turn it names."""
+    """One move of the client's role, answering the turn it names.
 
-    turn: int = Field(description="the turn this move answers: the observation's turn")
-    action_type: str = Field(description="restart, rollback, scale, flag_rogue, ...")
-    target: str | None = Field(default=None, description="a service or a fleet agent")
-    args: dict[str, Any] = Field(default_factory=dict, description="the action's arguments")
+    The fields take any JSON here and are checked by the step itself, so that
+    a wrong one gets a line naming it (``BAD_ACTION``) rather than OpenEnv's
+    bare "Invalid message"; the schema says what each accepts."""
+
+    model_config = ConfigDict(extra="allow")
+
+    turn: Any = Field(default=None, json_schema_extra={"type": "integer"},
+                      description="the turn this move answers: the observation's turn")  # fmt: skip
+    action_type: Any = Field(
+        default=None, json_schema_extra={"type": "string", "enum": [k.value for k in ActionType]},
+        description="restart, rollback, scale, flag_rogue, ...",
+    )  # fmt: skip
+    target: Any = Field(default=None, json_schema_extra={"type": ["string", "null"]},
+                        description="a service or a fleet agent")  # fmt: skip
+    args: Any = Field(default_factory=dict, json_schema_extra={"type": "object"},
+                      description="the action's arguments")  # fmt: skip
 
 
 class TurnObservation(Observation):
@@ -99,6 +111,9 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
         session: str | None = None,
         **kwargs: Any,
     ) -> TurnObservation:
+        if kwargs:
+            unknown = ", ".join(map(repr, sorted(kwargs)))
+            raise StepRefused("BAD_RESET", f"unknown field {unknown}; reset takes {_RESET_FIELDS}")
         self._tables.reap(self._idle_timeout)
         played = _roles(roles)
         if session is not None:
@@ -115,6 +130,7 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
     async def step_async(
         self, action: TurnAction, timeout_s: float | None = None, **kwargs: Any
     ) -> TurnObservation:
+        _check_action(action)
         seat = self._playing()
         turn = seat.pending
         if turn is None or action.turn != turn.number:
@@ -142,7 +158,7 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
               max_steps: int | None, played: frozenset[AgentRole] | None,
               episode_id: str | None) -> Seat:  # fmt: skip
         try:
-            scenario = scenario_of(failure_type, difficulty, seed or 0, max_steps)
+            scenario = scenario_of(failure_type, difficulty, 0 if seed is None else seed, max_steps)
         except ValueError as exc:
             raise StepRefused("BAD_SCENARIO", str(exc)) from None
         if episode_id is not None and self._tables.has(episode_id):
@@ -234,11 +250,39 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
             self._seat = None
 
 
+_RESET_FIELDS = "failure_type, difficulty, seed, max_steps, roles, episode_id, join and session"
+
+
 def _roles(roles: list[str] | None) -> frozenset[AgentRole] | None:
     names = [role.value for role in AgentRole]
+    if roles is not None and (
+        not isinstance(roles, list) or not all(isinstance(r, str) for r in roles)
+    ):
+        raise StepRefused(
+            "UNKNOWN_ROLE", f'roles {roles!r:.60}: a list of role names, e.g. ["sre"]'
+        )
     if unknown := sorted(set(roles or ()) - set(names)):
         raise StepRefused("UNKNOWN_ROLE", f"{unknown}: the roles are {', '.join(names)}")
     return None if not roles else frozenset(AgentRole(r) for r in roles)
+
+
+def _check_action(action: TurnAction) -> None:
+    """A step's fields as the schema lists them, or BAD_ACTION naming the first that is not."""
+    fields = "turn, action_type, target and args"
+    if extra := sorted(action.model_extra or {}):
+        raise StepRefused("BAD_ACTION", f"unknown field {extra[0]!r}; a step takes {fields}")
+    if not isinstance(action.turn, int) or isinstance(action.turn, bool):
+        got = "missing" if action.turn is None else f"{action.turn!r:.40}"
+        raise StepRefused("BAD_ACTION", f"turn {got}: the observation's turn, an integer")
+    kinds = [kind.value for kind in ActionType]
+    if action.action_type not in kinds:
+        raise StepRefused(
+            "BAD_ACTION", f"action_type {action.action_type!r:.40}: one of {', '.join(kinds)}"
+        )
+    if action.target is not None and not isinstance(action.target, str):
+        raise StepRefused("BAD_ACTION", f"target {action.target!r:.40}: a name, or null")
+    if not isinstance(action.args, dict):
+        raise StepRefused("BAD_ACTION", f"args {action.args!r:.40}: an object of arguments")
 
 
 def _check_waited(seat: Seat) -> None:

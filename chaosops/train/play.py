@@ -22,8 +22,9 @@ from chaosops.agents.llm.checks import view_problem
 from chaosops.agents.policies import scripted_policy
 from chaosops.agents.results import EpisodeResult, EpisodeStep
 from chaosops.env.environment import ChaosOpsEnvironment
-from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation, DifficultyTier
+from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation
 from chaosops.env.world_sim import Scenario
+from chaosops.scenarios import choose_scenario
 
 from .answers import describe
 
@@ -40,10 +41,10 @@ class IllegalMove(ValueError):
 def scenario_of(
     failure_type: str, difficulty: str = "easy", seed: int = 0, max_steps: int | None = None
 ) -> Scenario:
-    """The scenario a reset names (``max_steps`` None: the failure type's default)."""
-    limit = {} if max_steps is None else {"max_steps": int(max_steps)}
-    return Scenario.from_type(
-        failure_type, seed=int(seed), difficulty=DifficultyTier(difficulty), **limit
+    """The scenario a reset names, checked as a suite entry is (``max_steps``
+    None: the tier's); a ValueError of one line naming the field."""
+    return choose_scenario(
+        failure_type=failure_type, difficulty=difficulty, seed=seed, max_steps=max_steps
     )
 
 

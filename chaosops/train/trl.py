@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from chaosops._extras import require
+from chaosops._urls import http_url_with_host, shown_url
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsObservation
 from chaosops.env.world_sim import Scenario
 
@@ -162,6 +163,10 @@ class ChaosOpsToolEnv:
     ) -> None:
         if reward not in REWARDS:
             raise ValueError(f"reward={reward!r}: the rewards are {' and '.join(REWARDS)}")
+        if base_url is not None and not http_url_with_host(base_url):
+            raise ValueError(
+                f"base_url={shown_url(base_url)!r}: a chaosops serve URL, http(s)://HOST:PORT"
+            )
         # how to make an episode like this one; its counterfactual is cached
         # unless the others are policy objects, which may hold state
         named = _others_key(others)

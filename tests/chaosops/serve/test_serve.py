@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -128,12 +129,69 @@ def test_bad_messages_are_answered_and_the_session_goes_on(server: str) -> None:
     with connect(server.replace("http", "ws", 1) + "/ws") as ws:
         for raw, code in (("{not json", "INVALID_JSON"), ('{"type": "dance"}', "UNKNOWN_TYPE"),
                           ('{"type": "step", "data": {"turn": 0, "action_type": "noop",'
-                           ' "colour": "red"}}', "VALIDATION_ERROR")):  # fmt: skip
+                           ' "colour": "red"}}', "EXECUTION_ERROR")):  # fmt: skip
             ws.send(raw)
             answer = json.loads(ws.recv(timeout=10))
             assert answer["type"] == "error" and answer["data"]["code"] == code, answer
+        assert answer["data"]["message"] == (
+            "BAD_ACTION: unknown field 'colour'; a step takes turn, action_type, target and args"
+        )
         ws.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
         assert json.loads(ws.recv(timeout=10))["type"] == "observation"
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"difficutly": "hard"}, "BAD_RESET: unknown field 'difficutly'; reset takes failure_type"),
+        ({"roles": "sre"}, "UNKNOWN_ROLE: roles 'sre': a list of role names"),
+        ({"max_steps": 0}, "BAD_SCENARIO: max_steps: Input should be greater than or equal to 1"),
+        ({"max_steps": 10**9}, "BAD_SCENARIO: max_steps: Input should be less than or equal"),
+        ({"seed": -1}, "BAD_SCENARIO: seed: Input should be greater than or equal to 0 (got -1)"),
+        ({"seed": 2**70}, "BAD_SCENARIO: seed: Input should be less than or equal to"),
+        ({"seed": "abc"}, "BAD_SCENARIO: seed: Input should be a valid integer (got 'abc')"),
+        ({"failure_type": "db_dedlock"}, "valid: db_deadlock, memory_leak, bad_config_push"),
+    ],
+)
+def test_a_reset_out_of_bounds_is_one_line_naming_the_field(server: str, fields, said) -> None:
+    with GenericEnvClient(base_url=server).sync() as env:
+        with pytest.raises(RuntimeError) as refused:
+            env.reset(**fields)
+        assert said in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("step", "said"),
+    [
+        ({"turn": 0, "action_type": "fly"}, "BAD_ACTION: action_type 'fly': one of noop,"),
+        ({"action_type": "noop"}, "BAD_ACTION: turn missing: the observation's turn, an integer"),
+        ({"turn": "0", "action_type": "noop"}, "BAD_ACTION: turn '0': the observation's turn"),
+        ({"turn": 0, "action_type": "noop", "why": 1}, "BAD_ACTION: unknown field 'why'"),
+        ({"turn": 0, "action_type": "noop", "args": [1]}, "BAD_ACTION: args [1]: an object"),
+    ],
+)
+def test_a_step_the_schema_refuses_is_one_line_naming_the_field(server: str, step, said) -> None:
+    with GenericEnvClient(base_url=server).sync() as env:
+        env.reset(failure_type="db_deadlock", roles=["sre"])
+        with pytest.raises(RuntimeError, match=re.escape(said)):
+            env.step(step)
+        assert env.state()["step_count"] == 0
+
+
+def test_a_scenario_without_max_steps_is_the_tiers_everywhere(server: str) -> None:
+    from chaosops.env.pettingzoo import aec_env
+    from chaosops.train.trl import ChaosOpsToolEnv
+
+    for tier, steps in (("easy", 12), ("medium", 18), ("hard", 25)):
+        with GenericEnvClient(base_url=server).sync() as env:
+            result = env.reset(failure_type="cascade", difficulty=tier, seed=128, roles=["sre"])
+            assert f"; {steps} steps to resolve" in result.observation["message"]
+        aec = aec_env(failure_type="cascade", difficulty=tier)
+        aec.reset(seed=128)
+        assert aec.env.state.max_steps == steps
+        with ChaosOpsToolEnv() as tools:
+            tools.reset(failure_type="cascade", difficulty=tier, seed=128)
+            assert tools._scenario.max_steps == steps
 
 
 def test_capacity_is_answered_at_once(tmp_path: Path) -> None:

@@ -161,3 +161,15 @@ def test_the_text_view_is_in_infos_only_when_asked_for() -> None:
     assert "Your role: sre" in texted.last()[-1]["text"]
     texted.step(_index("noop"))
     assert "Your role: oversight" in texted.last()[-1]["text"]
+
+
+def test_the_scenario_s_fields_are_checked_as_a_suite_entry_s() -> None:
+    with pytest.raises(ValueError, match="max_steps: Input should be greater than or equal to 1"):
+        aec_env(max_steps=0)
+    with pytest.raises(ValueError, match="unknown failure type 'db_dedlock'; valid: db_deadlock"):
+        aec_env(failure_type="db_dedlock")
+    env = aec_env()
+    with pytest.raises(ValueError, match="seed: Input should be greater than or equal to 0"):
+        env.reset(seed=-1)
+    with pytest.raises(ValueError, match="max_steps: Input should be less than or equal to"):
+        env.reset(seed=0, options={"max_steps": 10**9})

@@ -193,3 +193,13 @@ def test_rows_follow_the_others_they_are_told_of() -> None:
         kept = rows(role="dev", others="random")
         assert all("The episode is over." not in env.reset(**row) for row in kept)
     assert kept != rows(role="dev")  # the heuristic closes other scenarios than random does
+
+
+def test_reset_and_the_base_url_are_checked_with_one_line_each() -> None:
+    env = ChaosOpsToolEnv()
+    with pytest.raises(ValueError, match="seed: Input should be a valid integer"):
+        env.reset(failure_type="cascade", seed="abc")
+    with pytest.raises(ValueError, match="difficulty: unknown difficulty 'hardd'"):
+        env.reset(failure_type="cascade", difficulty="hardd")
+    with pytest.raises(ValueError, match="base_url='localhost:8000': a chaosops serve URL"):
+        ChaosOpsToolEnv(base_url="localhost:8000")
