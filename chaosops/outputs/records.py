@@ -248,6 +248,7 @@ def result_record(
                 "latency_ms": round(float(step.latency_s) * 1000.0, 3),
                 "tokens": usage.get("total_tokens") if isinstance(usage, Mapping) else None,
                 "parse_error": None if step.timed_out else info.get("parse_error"),
+                "played_by": info.get("played_by"),
             }
         )
     declared = result.declared_root_cause
@@ -356,6 +357,7 @@ def _step_fields(
         **_ending(result, step),
         "timed_out": bool(step.timed_out),
         "error": step.error,
+        "played_by": info.get("played_by"),
         **_token_fields(info, step.timed_out),
     }
 

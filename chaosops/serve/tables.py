@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 
+from actors import current_turn
 from chaosops.agents.results import EpisodeResult
 from chaosops.agents.runner import arun_episode
 from chaosops.env.environment import ChaosOpsEnvironment
@@ -223,8 +224,11 @@ class Table:
         on_end(self)
 
     async def _player(self, observation: ChaosOpsObservation, role: AgentRole) -> Any:
-        """Every role's policy: the seat's that claims it, else the server's."""
+        """Every role's policy: the seat's that claims it, else the server's.
+        The turn records which (``played_by``: a client's seat may close, and
+        the server's policy play its roles from then on)."""
         seat = self.claims.get(role)
+        current_turn().annotate(played_by="client" if seat is not None else "server")
         if seat is not None:
             return await seat.ask(observation, role)
         policy = self._server.get(role)

@@ -399,7 +399,7 @@ def test_a_client_that_stalls_gets_the_fallback_then_its_session_is_closed(
     try:
         with GenericEnvClient(base_url=url).sync() as env:
             result = env.reset(
-                failure_type="misrouted_traffic", seed=3, roles=["sre"], max_steps=16
+                failure_type="misrouted_traffic", seed=3, roles=["sre"], max_steps=24
             )
             session = result.observation["session"]
             time.sleep(1.5)  # turn 0 closes at its deadline: the server plays noop for it
@@ -417,6 +417,14 @@ def test_a_client_that_stalls_gets_the_fallback_then_its_session_is_closed(
     (record,) = jsonl(tmp_path / "served" / "results.jsonl")
     late = [step["turn"] for step in record["steps"] if step["timed_out"]]
     assert late == [0, 8, 12] and record["timeouts"] == 3
+    # who played each step: the client's turns until its session closed, the server's after
+    sre = {step["turn"]: step["played_by"] for step in record["steps"] if step["role"] == "sre"}
+    assert sre == {0: "client", 4: "client", 8: "client", 12: "client", 16: "server",
+                   20: "server"}, sre  # fmt: skip
+    others = {step["played_by"] for step in record["steps"] if step["role"] != "sre"}
+    assert others == {"server"}
+    lines = jsonl(tmp_path / "served" / "trajectories.jsonl")
+    assert [line["played_by"] for line in lines] == [step["played_by"] for step in record["steps"]]
 
 
 def test_a_client_that_reconnects_continues_where_it_stood(tmp_path: Path) -> None:
