@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from collections.abc import Sequence
 
@@ -69,9 +70,11 @@ def _main(argv: list[str]) -> int:
         note("interrupted")
         return 130
     except BrokenPipeError:
-        # stdout closed by a pager or `head`: nothing more to say.
-        sys.stderr.close()
-        return 1
+        # stdout closed by a pager or `head` once the outputs were written (the
+        # table comes last): exit as a shell does for a closed pipe, 128 + SIGPIPE,
+        # without the interpreter's own complaint when it flushes stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except (OSError, BaseExceptionGroup) as exc:
         # A system error the command did not report itself (a write failing
         # mid-run, in a batch's task group): one line, not a traceback.

@@ -29,7 +29,8 @@ def cmd_mock_llm(argv: Sequence[str]) -> int:
         if callable(errors):  # pydantic: name the option
             err = errors()[0]
             option = "--" + "-".join(str(part) for part in err["loc"]).replace("_", "-")
-            raise CLIError(f"mock-llm {option}: {err['msg']} (got {err.get('input')!r})") from None
+            message = str(err["msg"]).removeprefix("Value error, ")
+            raise CLIError(f"mock-llm {option}: {message} (got {err.get('input')!r})") from None
         raise CLIError(f"mock-llm: {one_line(exc)}") from None
 
     try:

@@ -58,19 +58,21 @@ class Option:
     record: Callable[[Any], Any] | None = None
     restore: Callable[[Any], Any] | None = None
     must_match: bool = False
+    serve_help: str | None = None  # chaosops serve's own words, where run's do not fit
 
     @property
     def flag(self) -> str:
         """The name messages give the option (a positional's metavar)."""
         return self.flags[0] if self.flags else f"{self.metavar} (the suites)"
 
-    def add_to(self, parser: Any) -> None:
-        """Declare the option on an argparse parser or group."""
+    def add_to(self, parser: Any, serving: bool = False) -> None:
+        """Declare the option on an argparse parser or group (``serving``: serve's)."""
+        text = self.serve_help if serving and self.serve_help else self.help
         if self.switch:
-            parser.add_argument(*self.flags, dest=self.dest, action="store_true", help=self.help)
+            parser.add_argument(*self.flags, dest=self.dest, action="store_true", help=text)
             return
         if not self.flags:  # the positional suites
-            parser.add_argument(self.dest, nargs="*", metavar=self.metavar, help=self.help)
+            parser.add_argument(self.dest, nargs="*", metavar=self.metavar, help=text)
             return
         default = self.default
         if self.default_env is not None:
@@ -85,7 +87,7 @@ class Option:
             default=default,
             metavar=self.metavar,
             choices=self.choices,
-            help=self.help,
+            help=text,
         )
 
 
@@ -355,6 +357,8 @@ OPTIONS: tuple[Option, ...] = (
         metavar="PATH",
         help="write structured JSON logs to PATH ('-' for stdout, the table then going to "
         "stderr; 'off' for none). Default for run: OUT/log.jsonl",
+        serve_help="write structured JSON logs to PATH ('-' for stdout; 'off' for none). "
+        "Default: OUT/log.jsonl",
     ),
     Option(
         ("--metrics-port",),
@@ -456,6 +460,8 @@ OPTIONS: tuple[Option, ...] = (
         help="stop the run (exit 1, finished episodes kept for --resume) once N LLM calls "
         "in a row failed for good, retries spent: the endpoint went away (default 10; "
         "0: never stop, every such turn plays the fallback)",
+        serve_help="not used by serve: a server keeps serving, and a turn whose LLM call "
+        "failed for good plays the fallback",
         file_key="llm_max_failures",
         file=_optional(int, ge=0),
         recorded="llm_max_failures",
@@ -660,10 +666,10 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
     """Declare the options of :data:`SERVED` and the LLM group on ``chaosops serve``'s parser."""
     for option in OPTIONS:
         if option.dest in SERVED:
-            option.add_to(parser)
+            option.add_to(parser, serving=True)
     llm = parser.add_argument_group(_LLM)
     for option in options_of([_LLM]):
-        option.add_to(llm)
+        option.add_to(llm, serving=True)
 
 
 def recorded_values(config: Any) -> dict[str, Any]:

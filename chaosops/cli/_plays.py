@@ -224,7 +224,8 @@ def write_summary(play: Play) -> None:
 def trouble(plays: Sequence[Play], progress: Any) -> list[str]:
     """The closing notes on what went wrong in the turns (the progress bar's
     sums), and once per LLM whose server sent no logprobs though asked for them."""
-    notes = progress.trouble()
+    logs = {play.config.telemetry.log_json for play in plays}
+    notes = progress.trouble(logs.pop() if len(logs) == 1 else None)
     for play in plays:
         for llm in play.llms.values():
             if llm.answers_without_logprobs:

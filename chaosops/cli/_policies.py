@@ -164,6 +164,8 @@ def prepare_llms(
 
     for name, settings in llms.items():
         where = "--llm-base-url" if name == "llm" else f"{run_file}: llm.{name}.base_url"
+        if name == "llm" and settings.base_url == os.environ.get("OPENAI_BASE_URL"):
+            where = "$OPENAI_BASE_URL (the default of --llm-base-url)"
         _check_url(settings.base_url, where)
     checked = set()
     for settings in llms.values():

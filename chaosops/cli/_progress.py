@@ -116,10 +116,15 @@ class ProgressBar:
                 self.first_unread = self.first_unread or str(unread)
         self._progress.update(self._task, advance=1)
 
-    def trouble(self) -> list[str]:
+    def trouble(self, log: str | None = None) -> list[str]:
         """Notes on the turns that played the fallback for a policy's fault or lateness:
-        the per-turn events are not shown on the terminal (``--log-json``
+        the per-turn events are not shown on the terminal (the JSON log, ``log``,
         has them, with tracebacks), these sum them up."""
+        where = (
+            "--log-json for each policy_error with its traceback" if log is None
+            else "each policy_error with its traceback in the JSON log on stdout" if log == "-"
+            else f"each policy_error with its traceback in {log}"
+        )  # fmt: skip
         notes = []
         if self.timeouts:
             notes.append(
@@ -131,8 +136,7 @@ class ProgressBar:
             notes.append(
                 f"{self.errors} turn(s) ({_by_role(self.errors_by_role)}) played the fallback "
                 "after a policy error or a failed LLM call (first: "
-                f"{_cut(self.first_error)}); see 'error' in trajectories.jsonl, or "
-                "--log-json for each policy_error with its traceback"
+                f"{_cut(self.first_error)}); see 'error' in trajectories.jsonl, or {where}"
             )
         if self.unread:
             notes.append(

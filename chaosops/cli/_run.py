@@ -94,6 +94,9 @@ def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) 
         note(line)
     # run.json only when this run wrote it (a resumed run keeps the folder's)
     kept = f", {config.out / RUN_FILE}" if play.wrote_run_file else ""
+    log = config.telemetry.log_json
+    if log is not None and Path(log) == config.out / LOG_FILE:
+        kept += f", {log}"
     note(f"wrote {outputs.results_path}, {outputs.trajectories_path}, {outputs.summary_path}{kept}")
     if summary["failed"]:
         note(f"{summary['failed']} episode(s) failed (see 'error' in {outputs.results_path})")

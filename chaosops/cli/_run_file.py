@@ -106,7 +106,7 @@ def _check_names(path: Path, run_file: RunFile) -> None:
             raise RunFileError(
                 path,
                 f"llm.{name}",
-                "an LLM's name is letters, digits, '_', '.' or '-', and not a scripted "
+                "an LLM's name is ASCII letters, digits, '_', '.' or '-', and not a scripted "
                 f"policy's ({', '.join(POLICIES[:-1])})",
             )
     accepted = [f.value for f in FailureType]

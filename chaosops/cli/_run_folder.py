@@ -118,6 +118,8 @@ def _shown(value: Any) -> str:
         return f"{value:g}"
     if isinstance(value, dict):
         return ", ".join(f"{k}={_shown(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(map(_shown, value)) or "none"
     return str(value)
 
 
@@ -211,6 +213,11 @@ def _check_results(out: Path, options: Mapping[str, Any], keys: PlanKeys, label:
                 stray, strays = stray or record["run_key"], strays + 1
     except OutputError as exc:
         raise output_error(exc) from None
+    if "served" in policies:  # chaosops.serve.runs.SERVED, which imports the serve extra
+        raise CLIError(
+            f"--resume: {out} was written by chaosops serve, whose episodes are played by "
+            "its clients: chaosops run cannot resume it (chaosops view shows it)"
+        )
     if policies and sorted(policies) != [label]:
         raise _refuse(out, "--policy", ", ".join(sorted(policies)), label)
     if stray is not None:

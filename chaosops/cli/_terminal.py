@@ -23,7 +23,16 @@ def console_for(stream: TextIO) -> Any:
     """A rich console writing to ``stream``: as wide as the terminal or ``$COLUMNS``,
     else 160 columns."""
     width = None if stream.isatty() or os.environ.get("COLUMNS") else 160
-    return Console(file=stream, width=width, highlight=False)
+    return _Console(file=stream, width=width, highlight=False)
+
+
+class _Console(Console):
+    """A console whose reader going away (``| head -2``) is a BrokenPipeError
+    for the command to answer (exit 141), not rich's exit 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
 
 
 class ReaderGoneStream:

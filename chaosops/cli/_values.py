@@ -168,7 +168,7 @@ def role_policy(text: str) -> tuple[str, str]:
 def name(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_.+=-]+", text):
         raise argparse.ArgumentTypeError(
-            f"expected letters, digits and _ . + = - only, got {text!r}"
+            f"expected ASCII letters, digits and _ . + = - only, got {text!r}"
         )
     return text
 
@@ -187,5 +187,9 @@ def policy_list(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(
             f"unknown policy {', '.join(map(repr, bad)) or repr(text)}; "
             f"choose from {', '.join(POLICIES)} or module:attribute (comma separated)"
+        )
+    if twice := sorted({name for name in names if names.count(name) > 1}):
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(map(repr, twice))} listed twice; each policy once"
         )
     return names

@@ -171,7 +171,7 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
         try:
             seat = self._tables.join(episode_id, played)
         except LookupError as exc:
-            raise StepRefused("NO_SUCH_EPISODE", str(exc).strip("'\"")) from None
+            raise StepRefused("NO_SUCH_EPISODE", str(exc.args[0])) from None
         except PermissionError as exc:
             raise StepRefused("ROLE_TAKEN", str(exc)) from None
         self._leave("joined another episode")
