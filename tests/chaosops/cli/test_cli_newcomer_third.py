@@ -26,8 +26,8 @@ def test_values_are_named_as_given(tmp_path: Path) -> None:
     line = assert_one_error_line(proc, "mock-llm --latency: latency 'fast' not understood")
     assert "Value error" not in line
     env = {**cli_env(), "OPENAI_BASE_URL": "garbage"}
-    proc = subprocess.run([command(), "run", "--policy", "llm", "--limit", "1"], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    proc = subprocess.run([command(), "run", "--policy", "llm", "--limit", "1"], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert_one_error_line(proc, "$OPENAI_BASE_URL (the default of --llm-base-url) 'garbage'")
     done = chaosops("run", "--tier", "easy", "--limit", "1", "--no-progress", "--out", "r",
                     cwd=tmp_path)  # fmt: skip
