@@ -16,7 +16,7 @@ and the model is a small Qwen2 with random weights. The run:
 
 Needs the ``train`` extra. Usage::
 
-    python examples/train_grpo.py [--steps 40] [--rows 55] [--plot curve.png]
+    python examples/train_grpo.py [--steps 60] [--rows 55] [--plot curve.png]
 """
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ def evaluate(model, tokenizer, held_out: list[dict], args, label: str) -> dict:
     mean = sum(credits) / len(credits)
     sd = math.sqrt(sum((c - mean) ** 2 for c in credits) / max(1, len(credits) - 1))
     report = {
-        "label": label, "rows": len(outcomes), "mean_credit": mean,
+        "label": label, "rows": len(outcomes), "mean_credit": mean, "credits": credits,
         "credit_ci95": 1.96 * sd / math.sqrt(len(credits)),
         "mean_return": sum(o.team_return for o in outcomes) / len(outcomes),
         "success": sum(o.resolved for o in outcomes) / len(outcomes),
@@ -204,6 +204,15 @@ def evaluate(model, tokenizer, held_out: list[dict], args, label: str) -> dict:
           f"{report['mean_return']:+.1f}, success {report['success']:.0%}, legal "
           f"{report['legal_share']:.0%} on {len(outcomes)} held-out rows", flush=True)  # fmt: skip
     return report
+
+
+def paired_gain(before: list[float], after: list[float]) -> tuple[float, float]:
+    """The mean change of each row's credit, and its 95% half-width (normal):
+    the two evaluations play the same rows, so the rows' own spread cancels."""
+    changes = [b - a for a, b in zip(before, after, strict=True)]
+    mean = sum(changes) / len(changes)
+    sd = math.sqrt(sum((c - mean) ** 2 for c in changes) / max(1, len(changes) - 1))
+    return mean, 1.96 * sd / math.sqrt(len(changes))
 
 
 class Curve(TrainerCallback):
@@ -258,7 +267,11 @@ def plot(log: list[dict], reports: list[dict], path: str) -> None:
 
     points = [p for p in log if p["phase"] == "grpo"]
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot([p["step"] for p in points], [p["credit"] for p in points], label="GRPO batch credit")
+    steps, credits = [p["step"] for p in points], [p["credit"] for p in points]
+    ax.plot(steps, credits, color="lightgray", label="GRPO batch credit (8 rollouts of a row)")
+    smooth = [sum(credits[max(0, i - 9) : i + 1]) / len(credits[max(0, i - 9) : i + 1])
+              for i in range(len(credits))]  # fmt: skip
+    ax.plot(steps, smooth, label="its mean over 10 steps")
     for x, report in zip((0, args_steps(points)), reports, strict=False):
         ax.errorbar([x], [report["mean_credit"]], yerr=[report["credit_ci95"]], fmt="o",
                     capsize=4, label=f"held-out credit, {report['label']}")  # fmt: skip
@@ -275,7 +288,7 @@ def args_steps(points: list[dict]) -> int:
 
 def options() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=40, help="GRPO steps (40)")
+    parser.add_argument("--steps", type=int, default=60, help="GRPO steps (60)")
     parser.add_argument("--rows", type=int, default=55, help="training rows (55)")
     parser.add_argument("--sft-steps", type=int, default=1500, help="most SFT steps (1500)")
     parser.add_argument("--sft-lr", type=float, default=2e-3, help="SFT learning rate")
@@ -286,8 +299,8 @@ def options() -> argparse.ArgumentParser:
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1)")
     parser.add_argument("--width", type=int, default=128, help="the model's hidden size")
-    parser.add_argument("--calls", type=int, default=3, help="tool calls a rollout (3)")
-    parser.add_argument("--completion-tokens", type=int, default=768,
+    parser.add_argument("--calls", type=int, default=2, help="tool calls a rollout (2)")
+    parser.add_argument("--completion-tokens", type=int, default=512,
                         help="GRPO max_completion_length, tool answers included")  # fmt: skip
     parser.add_argument("--legal-weight", type=float, default=5.0, help="legal-share weight")
     parser.add_argument("--seed-offset", type=int, default=10_000, help="training seeds' offset")
@@ -318,9 +331,9 @@ def main() -> None:
         (out / "curve.json").write_text(json.dumps({"log": log, "eval": reports}, indent=1))
         if args.plot:
             plot(log, reports, args.plot)
-    gain = reports[1]["mean_credit"] - reports[0]["mean_credit"]
-    print(f"held-out credit {gain:+.2f} after GRPO; trained in "
-          f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+    gain, half = paired_gain(reports[0]["credits"], reports[1]["credits"])
+    print(f"held-out credit {gain:+.2f} ± {half:.2f} (95%, paired by row) after GRPO; "
+          f"trained in {time.perf_counter() - started:.0f} s")  # fmt: skip
 
 
 if __name__ == "__main__":

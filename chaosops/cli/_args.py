@@ -138,12 +138,15 @@ def _add_viewer_parsers(sub: Any) -> None:
         "transcript",
         help="one episode as plain text",
         description="Print one episode of a run as plain text: each step's role, the view "
-        "it saw, its answer, the action applied and the reward.",
+        "it saw, its answer, the action applied and the reward; without --episode, list the "
+        "run's episodes with their handles, outcomes and rewards.",
     )
     tr.add_argument("folder", metavar="RUN_DIR")
     tr.add_argument(
-        "--episode", required=True, metavar="ID", help="an episode id (or its first characters)"
-    )
+        "--episode", metavar="ID",
+        help="an episode id (or its first characters), its scenario failure/tier/seed=N, "
+        "or one sample of it, ...seed=N#K; without it, the run's episodes are listed",
+    )  # fmt: skip
 
 
 def _add_serve_parser(sub: Any) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
+from chaosops.untrusted import one_line
 from chaosops.viewer.dashboard import Rate, follow, frame_view, run_view, status_line
 from chaosops.viewer.frames import frames
 from chaosops.viewer.index import NotARun, RunIndex
@@ -39,28 +40,30 @@ def open_index(folder: str | Path | None) -> Any:
 
 
 def episode_row(index: Any, wanted: str) -> Any:
-    """The finished episode ``wanted`` names: its id, a start of it, or its
-    scenario (``cascade/hard/seed=97``); one line listing the candidates when
-    it names several, or saying there is none."""
+    """The finished episode ``wanted`` names: its id, a start of it, its
+    scenario (``cascade/hard/seed=97``), one sample of it (``...seed=97#2``)
+    or its run key; one line listing the candidates when it names several,
+    or saying there is none."""
     row = index.row(wanted)
     if row is not None:
         return row
     found = [
-        r for r in index.rows if r.episode_id.startswith(wanted) or r.scenario == wanted
+        r for r in index.rows
+        if r.episode_id.startswith(wanted) or wanted in (r.scenario, r.handle, r.run_key)
     ]  # fmt: skip
     if len(found) == 1:
         return found[0]
     if found:
-        shown = ", ".join(f"{r.episode_id[:12]} ({r.scenario}, {r.policy})" for r in found[:5])
+        shown = ", ".join(f"{r.episode_id[:12]} ({r.handle}, {r.policy})" for r in found[:5])
         more = f" and {len(found) - 5} more" if len(found) > 5 else ""
         raise CLIError(
             f"{wanted!r} names {len(found)} episodes in {index.folder}: {shown}{more}; "
-            "give more of the id"
+            "give more of the id, or a sample as ...seed=N#K"
         )
     raise CLIError(
         f"no finished episode {wanted!r} in {index.folder} ({len(index.rows)} episodes; "
-        "give an id, a start of one, or a scenario as failure/tier/seed=N: "
-        "`chaosops view` or results.jsonl lists them)"
+        "give an id, a start of one, or a scenario as failure/tier/seed=N (#K for a "
+        f"sample): chaosops transcript {index.folder} lists them)"
     )
 
 
@@ -111,12 +114,27 @@ def _play_episode(console: Any, index: Any, wanted: str, delay_s: float, every_s
             live.update(frame_view(frame, title))
 
 
-def cmd_transcript(folder: str, episode: str) -> int:
-
+def cmd_transcript(folder: str, episode: str | None) -> int:
+    """One episode's transcript; without ``episode``, the run's episodes listed."""
     index = open_index(folder)
     try:
+        if episode is None:
+            sys.stdout.writelines(episode_lines(index))
+            return 0
         row = episode_row(index, episode)
         sys.stdout.write(transcript(index.record(row), index.trajectory(row.episode_id)))
     finally:
         index.close()
     return 0
+
+
+def episode_lines(index: Any) -> list[str]:
+    """A line per finished episode: its handle, id, outcome and reward."""
+    lines = [f"{'episode':<44} {'id':<12} {'policy':<12} {'outcome':<12} {'reward':>8}\n"]
+    for row in index.rows:
+        outcome = row.status if row.status != "ok" else "resolved" if row.resolved else "unresolved"
+        lines.append(
+            f"{one_line(row.handle):<44} {row.episode_id[:12]:<12} {one_line(row.policy):<12} "
+            f"{outcome:<12} {row.reward:>+8.1f}\n"
+        )
+    return lines

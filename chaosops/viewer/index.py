@@ -32,6 +32,7 @@ from chaosops.outputs import (
     SUMMARY_FILE,
     TRAJECTORIES_FILE,
     being_written,
+    parse_run_key,
     read_object,
 )
 from chaosops.role_figures import RoleTallies
@@ -55,6 +56,8 @@ class EpisodeRow:
     failure_type: str
     difficulty: str
     seed: int
+    max_steps: int
+    sample: int  # the run key's #k: which sample of its scenario (0 without --samples)
     status: str
     resolved: bool
     reward: float
@@ -70,6 +73,15 @@ class EpisodeRow:
         """What the same scenario is called in every run: failure/tier/seed."""
         return f"{self.failure_type}/{self.difficulty}/seed={self.seed}"
 
+    @property
+    def handle(self) -> str:
+        """The scenario and the sample: ``failure/tier/seed=N#k``, one episode of a run."""
+        return f"{self.scenario}#{self.sample}"
+
+    @property
+    def run_key(self) -> str:
+        return f"{self.policy}/{self.scenario}/max_steps={self.max_steps}/#{self.sample}"
+
     @classmethod
     def of(cls, number: int, record: dict[str, Any], offset: int, length: int) -> EpisodeRow:
         roles = record.get("roles") or {}
@@ -82,6 +94,8 @@ class EpisodeRow:
             failure_type=intern(str(record.get("failure_type"))),
             difficulty=intern(str(record.get("difficulty"))),
             seed=int(record.get("seed") or 0),
+            max_steps=int(record.get("max_steps") or 0),
+            sample=_sample(record.get("run_key")),
             status=intern(str(record.get("status", "ok"))),
             resolved=bool(record.get("resolved")),
             reward=float(record.get("cumulative_reward") or 0.0),
@@ -92,6 +106,11 @@ class EpisodeRow:
             offset=offset,
             length=length,
         )
+
+
+def _sample(key: Any) -> int:
+    parsed = parse_run_key(key) if isinstance(key, str) else None
+    return 0 if parsed is None else parsed[2]
 
 
 @dataclass

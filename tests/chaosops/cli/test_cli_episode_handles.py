@@ -31,3 +31,26 @@ def test_episodes_are_named_by_a_short_start_or_their_scenario(tmp_path: Path) -
     assert sum(i[:12] in line for i in ids if i.startswith(shared)) == min(count, 5)
     missing = chaosops("transcript", out, "--episode", "cascade/easy/seed=1", cwd=tmp_path)
     assert_one_error_line(missing, "no finished episode", "failure/tier/seed=N")
+
+
+def test_a_sample_has_a_handle_of_its_own_and_transcript_lists_them(tmp_path: Path) -> None:
+    out = tmp_path / "sampled"
+    proc = chaosops("run", "--tier", "hard", "--samples", "3", "--failure-type", "cascade",
+                    "--no-progress", "--out", out, cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    records = jsonl(out / "results.jsonl")
+    third = next(r for r in records if r["run_key"].endswith("/#2"))
+    handle = f"cascade/hard/seed={third['seed']}#2"
+    for name in (handle, third["run_key"]):
+        shown = chaosops("transcript", out, "--episode", name, cwd=tmp_path)
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.startswith(f"episode {third['episode_id']}")
+    several = chaosops("transcript", out, "--episode", handle[:-2], cwd=tmp_path)
+    assert_one_error_line(several, "names 3 episodes", f"{handle[:-2]}#1", "seed=N#K")
+    listed = chaosops("transcript", out, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split() == ["episode", "id", "policy", "outcome", "reward"]
+    assert len(lines) == 1 + len(records)
+    row = next(line for line in lines if line.startswith(handle + " "))
+    assert third["episode_id"][:12] in row and f"{third['cumulative_reward']:+.1f}" in row
