@@ -22,6 +22,7 @@ import actors
 from chaosops import __version__
 from chaosops.agents.llm.render import build_messages
 from chaosops.agents.runner import Policies, TurnTimeoutArg, open_batch
+from chaosops.env.models import AgentRole
 from chaosops.env.world_sim import Scenario
 from chaosops.outputs import (
     LOG_FILE,
@@ -78,10 +79,12 @@ async def arun_to_folder(
         todo = [i for i in range(len(keys)) if not done[i]]
         if log:
             actors.configure_logging(out / LOG_FILE)
+        # every role is played by what ``name`` names: the table's "played by"
+        roles = {role.value: {"policy": name, "model": None} for role in AgentRole}
         async with open_batch([planned[i] for i in todo], policies, concurrency=concurrency,
                               turn_timeout=turn_timeout) as results:  # fmt: skip
             async for index, result in results:
-                outputs.write_episode(result, policy=name, key=keys[todo[index]],
+                outputs.write_episode(result, policy=name, key=keys[todo[index]], roles=roles,
                                       render=build_messages, turn_timeout=turn_timeout)  # fmt: skip
         summary = summarise(ResultsReader(outputs.results_path), keys)
         outputs.write_summary(summary.data)

@@ -51,6 +51,7 @@ def test_a_python_run_writes_a_run_folder_the_commands_read(tmp_path: Path) -> N
         assert (out / name).stat().st_size > 0, name
     records = jsonl(out / "results.jsonl")
     full = sorted((r["run_key"], r["cumulative_reward"]) for r in records)
+    assert records[0]["roles"]["dev"]["policy"] == records[0]["policy"]  # not null: "played by"
     assert chaosops("replay", out / "results.jsonl", cwd=tmp_path).returncode == 0
     assert chaosops("watch", out, cwd=tmp_path).returncode == 0
     scenario = f"{records[0]['failure_type']}/medium/seed={records[0]['seed']}"
