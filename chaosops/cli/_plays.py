@@ -21,6 +21,7 @@ from chaosops.outputs import (
     ResultsReader,
     RunOutputs,
     atomic_write_bytes,
+    scenario_fields,
 )
 
 from ._batches import Batch, Remote, Stop, execute, plan_batches
@@ -76,12 +77,41 @@ def same_plan(entries: Sequence[RunConfig]) -> Plan:
     first = plan_digest(plans[0])
     for entry, plan in zip(entries[1:], plans[1:], strict=True):
         if plan_digest(plan) != first:
+            this, that = (
+                entry.config_file or entry.label,
+                entries[0].config_file or entries[0].label,
+            )
+            differs = _difference(plan, this, plans[0], that)
             raise CLIError(
-                f"{entry.config_file or entry.label} plans other episodes ({len(plan)}) than "
-                f"{entries[0].config_file or entries[0].label} ({len(plans[0])}); the entries of "
-                "an evaluation play the same scenarios: give them the same suites and subsets"
+                f"{this} plans other episodes than {that}: {differs}"
+                "; the entries of an evaluation play the same scenarios: give them the same "
+                "suites and subsets"
             )
     return plans[0]
+
+
+def _difference(plan: Plan, name: str, other: Plan, other_name: str) -> str:
+    """What tells two plans apart, in words: a scenario one plans and the other
+    does not, or else their deadlines."""
+
+    def shown(episode: Any) -> str:
+        f = scenario_fields(episode.scenario)
+        return (
+            f"{f['failure_type']}/{f['difficulty']}/seed={f['seed']} (max_steps {f['max_steps']})"
+        )
+
+    mine, theirs = {shown(e) for e in plan}, {shown(e) for e in other}
+    if extra := sorted(mine - theirs):
+        return f"{name} has {extra[0]}{_more(len(extra))}, which {other_name} has not"
+    if extra := sorted(theirs - mine):
+        return f"{other_name} has {extra[0]}{_more(len(extra))}, which {name} has not"
+    if len(plan) != len(other):
+        return f"{len(plan)} episodes against {len(other)} (another --samples)"
+    return "the same scenarios under other turn deadlines (the suites' turn_timeout)"
+
+
+def _more(count: int) -> str:
+    return f" and {count - 1} more" if count > 1 else ""
 
 
 def open_play(config: RunConfig, planned: Plan) -> Play:

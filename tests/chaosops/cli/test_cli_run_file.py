@@ -336,7 +336,8 @@ def test_eval_entries_must_plan_alike_and_be_named_apart(
     one = _model_file(work, "plan-a", alpha, "alpha")
     other = _model_file(work, "plan-b", beta, "beta", extra="limit = 1")
     proc = _run(work, "eval", "--config", one, "--config", other, "--out", work / "unlike")
-    assert_one_error_line(proc, "plan-b.toml", "plans other episodes", "same suites")
+    assert_one_error_line(proc, "plan-b.toml", "plans other episodes", "same suites",
+                          "plan-a.toml has memory_leak/easy/seed=97", "which")  # fmt: skip
     twin = work / "twin"
     twin.mkdir(exist_ok=True)
     same = _model_file(twin, "plan-a", beta, "beta")
