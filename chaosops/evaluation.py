@@ -320,11 +320,37 @@ def _ci_half(interval: tuple[float, float] | None) -> str:
 
 
 def write_reward_chart(rows: Sequence[EvalRow], path: str | Path) -> bool:
-    """Draw mean cumulative reward by tier, one bar group per policy, as a PNG.
+    """Draw mean cumulative reward by tier, one bar group per policy, each bar
+    with its 95% interval, as a PNG.
 
     Returns False (and writes nothing) when matplotlib is not installed
     (``pip install 'chaosops[plot]'``).
     """
+    bars = {(row.policy, row.tier): (row.mean_reward, row.mean_reward_ci) for row in rows
+            if row.mean_reward is not None}  # fmt: skip
+    return _grouped_bars(
+        [("mean cumulative reward", bars)], path, "ChaosOps: mean reward by tier (95% intervals)"
+    )
+
+
+def write_pass_chart(samples: Sequence[Any], path: str | Path) -> bool:
+    """Draw pass@1 and pass@k by tier (``samples``: :class:`chaosops.samples.SampleRow`),
+    one bar group per policy, each with its 95% interval, as a PNG; False
+    without matplotlib."""
+    k = max(row.k for row in samples)
+    panels = [
+        ("pass@1", {(r.policy, r.tier): (r.pass_at_1, r.pass_at_1_ci) for r in samples}),
+        (f"pass@{k}", {(r.policy, r.tier): (r.pass_at_k, r.pass_at_k_ci) for r in samples}),
+    ]
+    return _grouped_bars(panels, path, f"ChaosOps: pass@1 and pass@{k} by tier (95% intervals)")
+
+
+Bars = dict[tuple[str, str], tuple[float, tuple[float, float] | None]]
+
+
+def _grouped_bars(panels: Sequence[tuple[str, Bars]], path: str | Path, title: str) -> bool:
+    """Bar groups by tier, a bar per policy with its interval, a panel per
+    (label, bars); the PNG at ``path``. False when matplotlib is missing."""
     try:  # the plot extra's
         import matplotlib
 
@@ -332,25 +358,26 @@ def write_reward_chart(rows: Sequence[EvalRow], path: str | Path) -> bool:
         import matplotlib.pyplot as plt  # after use("Agg"): no display needed
     except ImportError:
         return False
-
-    policies = list(dict.fromkeys(row.policy for row in rows))
-    tiers = sorted({row.tier for row in rows}, key=_tier_sort_key)
-    by_key = {
-        (row.policy, row.tier): row.mean_reward for row in rows if row.mean_reward is not None
-    }
+    keys = [key for _, bars in panels for key in bars]
+    policies = list(dict.fromkeys(policy for policy, _ in keys))
+    tiers = sorted({tier for _, tier in keys}, key=_tier_sort_key)
     width = 0.8 / max(len(policies), 1)
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4), squeeze=False)
     try:
-        for i, policy in enumerate(policies):
-            xs = [t + (i - (len(policies) - 1) / 2) * width for t in range(len(tiers))]
-            ys = [by_key.get((policy, tier), math.nan) for tier in tiers]
-            ax.bar(xs, ys, width=width, label=policy)
-        ax.set_xticks(range(len(tiers)), tiers)
-        ax.axhline(0.0, color="black", linewidth=0.8)
-        ax.set_xlabel("tier")
-        ax.set_ylabel("mean cumulative reward")
-        ax.set_title("ChaosOps: mean reward by tier")
-        ax.legend()
+        for ax, (label, bars) in zip(axes[0], panels, strict=True):
+            for i, policy in enumerate(policies):
+                xs = [t + (i - (len(policies) - 1) / 2) * width for t in range(len(tiers))]
+                got = [bars.get((policy, tier), (math.nan, None)) for tier in tiers]
+                ys = [value for value, _ in got]
+                low = [value - ci[0] if ci else 0.0 for value, ci in got]
+                high = [ci[1] - value if ci else 0.0 for value, ci in got]
+                ax.bar(xs, ys, width=width, label=policy, yerr=[low, high], capsize=3)
+            ax.set_xticks(range(len(tiers)), tiers)
+            ax.axhline(0.0, color="black", linewidth=0.8)
+            ax.set_xlabel("tier")
+            ax.set_ylabel(label)
+            ax.legend()
+        fig.suptitle(title)
         fig.tight_layout()
         fig.savefig(Path(path), format="png")
     finally:

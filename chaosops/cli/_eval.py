@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from chaosops.evaluation import render_table, rows_to_json, write_reward_chart
+from chaosops.evaluation import render_table, rows_to_json, write_pass_chart, write_reward_chart
 from chaosops.outputs import EVAL_FILE, atomic_write_bytes
 from chaosops.role_figures import render_role_table
 from chaosops.samples import render_sample_table
@@ -134,6 +134,8 @@ def _report(
     _write(
         config, json_path, chart, _payload(plays, episodes, rows, interrupted), rows, interrupted
     )
+    if samples and chart is not None and not interrupted:
+        _write_pass_chart(samples, chart)
     return _closing(config, plays, episodes, stop)
 
 
@@ -150,6 +152,17 @@ def _payload(plays: Sequence[Play], episodes: int, rows: Any, interrupted: bool)
         "rows": _rows_json(rows),
         "samples": [row.to_json() for play in plays for row in play.summary.samples] or None,
     }
+
+
+def _write_pass_chart(samples: Sequence[Any], chart: Path) -> None:
+    """pass@1 and pass@k beside the reward chart (``eval_pass_at_k_by_tier.png``)."""
+    stem = chart.stem.replace("reward", "pass_at_k") if "reward" in chart.stem else chart.stem
+    path = chart.with_name(f"{stem if stem != chart.stem else stem + '_pass_at_k'}.png")
+    try:
+        if write_pass_chart(samples, path):
+            note(f"wrote {path}")
+    except OSError as exc:
+        raise CLIError(f"cannot write the chart {path}: {exc.strerror or exc}", code=1) from None
 
 
 def _closing(config: RunConfig, plays: Sequence[Play], episodes: int, stop: Any) -> int:

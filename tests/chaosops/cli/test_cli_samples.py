@@ -69,3 +69,13 @@ def test_pass_at_1_intervals_stay_within_0_and_1_and_have_width(tmp_path: Path) 
         low, high = row[f"{name}_ci"]
         assert 0.0 <= low <= row[name] <= high <= 1.0 and high - low > 0.1, row
     assert "(0%-0%)" not in proc.stdout and "(100%-100%)" not in proc.stdout
+
+
+def test_eval_with_samples_draws_pass_at_k_beside_the_reward_chart(tmp_path: Path) -> None:
+    out = tmp_path / "ev"
+    proc = chaosops("eval", "--policies", "random,heuristic", "--tier", "easy", "--samples", "2",
+                    "--limit", "4", "--no-progress", "--out", out, cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for name in ("eval_reward_by_tier.png", "eval_pass_at_k_by_tier.png"):
+        assert (tmp_path / "ev" / name).read_bytes()[:4] == b"\x89PNG", name
+        assert f"wrote {tmp_path / 'ev' / name}" in proc.stderr
