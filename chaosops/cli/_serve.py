@@ -17,6 +17,7 @@ from actors import timeouts_by_role
 from chaosops._extras import missing_extra
 from chaosops.env.models import AgentRole
 from chaosops.outputs import OutputError
+from chaosops.untrusted import printable
 
 from ._config import (
     Deadlines,
@@ -95,7 +96,7 @@ def _serve(args: argparse.Namespace, out: Any, rules: Any, llms: dict[str, Any],
     SIGTERM (exit 143), each writing what was served before the exit."""
     sock = listening_socket(args.host, args.port)
     try:
-        runs = served_runs(out).open()
+        runs = served_runs(out, announce=_say).open()
     except OutputError as exc:
         sock.close()
         raise output_error(exc, resumable=False) from None  # a server starts afresh
@@ -154,6 +155,14 @@ def _server_class(uvicorn: Any) -> Any:
             await super().shutdown(sockets)
 
     return Server
+
+
+def _say(line: str) -> None:
+    """A line on stdout, where the server's address went: an episode served, the total."""
+    try:
+        print(f"chaosops serve: {printable(line)}", flush=True)
+    except (BrokenPipeError, ValueError):  # nobody reads stdout any more: the folder has it
+        pass
 
 
 def _close(runs: Any) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,9 @@ __all__ = ["SERVED", "ServedRuns"]
 # loop and the episodes waiting stay few.
 _SHARE, _BACKLOG, _MAX_SHARE = 0.1, 64, 0.5
 
+STATUS_EVERY_S = 5.0
+"""How often a server says how many episodes it served, while it serves some."""
+
 SERVED = "served"
 """What the outputs call a served episode's players (their ``policy``)."""
 
@@ -35,8 +38,13 @@ class ServedRuns:
     would stop the loop at once; written in a thread, the thread would take
     the interpreter from the loop in slices of milliseconds."""
 
-    def __init__(self, out: str | Path) -> None:
+    def __init__(self, out: str | Path, announce: Callable[[str], None] | None = None) -> None:
         self.outputs = RunOutputs(out)
+        # told a line every STATUS_EVERY_S while episodes are written, and the total
+        # at the end: a line an episode would flood a reader, or fill a pipe nobody reads
+        self.announce = announce
+        self.served = self.resolved = 0
+        self._said = time.monotonic()
         self._seen: Counter[str] = Counter()
         self._keys: list[str] = []
         self._queue: deque[tuple[EpisodeResult, Mapping[str, Mapping[str, Any]]]] = deque()
@@ -93,6 +101,15 @@ class ServedRuns:
         self._keys.append(key)
         self.outputs.write_episode(result, policy=SERVED, key=key, render=build_messages,
                                    roles=played)  # fmt: skip
+        self.served += 1
+        self.resolved += bool(result.resolved)
+        if self.announce is not None and time.monotonic() - self._said >= STATUS_EVERY_S:
+            self._said = time.monotonic()
+            outcome = "resolved" if result.resolved else "unresolved"
+            self.announce(
+                f"{self.served} episode(s) served, {self.resolved} resolved; the last, "
+                f"{key.split('/', 1)[1]}: {outcome}, reward {result.cumulative_reward:+.1f}"
+            )
 
     def close(self) -> None:
         """The writes queued, summary.json of what was served, then the files
@@ -107,6 +124,11 @@ class ServedRuns:
         records = ResultsReader(self.outputs.results_path)
         self.outputs.write_summary(summarise(records, self._keys).data)
         self.outputs.close()
+        if self.announce is not None:
+            self.announce(
+                f"served {self.served} episode(s), {self.resolved} resolved; wrote "
+                f"{self.outputs.results_path}, {self.outputs.summary_path}"
+            )
 
     def __enter__(self) -> ServedRuns:
         return self.open()

@@ -516,3 +516,19 @@ async def test_ctrl_c_stops_a_session_waiting_for_another_clients_move(tmp_path:
         with pytest.raises(RuntimeError, match=r"EPISODE_STOPPED: .* the server is stopping"):
             await waiting
     assert jsonl(tmp_path / "served" / "results.jsonl") == []  # unfinished: not written
+
+
+def test_a_server_says_what_it_served_when_it_stops(tmp_path: Path) -> None:
+    proc, url = _start(tmp_path)
+    try:
+        with GenericEnvClient(base_url=url).sync() as env:
+            result = env.reset(failure_type="db_deadlock", seed=0, roles=["sre"])
+            env.step({"turn": result.observation["turn"], "action_type": "restart",
+                      "target": "db"})  # fmt: skip
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    last = out.splitlines()[-1]
+    assert last.startswith("chaosops serve: served 1 episode(s), 1 resolved; wrote "), out
+    assert "summary.json" in last
