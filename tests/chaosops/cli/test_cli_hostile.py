@@ -109,6 +109,8 @@ def test_a_huge_answer_is_not_read_past_the_limit(work: Path, hostile: str) -> N
     assert steps and all("over 1048576 bytes" in s["error"] for s in steps)
     assert (out / "trajectories.jsonl").stat().st_size < 1 << 20
     assert "played the fallback after a policy error or a failed LLM call" in proc.stderr
+    # the run's log holds each policy_error with its traceback: the note says where
+    assert f"each policy_error with its traceback in {out / 'log.jsonl'}" in proc.stderr
 
 
 @pytest.mark.parametrize(

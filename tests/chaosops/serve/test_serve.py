@@ -380,7 +380,7 @@ async def test_two_clients_play_their_roles_of_one_episode(tmp_path: Path) -> No
             total = (await a.state())["cumulative_reward"]
         assert sum(sre) == pytest.approx(total) and sum(dev) == pytest.approx(total)
         with GenericEnvClient(base_url=url).sync() as c:
-            with pytest.raises(RuntimeError, match="NO_SUCH_EPISODE"):
+            with pytest.raises(RuntimeError, match=f"NO_SUCH_EPISODE: no open episode '{episode}'"):
                 c.reset(join=episode)
     finally:
         _stop(proc)
