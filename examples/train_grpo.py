@@ -11,8 +11,9 @@ and the model is a small Qwen2 with random weights. The run:
    sampled completions are calls to real tools;
 2. evaluates on the canonical scenarios, held out: no training row is one;
 3. trains GRPO with ``ChaosOpsToolEnv(reward="credit")`` and the legal-move
-   share as a small format term, on the training seeds;
-4. evaluates again, and draws the reward curve (``--plot``, matplotlib).
+   share as a small format term, on the training seeds, evaluating every
+   ``--eval-every`` steps and at the end;
+4. draws the curve (``--plot``, matplotlib) and writes its data (curve.json).
 
 Needs the ``train`` extra. Usage::
 
@@ -216,10 +217,19 @@ def paired_gain(before: list[float], after: list[float]) -> tuple[float, float]:
 
 
 class Curve(TrainerCallback):
-    """One line per GRPO step, and the points of the curve."""
+    """One line per GRPO step, and a held-out evaluation every ``every`` steps
+    (``reports`` gets each, with its step)."""
 
-    def __init__(self, log: list[dict]) -> None:
-        self.log = log
+    def __init__(self, log: list[dict], reports: list[dict], evaluate, every: int) -> None:
+        self.log, self.reports, self.evaluate, self.every = log, reports, evaluate, every
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        last = state.global_step == state.max_steps
+        due = last or (self.every and state.global_step % self.every == 0)
+        if self.evaluate is not None and model is not None and due:
+            label = "after GRPO" if last else f"at GRPO step {state.global_step}"
+            self.reports.append({**self.evaluate(model, label), "step": state.global_step})
+            model.train()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or "loss" not in logs:
@@ -235,7 +245,8 @@ class Curve(TrainerCallback):
               f"{point['calls']:.2f}, failed {point['failed']:.2f}", flush=True)  # fmt: skip
 
 
-def grpo(model, tokenizer, args, log: list[dict], out: Path) -> Qwen2ForCausalLM:
+def grpo(model, tokenizer, args, log: list[dict], out: Path, curve: Curve | None = None
+         ) -> Qwen2ForCausalLM:  # fmt: skip
     """GRPO from the SFT model; the trained model. The SFT model is saved
     first: TRL builds the KL term's reference model from a checkpoint."""
     model.save_pretrained(out / "sft")
@@ -253,7 +264,7 @@ def grpo(model, tokenizer, args, log: list[dict], out: Path) -> Qwen2ForCausalLM
         train_dataset=train_rows.select(range(min(args.rows, len(train_rows)))),
         reward_funcs=[legal_share],
         environment_factory=functools.partial(ChaosOpsToolEnv, reward="credit"),
-        callbacks=[Curve(log)],
+        callbacks=[curve or Curve(log, [], None, 0)],
     )  # fmt: skip
     trainer.train()
     return trainer.model
@@ -268,22 +279,17 @@ def plot(log: list[dict], reports: list[dict], path: str) -> None:
     points = [p for p in log if p["phase"] == "grpo"]
     fig, ax = plt.subplots(figsize=(7, 4))
     steps, credits = [p["step"] for p in points], [p["credit"] for p in points]
-    ax.plot(steps, credits, color="lightgray", label="GRPO batch credit (8 rollouts of a row)")
     smooth = [sum(credits[max(0, i - 9) : i + 1]) / len(credits[max(0, i - 9) : i + 1])
               for i in range(len(credits))]  # fmt: skip
-    ax.plot(steps, smooth, label="its mean over 10 steps")
-    for x, report in zip((0, args_steps(points)), reports, strict=False):
-        ax.errorbar([x], [report["mean_credit"]], yerr=[report["credit_ci95"]], fmt="o",
-                    capsize=4, label=f"held-out credit, {report['label']}")  # fmt: skip
-    ax.set_xlabel("GRPO step")
+    ax.plot(steps, smooth, color="gray", label="training batches, sampled (mean of 10 steps)")
+    ax.errorbar([r["step"] for r in reports], [r["mean_credit"] for r in reports],
+                yerr=[r["credit_ci95"] for r in reports], fmt="o-", capsize=4,
+                label="held-out rows, greedy (95% interval)")  # fmt: skip
+    ax.set_xlabel("GRPO step (0: after SFT)")
     ax.set_ylabel("SRE credit (return minus all-noop return)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-
-
-def args_steps(points: list[dict]) -> int:
-    return points[-1]["step"] if points else 0
 
 
 def options() -> argparse.ArgumentParser:
@@ -305,6 +311,8 @@ def options() -> argparse.ArgumentParser:
     parser.add_argument("--legal-weight", type=float, default=5.0, help="legal-share weight")
     parser.add_argument("--seed-offset", type=int, default=10_000, help="training seeds' offset")
     parser.add_argument("--eval-rows", type=int, default=55, help="held-out rows (55)")
+    parser.add_argument("--eval-every", type=int, default=20, help="GRPO steps between "
+                        "held-out evaluations (20; 0: before and after only)")  # fmt: skip
     parser.add_argument("--out", default=None, help="output folder (default: a temp one)")
     parser.add_argument("--plot", default=None, help="PNG of the reward curve")
     return parser
@@ -325,13 +333,17 @@ def main() -> None:
               f"parameters, vocabulary {len(tokenizer)}", flush=True)  # fmt: skip
         sft(model, tokenizer, examples, args, log)
         held_out = rows(role="sre")[: args.eval_rows]
-        reports = [evaluate(model, tokenizer, held_out, args, "after SFT")]
-        model = grpo(model, tokenizer, args, log, out)
-        reports.append(evaluate(model, tokenizer, held_out, args, "after GRPO"))
+
+        def held_out_eval(model, label: str) -> dict:
+            return evaluate(model, tokenizer, held_out, args, label)
+
+        reports = [{**held_out_eval(model, "after SFT"), "step": 0}]
+        curve = Curve(log, reports, held_out_eval, args.eval_every)
+        model = grpo(model, tokenizer, args, log, out, curve)
         (out / "curve.json").write_text(json.dumps({"log": log, "eval": reports}, indent=1))
         if args.plot:
             plot(log, reports, args.plot)
-    gain, half = paired_gain(reports[0]["credits"], reports[1]["credits"])
+    gain, half = paired_gain(reports[0]["credits"], reports[-1]["credits"])
     print(f"held-out credit {gain:+.2f} ± {half:.2f} (95%, paired by row) after GRPO; "
           f"trained in {time.perf_counter() - started:.0f} s")  # fmt: skip
 
