@@ -130,6 +130,7 @@ LAZY_IMPORTS = (
     "uvloop", "fcntl",  # not on every platform
     "uvicorn", "starlette", "chaosops.viewer.web", "prometheus_client",  # slow to import
     "chaosops.mock_llm", "chaosops.agents.llm.policy", "chaosops.agents.llm.http",  # load those
+    "chaosops.cli",  # the command itself, loaded by the console script once Ctrl-C is handled
 )  # fmt: skip
 
 
