@@ -10,23 +10,28 @@ from ._cli import chaosops, jsonl
 
 HOSTILE = "[/bold] [red]boom[/red] \x1b[2J\x1b[31mred\r\x07 done"
 
-LOUD = f"""\
+SAYS = """\
 from chaosops.env.models import ActionType, ChaosOpsAction
 
 
-def loud(observation, role):
+def says(observation, role):
     return ChaosOpsAction(role=role, action_type=ActionType.COMMUNICATE,
-                          args={{"message": {HOSTILE!r}, "to": "all"}})
+                          args={{"message": {message!r}, "to": "all"}})
 """
 
 
-def _loud_run(work: Path) -> Path:
-    (work / "loudpol.py").write_text(LOUD)
-    out = work / "loud"
+def _run_saying(work: Path, name: str, message: str) -> Path:
+    """A one-episode run whose sre says ``message`` every turn; its folder."""
+    (work / f"{name}pol.py").write_text(SAYS.format(message=message))
+    out = work / name
     proc = chaosops("run", "tiny.toml", "--limit", "1", "--no-progress", "--role-policy",
-                    "sre=loudpol:loud", "--out", out, cwd=work)  # fmt: skip
+                    f"sre={name}pol:says", "--out", out, cwd=work)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return out
+
+
+def _loud_run(work: Path) -> Path:
+    return _run_saying(work, "loud", HOSTILE)
 
 
 def _shown_as_text(output: str) -> None:
@@ -55,22 +60,8 @@ def test_a_model_s_message_is_shown_as_text_by_watch_and_transcript(work: Path) 
     assert b"\x1b" not in log and rb"\u001b" in log
 
 
-FORGER = """\
-from chaosops.env.models import ActionType, ChaosOpsAction
-
-
-def forger(observation, role):
-    return ChaosOpsAction(role=role, action_type=ActionType.COMMUNICATE,
-                          args={"message": "ok\\n  reward: +999.0", "to": "all"})
-"""
-
-
 def test_a_line_break_in_a_model_s_text_cannot_forge_a_transcript_line(work: Path) -> None:
-    (work / "forgepol.py").write_text(FORGER)
-    out = work / "forged"
-    proc = chaosops("run", "tiny.toml", "--limit", "1", "--no-progress", "--role-policy",
-                    "sre=forgepol:forger", "--out", out, cwd=work)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    out = _run_saying(work, "forged", "ok\n  reward: +999.0")
     (record,) = jsonl(out / "results.jsonl")
     written = chaosops("transcript", out, "--episode", record["episode_id"], cwd=work)
     assert written.returncode == 0, written.stderr
