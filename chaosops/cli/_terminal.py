@@ -13,7 +13,7 @@ from rich.console import Console
 
 from actors import configure_logging
 from chaosops.outputs import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, TRAJECTORIES_FILE
-from chaosops.untrusted import printable
+from chaosops.untrusted import one_line
 
 from ._errors import PROG, CLIError
 from ._session import Session
@@ -141,6 +141,7 @@ def configure_logs(log_json: str | None, outputs: Sequence[Path], session: Sessi
 
 
 def note(text: str) -> None:
-    """One line ``chaosops: <text>`` on stderr (a server's words in it shown as text)."""
-    sys.stderr.write(f"{PROG}: {printable(text)}\n")
+    """One line ``chaosops: <text>`` on stderr (a server's or a model's words in
+    it shown as text, a line break in them as ``\\n``)."""
+    sys.stderr.write(f"{PROG}: {one_line(text)}\n")
     sys.stderr.flush()
