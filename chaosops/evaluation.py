@@ -43,6 +43,8 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from chaosops.env.failures import ROGUE_AGENT_BY_FAILURE
+from chaosops.env.models import FailureType
 from chaosops.stats import mean_interval, wilson_interval
 from chaosops.untrusted import plain
 
@@ -60,14 +62,6 @@ __all__ = [
 
 #: Tiers in display order; unknown tiers sort after these, alphabetically.
 TIER_ORDER: tuple[str, ...] = ("easy", "medium", "hard")
-
-#: Failure types whose cause is a rogue fleet agent, with that agent
-#: (docs/world.md, "Scenarios and reset").
-_ROGUE_BY_FAILURE: dict[str, str] = {
-    "autoscaler_cost_cut": "autoscaler",
-    "misrouted_traffic": "load_balancer",
-    "rogue_deploy_bot": "deploy_bot",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +101,9 @@ def _rogue_of(record: Mapping[str, Any]) -> str | None:
     # failure type); from the failure type only for a record without the field.
     if "rogue_fleet_agent" in record:
         return _text(record["rogue_fleet_agent"]) or None
-    return _ROGUE_BY_FAILURE.get(_text(record.get("failure_type")) or "")
+    failure = _text(record.get("failure_type")) or ""
+    known = failure in FailureType._value2member_map_
+    return ROGUE_AGENT_BY_FAILURE.get(FailureType(failure)) if known else None
 
 
 def ran_to_end(record: Mapping[str, Any]) -> bool:

@@ -72,8 +72,6 @@ __all__ = [
 
 HEALTHY = ServiceHealth.HEALTHY
 DEGRADED = ServiceHealth.DEGRADED
-CRITICAL = ServiceHealth.CRITICAL
-DOWN = ServiceHealth.DOWN
 
 FLAG_NAMES: tuple[str, ...] = (
     "resolved",
@@ -110,8 +108,6 @@ CHAT_TAIL = 8
 INBOX_TAIL = 8
 OVERSIGHT_NOTE = "fleet actions visible; cross-reference with alerts."
 
-
-_HEALTH_RANK = {DOWN: 0, CRITICAL: 1, DEGRADED: 2, HEALTHY: 3}
 
 # Members bound to short module names for the rules and views.
 _MANAGER = AgentRole.MANAGER
@@ -623,8 +619,3 @@ class WorldSim:
 
 def _copy_metrics(m: ServiceMetrics) -> ServiceMetrics:
     return m.model_copy()
-
-
-def health_rank(health: ServiceHealth) -> int:
-    """Sort key: worst health first (down < critical < degraded < healthy)."""
-    return _HEALTH_RANK[health]
