@@ -167,8 +167,9 @@ class ChaosOpsAEC(AECEnv):
 
     def observe(self, agent: str) -> dict[str, Any]:
         obs = self._started()
-        acting = agent == self.agent_selection and not obs.done
-        view = obs.view if acting else self.env.world.project_view(agent)
+        # the acting agent's view is the observation's: projecting it again costs a step
+        own_turn = agent == self.agent_selection and not obs.done
+        view = obs.view if own_turn else self.env.world.project_view(agent)
         shown = [view.visible_metrics.get(name) for name in SERVICE_NAMES]
         values = [
             (0, 0, 0, 0, 0) if m is None
