@@ -125,7 +125,7 @@ def sft(model, tokenizer, examples: list[dict], args, log: list[dict]) -> None:
         ids = encode(tokenizer, row["prompt"] + row["completion"], False)
         batch.append((torch.tensor([ids]), torch.tensor([[-100] * len(asked) + ids[len(asked) :]])))
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.sft_lr)
-    order = random.Random(0)
+    order = random.Random(args.seed)
     for step in range(1, args.sft_steps + 1):
         model.train()
         ids, labels = batch[order.randrange(len(batch))]
@@ -256,7 +256,7 @@ def grpo(model, tokenizer, args, log: list[dict], out: Path, curve: Curve | None
         max_completion_length=args.completion_tokens,
         max_tool_calling_iterations=args.calls, temperature=args.temperature,
         learning_rate=args.lr, logging_steps=1, save_strategy="no", report_to="none",
-        use_cpu=True, seed=0, reward_weights=[args.legal_weight],
+        use_cpu=True, seed=args.seed, reward_weights=[args.legal_weight],
     )  # fmt: skip
     train_rows = dataset(role="sre", seed_offset=args.seed_offset)
     trainer = GRPOTrainer(
@@ -304,6 +304,7 @@ def options() -> argparse.ArgumentParser:
     parser.add_argument("--beta", type=float, default=0.04, help="KL weight to the SFT model")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1)")
+    parser.add_argument("--seed", type=int, default=0, help="torch's, the SFT order's, TRL's")
     parser.add_argument("--width", type=int, default=128, help="the model's hidden size")
     parser.add_argument("--calls", type=int, default=2, help="tool calls a rollout (2)")
     parser.add_argument("--completion-tokens", type=int, default=512,
@@ -321,7 +322,7 @@ def options() -> argparse.ArgumentParser:
 def main() -> None:
     args = options().parse_args()
     torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(args.out or scratch)
