@@ -4,7 +4,7 @@ roles' turns, and the scoring of finished rollouts, the credit's
 counterfactual included) against the GRPO phase's (TRL's generation, the
 loss and the optimizer on the example's model). Needs the train extra. Usage::
 
-    python benchmarks/train_grpo.py [--steps 8]
+    python benchmarks/train_grpo.py [--steps 8] [--threads 1]
 """
 
 from __future__ import annotations
@@ -43,8 +43,12 @@ def _timed(method):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8, help="GRPO steps (default 8)")
-    steps = parser.parse_args().steps
-    args = train_grpo.options().parse_args(["--steps", str(steps), "--sft-steps", "400"])
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    given = parser.parse_args()
+    steps = given.steps
+    args = train_grpo.options().parse_args(
+        ["--steps", str(steps), "--sft-steps", "400", "--threads", str(given.threads)]
+    )
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as scratch:
         examples = train_grpo.oracle_demonstrations(Path(scratch) / "oracle", args.seed_offset)
