@@ -66,7 +66,6 @@ class _Local:
     """The episode in this process: ``others`` play the roles not trained."""
 
     def __init__(self, others: Others) -> None:
-        self.others = others
         self.play = RolePlay(others=others)
 
     def start(self, scenario: Scenario, role: AgentRole) -> tuple[ChaosOpsObservation, float]:
@@ -134,12 +133,13 @@ def _others_key(others: Others) -> Any:
 
 @dataclass(slots=True)
 class _Tally:
+    """The trained role's calls in one rollout: applied, and refused."""
+
     legal: int = 0
     refused: int = 0
-    fallback: int | None = None  # None until the rollout is finished
 
-    def share(self) -> float:
-        turns = self.legal + self.refused + (self.fallback or 0)
+    def share(self, fallback: int) -> float:
+        turns = self.legal + self.refused + fallback
         return self.legal / turns if turns else 0.0
 
 
@@ -180,6 +180,7 @@ class ChaosOpsToolEnv:
         self._scenario: Scenario | None = None
         self._seen: Any = None  # the role's view at its last move
         self._tally = _Tally()
+        self._outcome: Outcome | None = None  # the rollout scored, once it is over
         # TRL offers every public function of the class as a tool: close() is
         # the instance's own, so that a model is never offered it.
         self.close = self._close
@@ -199,14 +200,14 @@ class ChaosOpsToolEnv:
         """
         self._role = AgentRole(role)
         self._scenario = scenario_of(failure_type, difficulty, seed, max_steps)
-        self._tally = _Tally()
+        self._tally, self._outcome = _Tally(), None
         obs, reward = self._world.start(self._scenario, self._role)
         self._seen = obs.view
         return _shown(describe(obs, self._role), reward)
 
     def _move(self, kind: ActionType, target: str | None = None, **args: Any) -> str:
         action = ChaosOpsAction(role=self._role, action_type=kind, target=target, args=args)
-        if self._tally.fallback is not None:
+        if self._outcome is not None:
             raise IllegalMove("the episode is over: reset() to start another")
         try:
             obs, reward = self._world.move(action)
@@ -289,17 +290,22 @@ class ChaosOpsToolEnv:
     @property
     def outcome(self) -> Outcome:
         """The rollout, scored (:class:`Outcome`): reading it ends the rollout,
-        its remaining turns played by the fallback."""
+        its remaining turns played by the fallback. Scored once: TRL reads it
+        for each reward function."""
         if self._scenario is None:
             raise IllegalMove("no episode yet: reset() first")
-        if self._tally.fallback is None:
-            self._tally.fallback = self._world.finish()
+        if self._outcome is None:
+            self._outcome = self._score(self._scenario)
+        return self._outcome
+
+    def _score(self, scenario: Scenario) -> Outcome:
+        fallback = self._world.finish()
         team = self._world.reward()
         play = _cached_fallback_return if self._cached else _fallback_return
-        baseline = play(*self._how, self._scenario, self._role)
+        baseline = play(*self._how, scenario, self._role)
         return Outcome(
-            team_return=team, credit=team - baseline, legal_share=self._tally.share(),
-            resolved=self._world.resolved, fallback_turns=self._tally.fallback,
+            team_return=team, credit=team - baseline, legal_share=self._tally.share(fallback),
+            resolved=self._world.resolved, fallback_turns=fallback,
         )  # fmt: skip
 
     @property
