@@ -17,8 +17,6 @@ from chaosops.env.models import AgentRole, ChaosOpsObservation, RoleView
 
 __all__ = ["describe", "describe_change"]
 
-_NONE = "(none)"
-
 
 def describe(obs: ChaosOpsObservation, role: AgentRole) -> str:
     """What ``role`` sees, as text for a model, with the moves it may make."""
@@ -34,7 +32,7 @@ def describe_change(before: RoleView | None, obs: ChaosOpsObservation, role: Age
     if before is None:
         return describe(obs, role)
     head = render_head(obs, role)
-    changed = _nonempty_sections(render_view(_delta(before, obs.view)))
+    changed = render_view(_delta(before, obs.view), titles=_TITLES)
     body = changed or "Nothing else changed in your view."
     if obs.done:
         return f"{head}\n{body}\nThe episode is over."
@@ -73,22 +71,7 @@ def _common(old: list[str], new: list[str]) -> int:
     return next((i for i, line in enumerate(new) if line not in seen), len(new))
 
 
+# The sections of a change, retitled (an empty one is left out)
 _TITLES = {"METRICS": "HEALTH CHANGED", "ALERTS": "NEW ALERTS", "LOGS": "NEW LOGS",
            "FLEET ACTIONS": "NEW FLEET ACTIONS", "CHAT": "NEW CHAT", "INBOX": "NEW INBOX",
            "NOTE": "NEW NOTE"}  # fmt: skip
-
-
-def _nonempty_sections(text: str) -> str:
-    """The rendered sections that hold an entry, retitled as changes."""
-    sections: list[tuple[str, list[str]]] = []
-    for line in text.splitlines():
-        title = line[3:] if line.startswith("## ") else None
-        if title in _TITLES and len(sections) < len(_TITLES):
-            sections.append((_TITLES[title], []))
-        elif sections:
-            sections[-1][1].append(line)
-    return "\n".join(
-        f"## {title}\n" + "\n".join(entries)
-        for title, entries in sections
-        if entries and entries != [_NONE]
-    )

@@ -30,6 +30,7 @@ line breaks replaced by spaces, so it can never open a section of its own.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from importlib import resources
@@ -110,37 +111,52 @@ def _bullet(text: str) -> str:
     return f"- {_one_line(text)}"
 
 
-def _section(lines: list[str], title: str, entries: list[str]) -> None:
+def _section(
+    lines: list[str], title: str, entries: list[str], titles: Mapping[str, str] | None = None
+) -> None:
+    if titles is not None:  # a section left out when empty, under the title given
+        if entries:
+            lines.append(f"## {titles.get(title, title)}")
+            lines.extend(entries)
+        return
     lines.append(f"## {title}")
     lines.extend(entries if entries else [_NONE])
 
 
-def render_view(view: RoleView) -> str:
-    """Render the sections of a role's view (metrics, alerts, logs, ...)."""
+def render_view(view: RoleView, titles: Mapping[str, str] | None = None) -> str:
+    """Render the sections of a role's view (metrics, alerts, logs, ...).
+
+    With ``titles`` (section title -> title shown), only the sections that
+    hold an entry are rendered, retitled: what a partial view, such as the
+    change since a role's last move, needs."""
     lines: list[str] = []
     metrics = [_METRICS_HEADER] if view.visible_metrics else []
     metrics.extend(
         _metrics_row(name, m.health, m.cpu_pct, m.memory_mb, m.latency_ms, m.error_rate, m.replicas)
         for name, m in view.visible_metrics.items()
     )
-    _section(lines, "METRICS", metrics)
+    _section(lines, "METRICS", metrics, titles)
     alerts = view.visible_alerts
     _section(
         lines,
         "ALERTS",
         [_alert_row(a.severity, a.service, a.message, a.triggered_at_step) for a in alerts],
+        titles,
     )
     logs = view.visible_logs
-    _section(lines, "LOGS", [_log_row(g.timestamp, g.service, g.level, g.message) for g in logs])
+    _section(
+        lines, "LOGS", [_log_row(g.timestamp, g.service, g.level, g.message) for g in logs], titles
+    )
     fleet = view.visible_fleet_actions
     _section(
         lines,
         "FLEET ACTIONS",
         [_fleet_row(f.step, f.agent_name, f.action, f.target) for f in fleet],
+        titles,
     )
-    _section(lines, "CHAT", [_bullet(c) for c in view.shared_chat])
-    _section(lines, "INBOX", [_bullet(c) for c in view.private_inbox])
-    _section(lines, "NOTE", [_one_line(view.private_note)] if view.private_note else [])
+    _section(lines, "CHAT", [_bullet(c) for c in view.shared_chat], titles)
+    _section(lines, "INBOX", [_bullet(c) for c in view.private_inbox], titles)
+    _section(lines, "NOTE", [_one_line(view.private_note)] if view.private_note else [], titles)
     return "\n".join(lines)
 
 
