@@ -141,6 +141,7 @@ class ChaosOpsAEC(AECEnv):
         self.env = ChaosOpsEnvironment()
         self.cumulative_rewards: dict[str, float] = {}
         self._observation: ChaosOpsObservation | None = None
+        self._allowed: Any = None  # the acting agent's mask: judged once an observation
 
     def observation_space(self, agent: str) -> gymnasium.spaces.Space:
         return self.observation_spaces[agent]
@@ -155,7 +156,7 @@ class ChaosOpsAEC(AECEnv):
         seed = random.randrange(2**31) if seed is None else int(seed)
         failure = chosen["failure_type"] or random.Random(seed).choice(list(FailureType)).value
         scenario = scenario_of(failure, chosen["difficulty"], seed, chosen["max_steps"])
-        self._observation = self.env.reset(scenario=scenario)
+        self._now(self.env.reset(scenario=scenario))
         self.agents = list(self.possible_agents)
         self.rewards = dict.fromkeys(self.agents, 0.0)
         self.cumulative_rewards = dict.fromkeys(self.agents, 0.0)
@@ -192,10 +193,15 @@ class ChaosOpsAEC(AECEnv):
         }
 
     def _mask(self, agent: str) -> np.ndarray:
-        obs = self._observation
-        if obs is None or obs.done or agent != self.agent_selection:
+        if self._allowed is None or agent != self.agent_selection:
             return np.zeros(len(MOVES), dtype=np.int8)
-        return _legal(AgentRole(agent), services_of(obs)).copy()
+        return self._allowed.copy()
+
+    def _now(self, obs: ChaosOpsObservation) -> ChaosOpsObservation:
+        """``obs`` becomes the current observation, with its mover's legal moves."""
+        self._observation = obs
+        self._allowed = None if obs.done else _legal(obs.turn_role, services_of(obs))
+        return obs
 
     def _started(self) -> ChaosOpsObservation:
         if self._observation is None:
@@ -208,17 +214,16 @@ class ChaosOpsAEC(AECEnv):
         return {"text": describe(self._started(), AgentRole(self.agent_selection))}
 
     def step(self, action: Any) -> None:
-        obs = self._started()
+        self._started()
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
             self._remove(agent, action)
             return
         index = _index(action)
-        legal = _legal(AgentRole(agent), services_of(obs))[index]
-        move = MOVES[index if legal else _NOOP]
+        move = MOVES[index if self._allowed[index] else _NOOP]
         self.cumulative_rewards[agent] = 0.0
         before = self.env.state.cumulative_reward
-        self._observation = obs = self.env.step(ChaosOpsAction(role=agent, **move))
+        obs = self._now(self.env.step(ChaosOpsAction(role=agent, **move)))
         reward = self.env.state.cumulative_reward - before  # an unresolved end's penalty too
         self.rewards = dict.fromkeys(self.agents, reward)
         for name in self.agents:
@@ -262,7 +267,7 @@ class ChaosOpsAEC(AECEnv):
         return describe(self._observation, AgentRole(self.agent_selection))
 
     def close(self) -> None:
-        self._observation = None
+        self._observation = self._allowed = None
 
 
 def _index(action: Any) -> int:
