@@ -44,7 +44,6 @@ from rich import box
 from rich.table import Table
 
 from chaosops.env.failures import ROGUE_AGENT_BY_FAILURE
-from chaosops.env.models import FailureType
 from chaosops.stats import mean_interval, wilson_interval
 from chaosops.untrusted import plain
 
@@ -101,9 +100,8 @@ def _rogue_of(record: Mapping[str, Any]) -> str | None:
     # failure type); from the failure type only for a record without the field.
     if "rogue_fleet_agent" in record:
         return _text(record["rogue_fleet_agent"]) or None
-    failure = _text(record.get("failure_type")) or ""
-    known = failure in FailureType._value2member_map_
-    return ROGUE_AGENT_BY_FAILURE.get(FailureType(failure)) if known else None
+    # FailureType is a StrEnum: its members hash and compare as their names
+    return ROGUE_AGENT_BY_FAILURE.get(_text(record.get("failure_type")) or "")
 
 
 def ran_to_end(record: Mapping[str, Any]) -> bool:
