@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
+from chaosops.outputs import parse_run_key
 from chaosops.untrusted import one_line
 from chaosops.viewer.dashboard import Rate, follow, frame_view, run_view, status_line
 from chaosops.viewer.frames import frames
@@ -47,10 +48,8 @@ def episode_row(index: Any, wanted: str) -> Any:
     row = index.row(wanted)
     if row is not None:
         return row
-    found = [
-        r for r in index.rows
-        if r.episode_id.startswith(wanted) or wanted in (r.scenario, r.handle, r.run_key)
-    ]  # fmt: skip
+    key = parse_run_key(wanted)  # the run key's own reader, not a copy of its format
+    found = [r for r in index.rows if _names(wanted, key, r)]
     if len(found) == 1:
         return found[0]
     if found:
@@ -80,6 +79,14 @@ def cmd_watch(folder: str | None, episode: str | None, every_s: float, delay_s: 
     finally:
         index.close()
     return 0
+
+
+def _names(wanted: str, key: Any, row: Any) -> bool:
+    """Whether ``wanted`` (``key``: it read as a run key, or None) names ``row``."""
+    if row.episode_id.startswith(wanted) or wanted in (row.scenario, row.handle):
+        return True
+    scenario = (row.failure_type, row.difficulty, row.seed, row.max_steps)
+    return key == (row.policy, scenario, row.sample)
 
 
 def _follow_run(console: Any, index: Any, every_s: float) -> None:

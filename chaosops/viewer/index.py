@@ -78,10 +78,6 @@ class EpisodeRow:
         """The scenario and the sample: ``failure/tier/seed=N#k``, one episode of a run."""
         return f"{self.scenario}#{self.sample}"
 
-    @property
-    def run_key(self) -> str:
-        return f"{self.policy}/{self.scenario}/max_steps={self.max_steps}/#{self.sample}"
-
     @classmethod
     def of(cls, number: int, record: dict[str, Any], offset: int, length: int) -> EpisodeRow:
         roles = record.get("roles") or {}
