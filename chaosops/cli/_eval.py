@@ -156,8 +156,9 @@ def _payload(plays: Sequence[Play], episodes: int, rows: Any, interrupted: bool)
 
 def _write_pass_chart(samples: Sequence[Any], chart: Path) -> None:
     """pass@1 and pass@k beside the reward chart (``eval_pass_at_k_by_tier.png``)."""
-    stem = chart.stem.replace("reward", "pass_at_k") if "reward" in chart.stem else chart.stem
-    path = chart.with_name(f"{stem if stem != chart.stem else stem + '_pass_at_k'}.png")
+    stem = chart.stem
+    stem = stem.replace("reward", "pass_at_k") if "reward" in stem else f"{stem}_pass_at_k"
+    path = chart.with_name(f"{stem}.png")
     try:
         if write_pass_chart(samples, path):
             note(f"wrote {path}")
