@@ -34,8 +34,9 @@ class Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def refuse_repeats(argv: Sequence[str]) -> None:
-    """Refuse an option of one value given twice: the last would silently win."""
+def refuse_repeats(argv: Sequence[str], role_policies: Sequence[tuple[str, str]] = ()) -> None:
+    """Refuse an option of one value given twice, and a role given twice to
+    ``--role-policy`` (``role_policies``, as parsed): the last would silently win."""
     given = Counter(arg.split("=", 1)[0] for arg in argv if arg.startswith("--"))
     for option, count in given.items():
         if count > 1 and option not in REPEATABLE:
@@ -43,22 +44,11 @@ def refuse_repeats(argv: Sequence[str]) -> None:
                 "; a role of its own: --role-policy ROLE=POLICY" if option == "--policy" else ""
             )
             raise CLIError(f"{option} is given {count} times; give it once{advice}")
-    roles = Counter(value.split("=", 1)[0] for value in _values_of("--role-policy", argv))
+    roles = Counter(role for role, _ in role_policies)
     if twice := sorted(role for role, count in roles.items() if count > 1):
         raise CLIError(
             f"--role-policy gives {twice[0]} {roles[twice[0]]} times; give each role once"
         )
-
-
-def _values_of(option: str, argv: Sequence[str]) -> list[str]:
-    """The values given to ``option`` (``--option VALUE`` and ``--option=VALUE``)."""
-    values = []
-    for index, arg in enumerate(argv):
-        if arg == option and index + 1 < len(argv):
-            values.append(argv[index + 1])
-        elif arg.startswith(option + "="):
-            values.append(arg.split("=", 1)[1])
-    return values
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -57,7 +57,7 @@ def _main(argv: list[str]) -> int:
                 f"choose the command from {', '.join([*_COMMANDS, 'mock-llm'])}"
             )
         args = parser.parse_args(argv)
-        refuse_repeats(argv)
+        refuse_repeats(argv, vars(args).get("role_policy") or ())
         if args.command is None:
             parser.error(f"missing command; choose from {', '.join([*_COMMANDS, 'mock-llm'])}")
         if args.command == "eval":
