@@ -42,6 +42,7 @@ from chaosops.agents.folders import run_to_folder
 from chaosops.agents.policies import scripted_policy
 from chaosops.env.models import SERVICE_NAMES, AgentRole, FailureType
 from chaosops.scenarios import canonical_suite_paths, load_scenarios
+from chaosops.stats import mean_interval
 from chaosops.train import call_tool, dataset, legal_share, rows, sft_dataset, tool_schemas
 from chaosops.train.trl import ChaosOpsToolEnv
 
@@ -192,11 +193,10 @@ def evaluate(model, tokenizer, held_out: list[dict], args, label: str) -> dict:
         play(model, tokenizer, env, row, args.calls)
         outcomes.append(env.outcome)
     credits = [o.credit for o in outcomes]
-    mean = sum(credits) / len(credits)
-    sd = math.sqrt(sum((c - mean) ** 2 for c in credits) / max(1, len(credits) - 1))
+    mean, half = mean_and_half(credits)
     report = {
         "label": label, "rows": len(outcomes), "mean_credit": mean, "credits": credits,
-        "credit_ci95": 1.96 * sd / math.sqrt(len(credits)),
+        "credit_ci95": half,
         "mean_return": sum(o.team_return for o in outcomes) / len(outcomes),
         "success": sum(o.resolved for o in outcomes) / len(outcomes),
         "legal_share": sum(o.legal_share for o in outcomes) / len(outcomes),
@@ -207,13 +207,18 @@ def evaluate(model, tokenizer, held_out: list[dict], args, label: str) -> dict:
     return report
 
 
+def mean_and_half(values: list[float]) -> tuple[float, float]:
+    """The mean of ``values`` and the half-width of its 95% interval, the one
+    chaosops' own figures give a mean (Student's t); NaN for a single value."""
+    interval = mean_interval(values)
+    half = math.nan if interval is None else (interval[1] - interval[0]) / 2
+    return sum(values) / len(values), half
+
+
 def paired_gain(before: list[float], after: list[float]) -> tuple[float, float]:
-    """The mean change of each row's credit, and its 95% half-width (normal):
-    the two evaluations play the same rows, so the rows' own spread cancels."""
-    changes = [b - a for a, b in zip(before, after, strict=True)]
-    mean = sum(changes) / len(changes)
-    sd = math.sqrt(sum((c - mean) ** 2 for c in changes) / max(1, len(changes) - 1))
-    return mean, 1.96 * sd / math.sqrt(len(changes))
+    """The mean change of each row's credit, and its 95% half-width: the two
+    evaluations play the same rows, so the rows' own spread cancels."""
+    return mean_and_half([b - a for a, b in zip(before, after, strict=True)])
 
 
 class Curve(TrainerCallback):
