@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import MutableMapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import IO, Any, TextIO
 
 import structlog
@@ -27,13 +28,15 @@ from ._json import dumps, dumps_text, json_safe
 __all__ = ["configure_logging", "disable_logging", "get_logger", "json_safe", "log_enabled"]
 
 DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR
-_LEVELS = {
-    "debug": DEBUG,
-    "info": INFO,
-    "warning": WARNING,
-    "error": ERROR,
-    "critical": logging.CRITICAL,
-}
+_LEVELS = MappingProxyType(
+    {
+        "debug": DEBUG,
+        "info": INFO,
+        "warning": WARNING,
+        "error": ERROR,
+        "critical": logging.CRITICAL,
+    }
+)
 _TIMESTAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # ISO 8601 in UTC, always with microseconds
 
 

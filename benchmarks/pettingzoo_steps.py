@@ -12,7 +12,7 @@ import argparse
 import statistics
 import time
 
-from chaosops.env.pettingzoo import aec_env
+from chaosops.train.pettingzoo import aec_env
 
 
 def steps_per_second(text: bool, episodes: int, difficulty: str) -> float:

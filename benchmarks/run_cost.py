@@ -56,9 +56,9 @@ def _without(part: str) -> None:
     """In the ``--child`` process: the command as it is, less ``part``'s cost
     (none for ``""``; the log's is taken out by its flag)."""
     if part == "prompts":
-        from chaosops.cli import _plays
+        from chaosops.runs import engine
 
-        _plays.renderer = lambda: None  # trajectory lines get a null prompt
+        engine.renderer = lambda: None  # trajectory lines get a null prompt
     elif part == "system-prompt":
         from chaosops.agents.llm import render
 

@@ -15,10 +15,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
 import train_grpo
 
+from chaosops.agents.llm.answers import describe
 from chaosops.agents.policies import oracle_policy
 from chaosops.env.models import AgentRole, FailureType
 from chaosops.train import call_tool, rows, tool_call
-from chaosops.train.answers import describe
 from chaosops.train.trl import ChaosOpsToolEnv
 
 

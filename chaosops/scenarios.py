@@ -66,6 +66,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any
 
 from pydantic import (
@@ -243,21 +244,23 @@ class Suite:
         return [e.scenario for e in self.entries]
 
 
-_FIELD_HINTS = {
-    "name": 'a non-empty string, e.g. name = "my-suite"',
-    "description": "a string",
-    "scenarios": "one or more [[scenarios]] tables",
-    "failure_type": f"one of: {_VALID_FAILURES}",
-    "difficulty": f"one of: {_VALID_TIERS}",
-    "seeds": f"a list of integers from 0 to {MAX_SEED}, e.g. seeds = [0, 31, 62]",
-    "seed_start": f"an integer from 0 to {MAX_SEED}",
-    "seed": f"an integer from 0 to {MAX_SEED}",
-    "count": f"an integer from 1 to {MAX_ENTRY_COUNT}",
-    "seed_step": "an integer",
-    "max_steps": f"an integer from 1 to {MAX_MAX_STEPS}",
-    "inject_misleading_logs": "true or false",
-    "turn_timeout": f"a table role -> seconds (finite, > 0); roles: {_VALID_ROLES}",
-}
+_FIELD_HINTS = MappingProxyType(
+    {
+        "name": 'a non-empty string, e.g. name = "my-suite"',
+        "description": "a string",
+        "scenarios": "one or more [[scenarios]] tables",
+        "failure_type": f"one of: {_VALID_FAILURES}",
+        "difficulty": f"one of: {_VALID_TIERS}",
+        "seeds": f"a list of integers from 0 to {MAX_SEED}, e.g. seeds = [0, 31, 62]",
+        "seed_start": f"an integer from 0 to {MAX_SEED}",
+        "seed": f"an integer from 0 to {MAX_SEED}",
+        "count": f"an integer from 1 to {MAX_ENTRY_COUNT}",
+        "seed_step": "an integer",
+        "max_steps": f"an integer from 1 to {MAX_MAX_STEPS}",
+        "inject_misleading_logs": "true or false",
+        "turn_timeout": f"a table role -> seconds (finite, > 0); roles: {_VALID_ROLES}",
+    }
+)
 
 
 _TOP_FIELDS = ("name", "description", "difficulty", "scenarios")

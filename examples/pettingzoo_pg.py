@@ -22,7 +22,7 @@ import time
 import numpy as np
 import torch
 
-from chaosops.env.pettingzoo import aec_env
+from chaosops.train.pettingzoo import aec_env
 
 ROLES = ("sre", "oversight", "dev", "manager")
 HELD_OUT = 1_000_000  # evaluation seeds start here; training seeds stay below

@@ -38,9 +38,9 @@ from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM,
 from trl import GRPOConfig, GRPOTrainer
 from trl.chat_template_utils import add_response_schema, parse_response, qwen2_5_chat_template
 
-from chaosops.agents.folders import run_to_folder
 from chaosops.agents.policies import scripted_policy
 from chaosops.env.models import SERVICE_NAMES, AgentRole, FailureType
+from chaosops.runs import run_to_folder
 from chaosops.scenarios import canonical_suite_paths, load_scenarios
 from chaosops.stats import mean_interval
 from chaosops.train import call_tool, dataset, legal_share, rows, sft_dataset, tool_schemas

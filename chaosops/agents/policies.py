@@ -10,7 +10,8 @@ roles of an episode draws in turn order.
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
 from typing import Any, TypeAlias
 
 from chaosops.env.models import (
@@ -27,9 +28,11 @@ from chaosops.samples import policy_seed
 
 __all__ = [
     "SCRIPTED",
+    "Others",
     "Policy",
     "heuristic_policy",
     "oracle_policy",
+    "policies_for",
     "random_policy",
     "scripted_policy",
 ]
@@ -47,19 +50,21 @@ _RANDOM_ACTIONS = (
     ActionType.SCALE,
 )
 _RANDOM_TARGETS = ("auth", "payments", "notifications", "db")
-_RANDOM_REPLICAS = [1, 2, 3, 4, 5]
-_RANDOM_MESSAGES = [
+_RANDOM_REPLICAS = (1, 2, 3, 4, 5)
+_RANDOM_MESSAGES = (
     "checking metrics",
     "someone should look at this",
     "i'll try a rollback",
     "standing by",
-]
+)
 _ROGUE_CANDIDATES = frozenset(FLEET_AGENT_NAMES)
-_HEALTH_RANK = {
-    ServiceHealth.DOWN: 0,
-    ServiceHealth.CRITICAL: 1,
-    ServiceHealth.DEGRADED: 2,
-}
+_HEALTH_RANK = MappingProxyType(
+    {
+        ServiceHealth.DOWN: 0,
+        ServiceHealth.CRITICAL: 1,
+        ServiceHealth.DEGRADED: 2,
+    }
+)
 MANAGER_BRIEF = "SRE: diagnose. Dev: stage a rollback. Oversight: watch the fleet."
 
 
@@ -220,3 +225,20 @@ def scripted_policy(name: str, scenario: Scenario) -> Policy:
     if name == "oracle":
         return oracle_policy(scenario.failure_type)
     raise ValueError(f"unknown scripted policy {name!r}; choose from {', '.join(SCRIPTED)}")
+
+
+Others: TypeAlias = "str | Policy | Mapping[str, str | Policy]"
+"""The policies of the roles a trainer or a client leaves: a scripted policy's
+name or a policy for all, or one of those by role."""
+
+
+def policies_for(others: Others, scenario: Scenario) -> dict[AgentRole, Policy]:
+    """Each role's policy for one episode: a name or a policy for all, or a map by role."""
+    by_role = others if isinstance(others, Mapping) else dict.fromkeys(AgentRole, others)
+    made: dict[str, Policy] = {}  # one scripted policy object shared, as the runner does
+    chosen: dict[AgentRole, Policy] = {}
+    for role, policy in by_role.items():
+        if isinstance(policy, str):
+            policy = made.setdefault(policy, scripted_policy(policy, scenario))
+        chosen[AgentRole(role)] = policy
+    return chosen

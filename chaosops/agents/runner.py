@@ -49,13 +49,13 @@ from typing import Any, TypeAlias
 import anyio
 
 import actors
-from chaosops.agents.results import EpisodeResult, EpisodeStep
 from chaosops.env.environment import DEFAULT_TURN_ORDER, ChaosOpsEnvironment
 from chaosops.env.models import (
     ActionType,
     AgentRole,
     ChaosOpsAction,
 )
+from chaosops.env.results import EpisodeResult, EpisodeStep
 from chaosops.env.world_sim import Scenario
 
 __all__ = [
@@ -68,6 +68,7 @@ __all__ = [
     "arun_batch",
     "arun_episode",
     "open_batch",
+    "role_map_of",
     "run_batch",
     "run_episode",
 ]
@@ -263,7 +264,8 @@ def _check_batch(
     return listed
 
 
-def _policies_for(policies: Policies, scenario: Scenario) -> PolicyMap:
+def role_map_of(policies: Policies, scenario: Scenario) -> PolicyMap:
+    """The role map of one scenario: ``policies`` itself, or what the factory makes."""
     if not callable(policies) or isinstance(policies, Mapping):
         return policies
     table = policies(scenario)
@@ -443,7 +445,7 @@ def _episode_job(
         return arun_episode(
             env,
             scenario,
-            _policies_for(policies, scenario),
+            role_map_of(policies, scenario),
             turn_timeout=turn_timeout,
             fields=fields,
         )
@@ -477,7 +479,7 @@ async def arun_batch(
     """Run one episode per scenario (each on a fresh environment), at most
     ``concurrency`` at a time; results in the order of ``scenarios``.
     ``options`` are the fields of :class:`BatchOptions`.
-    (:mod:`chaosops.agents.cluster` has the same on Ray worker actors.)
+    (:mod:`chaosops.runs.workers` has the same on Ray worker actors.)
 
     ``policies`` is a role map or a factory ``scenario -> role map``. With
     deterministic policies and no deadline, the results equal running the

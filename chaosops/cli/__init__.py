@@ -10,19 +10,17 @@ folder that already holds a run); 130 interrupted by Ctrl-C (SIGINT), 143 by
 SIGTERM; 141 when stdout was closed. Every error is one line on stderr,
 ``chaosops: error: ...``.
 
-Modules: ``_options`` (the run options' table), ``_args`` and ``_values``
-(parser and value types), ``_run_file`` (``--config`` files), ``_resume``
-(options restored from run.json), ``_config`` (the frozen ``RunConfig``,
-eval's entries), ``_plan`` (suites, planned episodes, deadlines),
-``_policies`` (policy factories, LLM setup), ``_run_folder`` (what a run
-folder records, checks before writing), ``_plays`` (configurations played
-into their folders), ``_batches`` (batch execution, signals), ``_stopping``
-(Ctrl-C while a run stops), ``_cluster`` (``--ray``), ``_progress`` (the
-progress bar), ``_terminal`` (consoles, notes, JSON logs), ``_telemetry``
-(metrics, traces), ``_session``, ``_folders`` and ``_errors``; one module per
-command (``_run``, ``_eval``, ``_replay``, ``_scenarios``, ``_watch`` for
-watch and transcript, ``_view``, ``_serve``, ``_mock``) and ``_main``
-(dispatch). The console script enters through ``chaosops._entry``.
+The command parses, merges (defaults < run file < run.json on resume <
+argv), builds a run configuration, hands it to the run engine
+(:mod:`chaosops.runs`) and renders what it returns. Modules: ``_args`` (the
+parser, generated from the engine's option table), ``_run_file``
+(``--config`` files), ``_resume`` (options restored from run.json),
+``_config`` (arguments to ``RunConfig``, eval's entries), ``_progress`` (the
+progress bar), ``_terminal`` (consoles, JSON logs), ``_telemetry`` (metrics,
+traces), ``_folders`` and ``_errors``; one module per command (``_run``,
+``_eval``, ``_replay``, ``_scenarios``, ``_watch`` for watch and transcript,
+``_view``, ``_serve``, ``_mock``) and ``_main`` (dispatch). The console
+script enters through ``chaosops._entry``.
 """
 
 from __future__ import annotations
@@ -30,30 +28,5 @@ from __future__ import annotations
 from ._args import build_parser
 from ._errors import CLIError
 from ._main import main
-from ._plan import (
-    Plan,
-    PlannedEpisode,
-    effective_timeout,
-    expand_episodes_per_type,
-    load_suites,
-    timeout_groups,
-)
-from ._policies import policy_factory
-from ._replay import Mismatch, replay_records
-from ._run_folder import build_summary
 
-__all__ = [
-    "CLIError",
-    "Mismatch",
-    "Plan",
-    "PlannedEpisode",
-    "build_parser",
-    "build_summary",
-    "effective_timeout",
-    "expand_episodes_per_type",
-    "load_suites",
-    "main",
-    "policy_factory",
-    "replay_records",
-    "timeout_groups",
-]
+__all__ = ["CLIError", "build_parser", "main"]

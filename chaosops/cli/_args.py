@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from chaosops import __version__
+from chaosops.runs import values as v
+from chaosops.runs.options import REPEATABLE as _REPEATABLE_OPTIONS
+from chaosops.runs.options import add_options, add_serve_options
 
-from . import _values as v
 from ._errors import PROG, CLIError, one_line
-from ._options import REPEATABLE as _REPEATABLE_OPTIONS
-from ._options import add_options, add_serve_options
 
 DEFAULT_EVAL_OUT = Path("runs") / "eval"
 DEFAULT_EVAL_POLICIES: tuple[str, ...] = ("random", "heuristic", "oracle")

@@ -1,65 +1,27 @@
-"""The command's name, its error type and one-line error text."""
+"""The command's error type; the one-line texts are the run engine's."""
 
 from __future__ import annotations
 
-import re
-from types import MappingProxyType
-from typing import Any
-
-PROG = "chaosops"
-
-
-class CLIError(Exception):
-    """A failure reported as one line ``chaosops: error: <message>``, exit ``code``."""
-
-    def __init__(self, message: str, code: int = 2) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-_ADVICE = MappingProxyType(
-    {
-        "not-a-folder": "pass --out with a folder path",
-        "not-writable": "pass --out with a writable folder",
-        "holds-a-run": "pass --resume to continue that run, or a new --out folder",
-        "in-use": "wait for that run to end, or pass another --out",
-        "another-plan": "resume with the options of that run",
-    }
+from chaosops.runs.errors import (
+    PROG,
+    RunError,
+    one_line,
+    os_error_in,
+    os_error_line,
+    output_error,
 )
-"""What to do about each kind of output folder trouble (an ``OutputError``'s reason)."""
+
+__all__ = [
+    "PROG",
+    "CLIError",
+    "RunError",
+    "one_line",
+    "os_error_in",
+    "os_error_line",
+    "output_error",
+]
 
 
-def output_error(exc: Any, resumable: bool = True) -> CLIError:
-    """An ``OutputError`` as the command's one line: what is wrong, then the
-    option to use (``resumable``: the command has ``--resume``); exit 2 for the
-    user's input, 1 for the system."""
-    advice = _ADVICE.get(exc.reason or "")
-    if exc.reason == "holds-a-run" and not resumable:
-        advice = "pass a new --out folder"
-    message = f"{exc}; {advice}" if advice else str(exc)
-    return CLIError(message, code=2 if exc.usage else 1)
-
-
-def one_line(text: object) -> str:
-    """``text`` on one line: line breaks (and the blanks around them) become ``"; "``."""
-    return re.sub(r"\s*\n\s*", "; ", str(text).strip())
-
-
-def os_error_in(exc: BaseException) -> OSError | None:
-    """``exc`` if it is an :class:`OSError`; for an exception group (a batch's
-    task group) made of nothing but OSErrors, the first of them; else None."""
-    if isinstance(exc, OSError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        matched, rest = exc.split(OSError)
-        if matched is not None and rest is None:
-            while isinstance(matched, BaseExceptionGroup):
-                matched = matched.exceptions[0]
-            return matched if isinstance(matched, OSError) else None
-    return None
-
-
-def os_error_line(error: OSError) -> str:
-    """``"<file>: <reason>"`` for a system error (the file when it names one)."""
-    where = f"{error.filename}: " if error.filename is not None else ""
-    return f"{where}{one_line(error.strerror or error)}"
+class CLIError(RunError):
+    """A failure of the command's own input, reported as one line
+    ``chaosops: error: <message>``, exit ``code``."""

@@ -15,18 +15,20 @@ import orjson
 from chaosops.evaluation import render_table, rows_to_json, write_pass_chart, write_reward_chart
 from chaosops.outputs import EVAL_FILE, atomic_write_bytes
 from chaosops.role_figures import render_role_table
+from chaosops.runs.batches import stop_code, withheld_note
+from chaosops.runs.cluster import recipe
+from chaosops.runs.engine import Play, open_folders, open_play, play_all, same_plan, unplayed
+from chaosops.runs.errors import note
+from chaosops.runs.folder import played, refuse_existing
+from chaosops.runs.policies import prepare_llms, role_map_factory
+from chaosops.runs.session import Session
 from chaosops.samples import render_sample_table
 
-from ._batches import stop_code, withheld_note
-from ._cluster import recipe
 from ._config import RunConfig
 from ._errors import CLIError
-from ._plays import Play, open_folders, open_play, play_all, same_plan, trouble, unplayed
-from ._policies import prepare_llms, role_map_factory
-from ._run_folder import played, refuse_existing
-from ._session import Session
+from ._progress import ProgressBar, trouble
 from ._telemetry import start_telemetry
-from ._terminal import configure_logs, console_for, note
+from ._terminal import configure_logs, console_for
 
 
 def _check_outputs(out: Path, outputs: tuple[tuple[Path | None, str | None, str], ...]) -> None:
@@ -94,7 +96,10 @@ def cmd_eval(config: RunConfig, entries: Sequence[RunConfig], session: Session) 
     if config.json == "-":
         table_stream = sys.stderr
     open_folders(plays)
-    stop, progress = play_all(plays, config, session, label="eval")
+    progress = ProgressBar(
+        enabled=config.progress, total=sum(play.todo() for play in plays), label="eval"
+    )
+    stop, progress = play_all(plays, config, session, progress)
     return _report(config, plays, stop, progress, (json_path, chart, table_stream))
 
 

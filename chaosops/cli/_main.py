@@ -9,12 +9,15 @@ import sys
 from collections.abc import Sequence
 
 from actors import resolve_loop
+from chaosops.runs.cluster import on_cluster
+from chaosops.runs.errors import note
+from chaosops.runs.session import Session
+from chaosops.runs.stopping import restoring_signals
 from chaosops.untrusted import printable
 
 from ._args import build_parser, refuse_repeats
-from ._cluster import on_cluster
 from ._config import RunConfig, config_from_args, eval_entries
-from ._errors import PROG, CLIError, one_line, os_error_in, os_error_line
+from ._errors import PROG, CLIError, RunError, one_line, os_error_in, os_error_line
 from ._eval import cmd_eval
 from ._folders import new_run_folder
 from ._mock import cmd_mock_llm
@@ -24,10 +27,7 @@ from ._run import cmd_run
 from ._run_file import apply_run_file
 from ._scenarios import cmd_scenarios
 from ._serve import cmd_serve
-from ._session import Session
-from ._stopping import restoring_signals
 from ._telemetry import finish
-from ._terminal import note
 from ._view import cmd_view
 from ._watch import cmd_transcript, cmd_watch
 
@@ -64,7 +64,7 @@ def _main(argv: list[str]) -> int:
             return _dispatch(args, eval_entries(args, argv))
         args = fill_from_run_file(apply_run_file(args, argv), argv)
         return _dispatch(_new_folder(args))
-    except CLIError as exc:
+    except RunError as exc:
         return _report(exc)
     except KeyboardInterrupt:
         note("interrupted")
@@ -114,7 +114,7 @@ def _dispatch(args: argparse.Namespace, entries: Sequence[RunConfig] = ()) -> in
                 entries = [dataclasses.replace(e, workers=config.workers) for e in entries]
                 return cmd_eval(config, entries, session)
             return cmd_run(config, session)
-    except CLIError as exc:
+    except RunError as exc:
         return _report(exc)  # said before the metrics' linger, not after it
     finally:
         finish(config.telemetry, session)  # the metrics' linger, the last spans sent

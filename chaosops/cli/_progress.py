@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from rich.progress import Task
 
     from actors import JobResults
+    from chaosops.runs.engine import Play
 
 
 class _LiveText(ProgressColumn):
@@ -153,3 +154,18 @@ def _by_role(counts: Counter[str]) -> str:
 def _cut(text: str | None, size: int = 160) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= size else text[: size - 3] + "..."
+
+
+def trouble(plays: Sequence[Play], progress: Any) -> list[str]:
+    """The closing notes on what went wrong in the turns (the progress bar's
+    sums), and once per LLM whose server sent no logprobs though asked for them."""
+    logs = {play.config.telemetry.log_json for play in plays}
+    notes = progress.trouble(logs.pop() if len(logs) == 1 else None)
+    for play in plays:
+        for llm in play.llms.values():
+            if llm.answers_without_logprobs:
+                notes.append(
+                    f"{llm.answers_without_logprobs} answer(s) of {llm.model} came without "
+                    "the logprobs asked for (--llm-logprobs): the server returned none"
+                )
+    return notes

@@ -9,12 +9,11 @@ from typing import Any
 
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.outputs import RUN_FILE, read_object
+from chaosops.runs.options import LLM_FLAGS, RECORDED
 
 from ._args import given_options
 from ._errors import CLIError
 from ._folders import LATEST, latest_run
-from ._options import RECORDED
-from ._run_file import LLM_FLAGS
 
 
 def fill_from_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argparse.Namespace:

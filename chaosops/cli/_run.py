@@ -9,20 +9,22 @@ from typing import Any
 from chaosops.evaluation import render_table
 from chaosops.outputs import LOG_FILE, RUN_FILE, OutputError, ResultsReader
 from chaosops.role_figures import render_role_table
+from chaosops.runs.batches import stop_code, withheld_note
+from chaosops.runs.cluster import recipe
+from chaosops.runs.engine import Play, open_folders, open_play, play_all, unplayed
+from chaosops.runs.errors import note
+from chaosops.runs.folder import build_summary
+from chaosops.runs.plan import plan_episodes
+from chaosops.runs.policies import prepare_llms, role_map_factory
+from chaosops.runs.session import Session
 from chaosops.samples import render_sample_table
 
-from ._batches import stop_code, withheld_note
-from ._cluster import recipe
 from ._config import RunConfig
-from ._errors import CLIError, os_error_in, os_error_line
+from ._errors import CLIError, RunError, os_error_in, os_error_line
 from ._folders import LATEST, point_latest
-from ._plan import plan_episodes
-from ._plays import Play, open_folders, open_play, play_all, trouble, unplayed
-from ._policies import prepare_llms, role_map_factory
-from ._run_folder import build_summary
-from ._session import Session
+from ._progress import ProgressBar, trouble
 from ._telemetry import start_telemetry
-from ._terminal import configure_logs, console_for, note
+from ._terminal import configure_logs, console_for
 
 
 def cmd_run(config: RunConfig, session: Session) -> int:
@@ -45,13 +47,14 @@ def cmd_run(config: RunConfig, session: Session) -> int:
     if in_folder:
         try:
             table_stream = configure_logs(log, play.files, session)
-        except CLIError:
+        except RunError:
             play.outputs.close()
             raise
     if config.point_latest:
         _point_latest(config.out)
     try:
-        stop, progress = play_all([play], config, session, label=config.label)
+        progress = ProgressBar(enabled=config.progress, total=play.todo(), label=config.label)
+        stop, progress = play_all([play], config, session, progress)
     except (OSError, BaseExceptionGroup) as exc:
         # A write failed mid-run (a full disk under the folder or the log):
         # one line, and what finished is kept for --resume.

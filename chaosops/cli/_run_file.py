@@ -21,11 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from chaosops._toml import FileProblem, read_toml
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.env.models import FailureType
+from chaosops.runs.options import LLM_FLAGS, OPTIONS
+from chaosops.runs.policies import known_policy, unknown_policy
+from chaosops.runs.values import POLICIES
 
 from ._args import given_options
 from ._errors import CLIError
-from ._options import OPTIONS
-from ._values import POLICIES
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 _FORBID = ConfigDict(extra="forbid")
@@ -51,9 +52,6 @@ _TOP = tuple(
     (option.file_key, option.dest, option.flags)
     for option in OPTIONS
     if option.file_key and option.flags and option.dest != "out"
-)
-LLM_FLAGS = tuple(
-    (option.llm_key, option.dest, option.flags) for option in OPTIONS if option.llm_key
 )
 
 
@@ -120,16 +118,6 @@ def _check_names(path: Path, run_file: RunFile) -> None:
     for where, policy in chosen:
         if policy is not None and not known_policy(policy, run_file.llm):
             raise RunFileError(path, where, unknown_policy(policy, run_file.llm))
-
-
-def known_policy(name: str, llms: Sequence[str] | dict[str, Any]) -> bool:
-    """A scripted policy, ``llm``, a named LLM, or ``module:attribute``."""
-    return name in POLICIES or name in llms or ":" in name
-
-
-def unknown_policy(name: str, llms: Sequence[str] | dict[str, Any]) -> str:
-    named = f", an LLM of the run file ({', '.join(llms)})" if llms else ""
-    return f"unknown policy {name!r}; choose from {', '.join(POLICIES)}{named}, or module:attribute"
 
 
 def apply_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argparse.Namespace:

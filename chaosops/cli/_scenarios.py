@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from chaosops.evaluation import TIER_ORDER
+from chaosops.runs.plan import suite_files
 from chaosops.scenarios import ScenarioFileError, read_suite
 
 from ._errors import PROG, one_line
-from ._plan import suite_files
 from ._terminal import console_for
 
 

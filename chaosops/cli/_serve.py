@@ -17,20 +17,14 @@ from actors import timeouts_by_role
 from chaosops._extras import missing_extra
 from chaosops.env.models import AgentRole
 from chaosops.outputs import OutputError
+from chaosops.runs.config import Deadlines, Telemetry, log_target, players_of
+from chaosops.runs.policies import prepare_llms, role_map_factory
+from chaosops.runs.session import Session
 from chaosops.untrusted import printable
 
-from ._config import (
-    Deadlines,
-    Telemetry,
-    check_policies,
-    llm_settings_of,
-    log_target,
-    players_of,
-)
+from ._config import check_policies, llm_settings_of
 from ._errors import CLIError, output_error
 from ._folders import new_run_folder, point_latest
-from ._policies import prepare_llms, role_map_factory
-from ._session import Session
 from ._telemetry import finish, start_telemetry
 from ._terminal import configure_logs
 from ._view import listening_socket, url_of

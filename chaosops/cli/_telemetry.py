@@ -20,11 +20,11 @@ import actors
 from actors import configure_metrics
 from chaosops._otlp import EXPORT_TIMEOUT_S, exporting_provider, otlp_exporter
 from chaosops._urls import shown_url
+from chaosops.runs.config import Telemetry, traces_url
+from chaosops.runs.errors import note
+from chaosops.runs.session import Session
 
-from ._config import Telemetry
 from ._errors import PROG, CLIError
-from ._session import Session
-from ._terminal import note
 
 
 def serve_metrics(telemetry: Telemetry) -> str | None:
@@ -199,21 +199,6 @@ def _finish_tracing(tracing: _Tracing) -> None:
             f"OpenTelemetry: {lost} of {tracing.ended} spans were not delivered to "
             f"{shown_url(tracing.url)} (collector unreachable or too slow)"
         )
-
-
-def traces_url(endpoint: str) -> str:
-    """The OTLP/HTTP traces URL of ``endpoint`` (a collector's base URL, as
-    ``OTEL_EXPORTER_OTLP_ENDPOINT`` takes it, or its ``/v1/traces`` URL)."""
-    parts = urllib.parse.urlsplit(endpoint.strip())
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise CLIError(
-            f"--otlp-endpoint: expected an http:// or https:// URL with a host, such as "
-            f"http://127.0.0.1:4318, got {endpoint!r}"
-        )
-    path = parts.path.rstrip("/")
-    if not path.endswith("/v1/traces"):
-        path += "/v1/traces"
-    return urllib.parse.urlunsplit((parts.scheme.lower(), parts.netloc, path, parts.query, ""))
 
 
 def _env(name: str) -> str | None:

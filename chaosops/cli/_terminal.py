@@ -13,10 +13,9 @@ from rich.console import Console
 
 from actors import configure_logging
 from chaosops.outputs import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, TRAJECTORIES_FILE
-from chaosops.untrusted import one_line
+from chaosops.runs.session import Session
 
-from ._errors import PROG, CLIError
-from ._session import Session
+from ._errors import CLIError
 
 
 def console_for(stream: TextIO) -> Any:
@@ -138,10 +137,3 @@ def configure_logs(log_json: str | None, outputs: Sequence[Path], session: Sessi
         ) from None
     configure_logging(path, pretty=False)
     return sys.stdout
-
-
-def note(text: str) -> None:
-    """One line ``chaosops: <text>`` on stderr (a server's or a model's words in
-    it shown as text, a line break in them as ``\\n``)."""
-    sys.stderr.write(f"{PROG}: {one_line(text)}\n")
-    sys.stderr.flush()

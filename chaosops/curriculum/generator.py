@@ -9,7 +9,8 @@ scenarios forever following the curriculum's tier.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 
 from chaosops.env.models import DifficultyTier, FailureType
 from chaosops.env.world_sim import Scenario
@@ -22,31 +23,35 @@ __all__ = [
     "stream_scenarios",
 ]
 
-TIER_POOLS: dict[DifficultyTier, tuple[FailureType, ...]] = {
-    DifficultyTier.EASY: (
-        FailureType.DB_DEADLOCK,
-        FailureType.MEMORY_LEAK,
-        FailureType.BAD_CONFIG_PUSH,
-        FailureType.DNS_OUTAGE,
-    ),
-    DifficultyTier.MEDIUM: (
-        FailureType.CASCADE,
-        FailureType.AUTOSCALER_COST_CUT,
-        FailureType.DISK_FULL,
-    ),
-    DifficultyTier.HARD: (
-        FailureType.MISROUTED_TRAFFIC,
-        FailureType.CASCADE,
-        FailureType.AUTOSCALER_COST_CUT,
-        FailureType.ROGUE_DEPLOY_BOT,
-    ),
-}
+TIER_POOLS: Mapping[DifficultyTier, tuple[FailureType, ...]] = MappingProxyType(
+    {
+        DifficultyTier.EASY: (
+            FailureType.DB_DEADLOCK,
+            FailureType.MEMORY_LEAK,
+            FailureType.BAD_CONFIG_PUSH,
+            FailureType.DNS_OUTAGE,
+        ),
+        DifficultyTier.MEDIUM: (
+            FailureType.CASCADE,
+            FailureType.AUTOSCALER_COST_CUT,
+            FailureType.DISK_FULL,
+        ),
+        DifficultyTier.HARD: (
+            FailureType.MISROUTED_TRAFFIC,
+            FailureType.CASCADE,
+            FailureType.AUTOSCALER_COST_CUT,
+            FailureType.ROGUE_DEPLOY_BOT,
+        ),
+    }
+)
 
-TIER_MAX_STEPS: dict[DifficultyTier, int] = {
-    DifficultyTier.EASY: 12,
-    DifficultyTier.MEDIUM: 18,
-    DifficultyTier.HARD: 25,
-}
+TIER_MAX_STEPS: Mapping[DifficultyTier, int] = MappingProxyType(
+    {
+        DifficultyTier.EASY: 12,
+        DifficultyTier.MEDIUM: 18,
+        DifficultyTier.HARD: 25,
+    }
+)
 
 SEED_STRIDE_TYPE = 97
 SEED_STRIDE_REPEAT = 31
@@ -83,10 +88,12 @@ def scenarios_for_tier(
     ]
 
 
-_NEXT_TIER = {
-    DifficultyTier.EASY: DifficultyTier.MEDIUM,
-    DifficultyTier.MEDIUM: DifficultyTier.HARD,
-}
+_NEXT_TIER = MappingProxyType(
+    {
+        DifficultyTier.EASY: DifficultyTier.MEDIUM,
+        DifficultyTier.MEDIUM: DifficultyTier.HARD,
+    }
+)
 
 
 class Curriculum:

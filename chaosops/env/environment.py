@@ -28,15 +28,15 @@ from chaosops.env.models import (
     DifficultyTier,
     FailureType,
 )
+from chaosops.env.rewards import (
+    StepRewardBreakdown,
+    step_reward,
+    terminal_penalty_if_unresolved,
+)
 from chaosops.env.world_sim import (
     NO_FLAGS,
     Scenario,
     WorldSim,
-)
-from chaosops.rewards.reward_fn import (
-    StepRewardBreakdown,
-    step_reward,
-    terminal_penalty_if_unresolved,
 )
 
 __all__ = ["DEFAULT_TURN_ORDER", "ChaosOpsEnvironment", "EpisodeFinishedError"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 from chaosops.env.models import (
@@ -242,52 +243,56 @@ def _disk_fills(state: ChaosOpsState) -> None:
         m.health = ServiceHealth.CRITICAL
 
 
-FAILURES: dict[FailureType, FailureRules] = {
-    FailureType.DB_DEADLOCK: FailureRules(_DB_DEADLOCK, (Fix(ActionType.RESTART, "db"),)),
-    FailureType.MEMORY_LEAK: FailureRules(
-        _MEMORY_LEAK, (Fix(ActionType.RESTART, "notifications"),), tick=_leak_grows
-    ),
-    FailureType.BAD_CONFIG_PUSH: FailureRules(
-        _BAD_CONFIG_PUSH, (Fix(ActionType.ROLLBACK, "auth"),)
-    ),
-    FailureType.AUTOSCALER_COST_CUT: FailureRules(
-        _AUTOSCALER_COST_CUT,
-        (Fix(ActionType.SCALE, "payments", min_replicas=3),),
-        rogue="autoscaler",
-    ),
-    FailureType.MISROUTED_TRAFFIC: FailureRules(
-        _MISROUTED_TRAFFIC,
-        (Fix(ActionType.ESCALATE, when=_flagged("load_balancer")),),
-        rogue="load_balancer",
-    ),
-    FailureType.CASCADE: FailureRules(
-        _CASCADE,
-        (
-            Fix(ActionType.RESTART, "db", when=_healthy("db", "notifications")),
-            Fix(ActionType.RESOLVE, when=_healthy("db", "notifications")),
+FAILURES: Mapping[FailureType, FailureRules] = MappingProxyType(
+    {
+        FailureType.DB_DEADLOCK: FailureRules(_DB_DEADLOCK, (Fix(ActionType.RESTART, "db"),)),
+        FailureType.MEMORY_LEAK: FailureRules(
+            _MEMORY_LEAK, (Fix(ActionType.RESTART, "notifications"),), tick=_leak_grows
         ),
-        also_helps=_notifications_unhealthy,
-        tick=_cascade_grows,
-    ),
-    FailureType.DNS_OUTAGE: FailureRules(_DNS_OUTAGE, (Fix(ActionType.RESTART, "auth"),)),
-    FailureType.DISK_FULL: FailureRules(
-        _DISK_FULL,
-        (Fix(ActionType.RESTART, "db"), Fix(ActionType.SCALE, "db", min_replicas=2)),
-        tick=_disk_fills,
-    ),
-    FailureType.ROGUE_DEPLOY_BOT: FailureRules(
-        _ROGUE_DEPLOY_BOT,
-        (
-            Fix(ActionType.ROLLBACK, "payments", when=_flagged("deploy_bot")),
-            Fix(ActionType.FLAG_ROGUE, when=_both(_flagged("deploy_bot"), _healthy("payments"))),
+        FailureType.BAD_CONFIG_PUSH: FailureRules(
+            _BAD_CONFIG_PUSH, (Fix(ActionType.ROLLBACK, "auth"),)
         ),
-        rogue="deploy_bot",
-    ),
-}
+        FailureType.AUTOSCALER_COST_CUT: FailureRules(
+            _AUTOSCALER_COST_CUT,
+            (Fix(ActionType.SCALE, "payments", min_replicas=3),),
+            rogue="autoscaler",
+        ),
+        FailureType.MISROUTED_TRAFFIC: FailureRules(
+            _MISROUTED_TRAFFIC,
+            (Fix(ActionType.ESCALATE, when=_flagged("load_balancer")),),
+            rogue="load_balancer",
+        ),
+        FailureType.CASCADE: FailureRules(
+            _CASCADE,
+            (
+                Fix(ActionType.RESTART, "db", when=_healthy("db", "notifications")),
+                Fix(ActionType.RESOLVE, when=_healthy("db", "notifications")),
+            ),
+            also_helps=_notifications_unhealthy,
+            tick=_cascade_grows,
+        ),
+        FailureType.DNS_OUTAGE: FailureRules(_DNS_OUTAGE, (Fix(ActionType.RESTART, "auth"),)),
+        FailureType.DISK_FULL: FailureRules(
+            _DISK_FULL,
+            (Fix(ActionType.RESTART, "db"), Fix(ActionType.SCALE, "db", min_replicas=2)),
+            tick=_disk_fills,
+        ),
+        FailureType.ROGUE_DEPLOY_BOT: FailureRules(
+            _ROGUE_DEPLOY_BOT,
+            (
+                Fix(ActionType.ROLLBACK, "payments", when=_flagged("deploy_bot")),
+                Fix(
+                    ActionType.FLAG_ROGUE, when=_both(_flagged("deploy_bot"), _healthy("payments"))
+                ),
+            ),
+            rogue="deploy_bot",
+        ),
+    }
+)
 """The rules of each failure type (docs/world.md, "Failures"): adding a failure
 type is adding its entry here (and its name to ``FailureType``)."""
 
-ROGUE_AGENT_BY_FAILURE: dict[FailureType, str] = {
-    failure: rules.rogue for failure, rules in FAILURES.items() if rules.rogue is not None
-}
+ROGUE_AGENT_BY_FAILURE: Mapping[FailureType, str] = MappingProxyType(
+    {failure: rules.rogue for failure, rules in FAILURES.items() if rules.rogue is not None}
+)
 """The fleet agent behind each rogue failure (``Scenario.from_type`` names it)."""

@@ -39,6 +39,7 @@ from __future__ import annotations
 import os
 import random
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from chaosops.env.failures import FAILURES, ROGUE_AGENT_BY_FAILURE, FailureRules, Fix, Injection
@@ -87,13 +88,17 @@ _SERVICE_SET = frozenset(SERVICE_NAMES)
 _ROLE_VALUES = frozenset(r.value for r in AgentRole)
 _FAILURE_VALUES = frozenset(f.value for f in FailureType)
 
-_HEALTHY_BASE = {"cpu_pct": 22.0, "memory_mb": 340.0, "latency_ms": 45.0, "error_rate": 0.01}
-_REPLICAS = {"auth": 3, "payments": 4, "notifications": 2, "db": 1}
+_HEALTHY_BASE = MappingProxyType(
+    {"cpu_pct": 22.0, "memory_mb": 340.0, "latency_ms": 45.0, "error_rate": 0.01}
+)
+_REPLICAS = MappingProxyType({"auth": 3, "payments": 4, "notifications": 2, "db": 1})
 # Each service's metrics at reset (field order as declared), copied per episode.
-_HEALTHY_METRICS = {
-    name: {**_HEALTHY_BASE, "replicas": _REPLICAS[name], "health": ServiceHealth.HEALTHY}
-    for name in SERVICE_NAMES
-}
+_HEALTHY_METRICS = MappingProxyType(
+    {
+        name: {**_HEALTHY_BASE, "replicas": _REPLICAS[name], "health": ServiceHealth.HEALTHY}
+        for name in SERVICE_NAMES
+    }
+)
 
 _RED_HERRINGS: tuple[tuple[ServiceName, str, str], ...] = (
     (ServiceName.AUTH, "INFO", "routine token rotation completed"),

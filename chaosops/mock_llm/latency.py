@@ -5,8 +5,9 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable
+from types import MappingProxyType
 
-_UNITS = {"ms": 0.001, "s": 1.0, "": 0.001}
+_UNITS = MappingProxyType({"ms": 0.001, "s": 1.0, "": 0.001})
 _NUM = r"(\d+(?:\.\d*)?|\.\d+)"
 _FIXED = re.compile(rf"^{_NUM}\s*(ms|s)?$")
 _UNIFORM = re.compile(rf"^uniform:\s*{_NUM}\s*(ms|s)?\s*-\s*{_NUM}\s*(ms|s)?$")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 from chaosops.agents.llm.render import RenderedView
 from chaosops.env.models import FLEET_AGENT_NAMES
 
-_SEVERITY = {"down": 0, "critical": 1, "degraded": 2}
+_SEVERITY = MappingProxyType({"down": 0, "critical": 1, "degraded": 2})
 
 
 def _action(action_type: str, target: str | None = None, **args: Any) -> dict[str, Any]:

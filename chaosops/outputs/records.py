@@ -13,8 +13,8 @@ import orjson
 
 import actors
 from actors import get_logger
-from chaosops.agents.results import EpisodeResult, EpisodeStep
 from chaosops.env.models import AgentRole, DifficultyTier, FailureType
+from chaosops.env.results import EpisodeResult, EpisodeStep
 from chaosops.env.world_sim import Scenario
 
 LOG_FILE = "log.jsonl"

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from chaosops.agents.results import EpisodeResult
+from chaosops.env.results import EpisodeResult
 
 from .files import OutputError, atomic_write_bytes
 from .records import (

@@ -15,8 +15,8 @@ from typing import Any
 
 from openenv.core.env_server import ConcurrencyConfig, create_app
 
+from chaosops.agents.policies import Others, policies_for
 from chaosops.env.models import AgentRole
-from chaosops.train.play import Others, policies_for
 
 from .env import ChaosOpsServerEnv, TurnAction, TurnObservation, TurnState
 from .runs import ServedRuns

@@ -21,9 +21,10 @@ from pydantic import ConfigDict, Field
 
 from actors import new_episode_id
 from chaosops import __version__
-from chaosops.agents.llm.checks import view_problem
+from chaosops.agents.llm.answers import describe
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, RoleView
-from chaosops.train.play import describe, scenario_of
+from chaosops.env.rules import view_problem
+from chaosops.scenarios import choose_scenario
 
 from .tables import Seat, Tables
 
@@ -158,7 +159,10 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
               max_steps: int | None, played: frozenset[AgentRole] | None,
               episode_id: str | None) -> Seat:  # fmt: skip
         try:
-            scenario = scenario_of(failure_type, difficulty, 0 if seed is None else seed, max_steps)
+            scenario = choose_scenario(
+                failure_type=failure_type, difficulty=difficulty,
+                seed=0 if seed is None else seed, max_steps=max_steps,
+            )  # fmt: skip
         except ValueError as exc:
             raise StepRefused("BAD_SCENARIO", str(exc)) from None
         if episode_id is not None and self._tables.has(episode_id):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from chaosops.agents.llm.render import build_messages
-from chaosops.agents.results import EpisodeResult
+from chaosops.env.results import EpisodeResult
 from chaosops.outputs import ResultsReader, RunOutputs, run_key
 from chaosops.summary import summarise
 

@@ -21,10 +21,10 @@ from typing import Any
 import anyio
 
 from actors import current_turn
-from chaosops.agents.results import EpisodeResult
 from chaosops.agents.runner import arun_episode
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation
+from chaosops.env.results import EpisodeResult
 from chaosops.env.world_sim import Scenario
 
 __all__ = ["RoleMaps", "Seat", "Table", "TableRules", "Tables", "Turn"]

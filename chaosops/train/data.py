@@ -9,11 +9,12 @@ from typing import Any
 
 from chaosops._extras import require
 from chaosops.agents.llm.render import system_prompt
+from chaosops.agents.policies import Others
 from chaosops.env.models import AgentRole
 from chaosops.env.world_sim import Scenario
 from chaosops.scenarios import canonical_suite_paths, load_scenarios
 
-from .play import Others, RolePlay
+from .play import RolePlay
 
 __all__ = ["dataset", "row_of", "rows", "tool_system_prompt"]
 

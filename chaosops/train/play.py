@@ -14,50 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaosops.agents.llm.checks import view_problem
-from chaosops.agents.policies import scripted_policy
-from chaosops.agents.results import EpisodeResult, EpisodeStep
+from chaosops.agents.policies import Others, Policy, policies_for
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation
+from chaosops.env.results import EpisodeResult, EpisodeStep
+from chaosops.env.rules import IllegalMove, view_problem
 from chaosops.env.world_sim import Scenario
-from chaosops.scenarios import choose_scenario
 
-from .answers import describe
-
-__all__ = ["IllegalMove", "Others", "Policy", "RolePlay", "describe", "policies_for", "scenario_of"]
-
-Policy = Callable[[ChaosOpsObservation, AgentRole], Any]
-Others = str | Policy | Mapping[str, "str | Policy"]
-
-
-class IllegalMove(ValueError):
-    """A move the trained role may not make in its view, or a move after the end."""
-
-
-def scenario_of(
-    failure_type: str, difficulty: str = "easy", seed: int = 0, max_steps: int | None = None
-) -> Scenario:
-    """The scenario a reset names, checked as a suite entry is (``max_steps``
-    None: the tier's); a ValueError of one line naming the field."""
-    return choose_scenario(
-        failure_type=failure_type, difficulty=difficulty, seed=seed, max_steps=max_steps
-    )
-
-
-def policies_for(others: Others, scenario: Scenario) -> dict[AgentRole, Policy]:
-    """Each role's policy for one episode: a name or a policy for all, or a map by role."""
-    by_role = others if isinstance(others, Mapping) else dict.fromkeys(AgentRole, others)
-    made: dict[str, Policy] = {}  # one scripted policy object shared, as the runner does
-    chosen: dict[AgentRole, Policy] = {}
-    for role, policy in by_role.items():
-        if isinstance(policy, str):
-            policy = made.setdefault(policy, scripted_policy(policy, scenario))
-        chosen[AgentRole(role)] = policy
-    return chosen
+__all__ = ["RolePlay"]
 
 
 @dataclass

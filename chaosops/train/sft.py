@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from chaosops._extras import require
@@ -30,7 +31,9 @@ from .trl import ChaosOpsToolEnv
 
 __all__ = ["call_tool", "sft_dataset", "sft_rows", "tool_call", "tool_schemas"]
 
-_TARGET_ARG = {ActionType.FLAG_ROGUE: "agent_name"}  # other targeted moves name a service
+_TARGET_ARG = MappingProxyType(
+    {ActionType.FLAG_ROGUE: "agent_name"}
+)  # other targeted moves name a service
 
 
 def tool_call(action: ChaosOpsAction) -> dict[str, Any]:

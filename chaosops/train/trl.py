@@ -6,7 +6,7 @@ environment per rollout slot, calls ``reset(**row)`` with a dataset row
 tool, and scores a rollout with :meth:`ChaosOpsToolEnv.get_reward`. A tool
 call plays the trained role's move, then the other roles' turns, and answers
 with what changed in the trained role's view. An illegal move, or one after
-the end, raises :class:`~chaosops.train.play.IllegalMove`, whose message TRL
+the end, raises :class:`~chaosops.env.rules.IllegalMove`, whose message TRL
 hands back to the model.
 
 The reward is always that of a whole episode: when the rollout stops (no
@@ -25,11 +25,14 @@ from typing import Any, Literal
 
 from chaosops._extras import require
 from chaosops._urls import http_url_with_host, shown_url
+from chaosops.agents.llm.answers import describe, describe_change
+from chaosops.agents.policies import Others
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsObservation
+from chaosops.env.rules import IllegalMove
 from chaosops.env.world_sim import Scenario
+from chaosops.scenarios import choose_scenario
 
-from .answers import describe, describe_change
-from .play import IllegalMove, Others, RolePlay, scenario_of
+from .play import RolePlay
 
 __all__ = ["REWARDS", "ChaosOpsToolEnv", "Outcome"]
 
@@ -101,7 +104,7 @@ def _world(kind: str, how: Any) -> Any:
     if kind == "local":
         return _Local(dict(how) if isinstance(how, tuple) else how)
     require("openenv", "serve", "ChaosOpsToolEnv(base_url=...)")
-    from chaosops.serve.client import ServedEpisode  # the serve extra's
+    from chaosops.train.remote import ServedEpisode  # the serve extra's
 
     return ServedEpisode(how)
 
@@ -199,7 +202,9 @@ class ChaosOpsToolEnv:
         Columns other than these (``prompt``, say) are the trainer's and ignored.
         """
         self._role = AgentRole(role)
-        self._scenario = scenario_of(failure_type, difficulty, seed, max_steps)
+        self._scenario = choose_scenario(
+            failure_type=failure_type, difficulty=difficulty, seed=seed, max_steps=max_steps
+        )
         self._tally, self._outcome = _Tally(), None
         obs, reward = self._world.start(self._scenario, self._role)
         self._seen = obs.view

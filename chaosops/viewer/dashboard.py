@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any
 
 from rich.console import Console, Group
@@ -20,7 +21,9 @@ from .frames import Frame
 from .index import RunIndex
 from .transcript import action_text
 
-HEALTH_STYLE = {"healthy": "green", "degraded": "yellow", "critical": "red", "down": "bold red"}
+HEALTH_STYLE = MappingProxyType(
+    {"healthy": "green", "degraded": "yellow", "critical": "red", "down": "bold red"}
+)
 LATEST = 8
 """Finished episodes the dashboard lists."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlencode
 
@@ -29,13 +30,15 @@ from .transcript import action_text
 PAGE = 100
 """Episodes a run page lists at a time."""
 HERE = Path(__file__).parent
-SORTS = {
-    "finished": (lambda r: r.number, False),
-    "reward": (lambda r: r.reward, False),
-    "-reward": (lambda r: r.reward, True),
-    "steps": (lambda r: r.steps, False),
-    "-steps": (lambda r: r.steps, True),
-}
+SORTS = MappingProxyType(
+    {
+        "finished": (lambda r: r.number, False),
+        "reward": (lambda r: r.reward, False),
+        "-reward": (lambda r: r.reward, True),
+        "steps": (lambda r: r.steps, False),
+        "-steps": (lambda r: r.steps, True),
+    }
+)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ import pytest
 
 from chaosops.agents.llm import build_messages
 from chaosops.agents.policies import heuristic_policy, oracle_policy
-from chaosops.cli import Plan, PlannedEpisode, expand_episodes_per_type, replay_records
 from chaosops.curriculum.generator import scenarios_for_tier
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import FailureType
@@ -25,6 +24,7 @@ from chaosops.outputs import (
     read_results,
     scenario_from_record,
 )
+from chaosops.runs import Plan, PlannedEpisode, expand_episodes_per_type, replay_records
 
 
 def play(scenario: Scenario, policy: Any, episode_id: str) -> SimpleNamespace:

@@ -10,6 +10,7 @@ answer format) built by :mod:`.moves`, and answers parsed by :mod:`.parse`.
 from __future__ import annotations
 
 from importlib import import_module
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from chaosops.agents.llm.errors import (
@@ -36,7 +37,9 @@ if TYPE_CHECKING:
 
 # The HTTP side loads with the first of its names asked for: aiohttp and what it
 # brings cost a scripted run, which only renders prompts, a fifth of a second.
-_HTTP_SIDE = {"LLMPolicy": "policy", "Negotiation": "negotiate", "check_endpoint": "http"}
+_HTTP_SIDE = MappingProxyType(
+    {"LLMPolicy": "policy", "Negotiation": "negotiate", "check_endpoint": "http"}
+)
 
 
 def __getattr__(name: str) -> Any:

@@ -19,15 +19,6 @@ from typing import Any
 
 import orjson
 
-from chaosops.agents.llm.checks import (
-    FAILURE_NAMES,
-    MAX_MESSAGE_CHARS,
-    MAX_REPLICAS,
-    ON_A_SERVICE,
-    ONLY_ROLE,
-    RECIPIENT_NAMES,
-    services_of,
-)
 from chaosops.agents.llm.parse import action_tool
 from chaosops.env.models import (
     FLEET_AGENT_NAMES,
@@ -35,6 +26,15 @@ from chaosops.env.models import (
     ActionType,
     AgentRole,
     ChaosOpsObservation,
+)
+from chaosops.env.rules import (
+    FAILURE_NAMES,
+    MAX_MESSAGE_CHARS,
+    MAX_REPLICAS,
+    ON_A_SERVICE,
+    ONLY_ROLE,
+    RECIPIENT_NAMES,
+    services_of,
 )
 
 __all__ = ["MAX_MESSAGE_CHARS", "MAX_REPLICAS", "Moves", "moves_for"]

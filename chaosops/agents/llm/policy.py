@@ -23,7 +23,6 @@ import orjson
 
 from actors import current_turn, get_logger, json_safe
 from chaosops._urls import shown_url
-from chaosops.agents.llm.checks import view_problem
 from chaosops.agents.llm.http import (
     ChatClient,
     LLMDeadlineError,
@@ -48,6 +47,7 @@ from chaosops.agents.llm.settings import (
     LLMSettings,
 )
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsObservation
+from chaosops.env.rules import view_problem
 
 __all__ = [
     "DEFAULT_BASE_URL",

@@ -10,8 +10,6 @@ from chaosops.agents.llm.settings import LLMSettings
 
 __all__ = ["request_params"]
 
-_NAMED_TOOL = {"type": "function", "function": {"name": TOOL_NAME}}
-
 
 def request_params(
     settings: LLMSettings, answer: str, messages: list[dict[str, Any]], moves: Moves
@@ -32,7 +30,8 @@ def request_params(
     if answer == "tools" or s.use_tools:
         params["tools"] = [moves.tool]
         # the tools format names the tool; use_tools keeps its own tool_choice
-        params["tool_choice"] = _NAMED_TOOL if answer == "tools" else s.tool_choice
+        named = {"type": "function", "function": {"name": TOOL_NAME}}
+        params["tool_choice"] = named if answer == "tools" else s.tool_choice
     elif answer == "json":
         params["response_format"] = {
             "type": "json_schema",

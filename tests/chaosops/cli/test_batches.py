@@ -7,9 +7,9 @@ from typing import Any
 import anyio
 import pytest
 
-from chaosops.cli._batches import Batch, run_batches
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, FailureType
 from chaosops.env.world_sim import Scenario
+from chaosops.runs.batches import Batch, run_batches
 
 
 class Endpoint:

@@ -13,7 +13,7 @@ from ._cli import chaosops, jsonl
 
 SCRIPT = """
 import sys
-from chaosops.agents.folders import run_to_folder
+from chaosops.runs import run_to_folder
 from chaosops.agents.policies import heuristic_policy
 from chaosops.curriculum.generator import scenarios_for_tier
 from chaosops.env.environment import DEFAULT_TURN_ORDER

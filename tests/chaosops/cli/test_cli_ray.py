@@ -290,8 +290,8 @@ def test_a_bad_address_and_a_missing_extra_are_one_line(slow: Path, tmp_path: Pa
 
 def test_the_python_batch_api_takes_the_same_option() -> None:
     from chaosops.agents import cluster, runner
-    from chaosops.cli import policy_factory
     from chaosops.curriculum.generator import scenarios_for_tier
+    from chaosops.runs import policy_factory
 
     scenarios = scenarios_for_tier("medium", episodes_per_type=2)
     here = runner.run_batch(scenarios, policy_factory("heuristic"), concurrency=4)
@@ -364,10 +364,10 @@ def test_the_progress_bar_counts_every_worker() -> None:
     import anyio
 
     from actors.cluster import connect
-    from chaosops.agents.cluster import ClusterOptions, EpisodeJob, open_cluster_batch
-    from chaosops.cli import policy_factory
     from chaosops.cli._progress import ProgressBar
     from chaosops.curriculum.generator import scenarios_for_tier
+    from chaosops.runs import policy_factory
+    from chaosops.runs.workers import ClusterOptions, EpisodeJob, open_cluster_batch
 
     scenarios = scenarios_for_tier("hard", episodes_per_type=4)
     bar = ProgressBar(enabled=False, total=len(scenarios), label="ray")

@@ -11,11 +11,11 @@ import pytest
 
 from chaosops.agents.policies import random_policy
 from chaosops.agents.runner import run_batch
-from chaosops.cli import replay_records
 from chaosops.curriculum.generator import scenarios_for_tier
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import AgentRole
 from chaosops.outputs import result_record
+from chaosops.runs import replay_records
 
 from ._cli import TINY_SUITE, assert_one_error_line, chaosops, jsonl
 

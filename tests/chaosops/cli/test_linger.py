@@ -13,8 +13,8 @@ import pytest
 
 import actors
 from chaosops.cli import _telemetry
-from chaosops.cli._config import Telemetry
-from chaosops.cli._session import Session
+from chaosops.runs.config import Telemetry
+from chaosops.runs.session import Session
 
 
 def test_a_sigterm_sent_on_reading_the_linger_line_ends_the_linger(

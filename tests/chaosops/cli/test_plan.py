@@ -8,21 +8,22 @@ from pathlib import Path
 import pytest
 
 from chaosops.agents.policies import heuristic_policy
-from chaosops.cli import (
-    CLIError,
-    Plan,
-    PlannedEpisode,
-    build_parser,
-    effective_timeout,
-    policy_factory,
-    timeout_groups,
-)
-from chaosops.cli._config import Deadlines, config_from_args
-from chaosops.cli._plan import suite_files
+from chaosops.cli import build_parser
+from chaosops.cli._config import config_from_args
 from chaosops.curriculum.generator import scenarios_for_tier
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import AgentRole
 from chaosops.outputs import deadline_fields
+from chaosops.runs import (
+    Plan,
+    PlannedEpisode,
+    RunError,
+    effective_timeout,
+    policy_factory,
+    timeout_groups,
+)
+from chaosops.runs.config import Deadlines
+from chaosops.runs.plan import suite_files
 
 from ._cli import chaosops, jsonl
 
@@ -35,12 +36,12 @@ def args(*argv: str) -> Deadlines:
 
 def test_suite_files_name_a_folder_without_suites_and_an_empty_path(tmp_path: Path) -> None:
     # the loader's own line, as for a bad entry of the folder
-    with pytest.raises(CLIError, match=rf"^{re.escape(str(tmp_path))}: folder holds no \*\.toml"):
+    with pytest.raises(RunError, match=rf"^{re.escape(str(tmp_path))}: folder holds no \*\.toml"):
         suite_files([str(tmp_path)])
     (tmp_path / "a.toml").symlink_to(tmp_path / "gone.toml")
-    with pytest.raises(CLIError, match=r"a\.toml: a link to a missing file"):
+    with pytest.raises(RunError, match=r"a\.toml: a link to a missing file"):
         suite_files([str(tmp_path)])
-    with pytest.raises(CLIError, match="no such scenario file or folder: ''"):
+    with pytest.raises(RunError, match="no such scenario file or folder: ''"):
         suite_files([""])  # not the current folder
 
 
@@ -169,7 +170,7 @@ def test_a_url_is_shown_without_its_secrets(url: str, shown: str) -> None:
 
 
 def plan_of(*argv: str) -> Plan:
-    from chaosops.cli._plan import plan_episodes
+    from chaosops.runs.plan import plan_episodes
 
     return plan_episodes(config_from_args(build_parser().parse_args(["run", *argv])))
 

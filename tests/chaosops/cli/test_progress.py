@@ -12,10 +12,10 @@ import pytest
 from rich.console import Console
 
 from actors import JobResults
-from chaosops.cli._batches import Batch, run_batches
 from chaosops.cli._progress import ProgressBar
 from chaosops.curriculum.generator import scenarios_for_tier
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction
+from chaosops.runs.batches import Batch, run_batches
 
 
 class FakeResults:

@@ -19,8 +19,8 @@ import pytest
 
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import ActionType, ChaosOpsAction, DifficultyTier, FailureType
+from chaosops.env.rewards import StepRewardBreakdown
 from chaosops.env.world_sim import Scenario
-from chaosops.rewards.reward_fn import StepRewardBreakdown
 
 CASES = orjson.loads((Path(__file__).parents[2] / "data" / "world_cases.json").read_bytes())
 PARTS = [f.name for f in dataclasses.fields(StepRewardBreakdown)]

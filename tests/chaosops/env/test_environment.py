@@ -14,8 +14,8 @@ from chaosops.env.models import (
     DifficultyTier,
     FailureType,
 )
+from chaosops.env.rewards import StepRewardBreakdown
 from chaosops.env.world_sim import Scenario, WorldSim
-from chaosops.rewards.reward_fn import StepRewardBreakdown
 
 from .helpers import act
 

@@ -9,12 +9,12 @@ import pytest
 
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import AgentRole, ChaosOpsState, FailureType
-from chaosops.env.world_sim import FLAG_NAMES, Scenario, _new_episode_id
-from chaosops.rewards.reward_fn import (
+from chaosops.env.rewards import (
     QUIET_CACHE_STEPS,
     compute_step_reward,
     step_reward,
 )
+from chaosops.env.world_sim import FLAG_NAMES, Scenario, _new_episode_id
 
 from .helpers import make_world
 

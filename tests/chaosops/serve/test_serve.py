@@ -179,7 +179,7 @@ def test_a_step_the_schema_refuses_is_one_line_naming_the_field(server: str, ste
 
 
 def test_a_scenario_without_max_steps_is_the_tiers_everywhere(server: str) -> None:
-    from chaosops.env.pettingzoo import aec_env
+    from chaosops.train.pettingzoo import aec_env
     from chaosops.train.trl import ChaosOpsToolEnv
 
     for tier, steps in (("easy", 12), ("medium", 18), ("hard", 25)):
@@ -286,7 +286,7 @@ def test_served_episodes_are_a_run_folder_the_viewer_reads(tmp_path: Path, stop:
 
 
 def test_the_tool_environment_plays_a_served_world_as_it_plays_its_own(server: str) -> None:
-    from chaosops.train.play import IllegalMove
+    from chaosops.env.rules import IllegalMove
     from chaosops.train.trl import ChaosOpsToolEnv
 
     row = {"failure_type": "bad_config_push", "difficulty": "medium", "seed": 7, "role": "dev"}

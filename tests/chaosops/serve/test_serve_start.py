@@ -20,9 +20,9 @@ _SCRIPT = """
 import argparse, contextlib, sys
 import uvicorn
 from starlette.applications import Starlette
-from chaosops.cli._config import Telemetry
+from chaosops.runs.config import Telemetry
 from chaosops.cli._serve import _serve
-from chaosops.cli._session import Session
+from chaosops.runs.session import Session
 from chaosops.serve import ServedRuns
 
 @contextlib.asynccontextmanager

@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from chaosops.env.models import AgentRole, ChaosOpsAction
+from chaosops.scenarios import choose_scenario
 from chaosops.serve.tables import Seat, Table, TableRules, Tables
-from chaosops.train.play import scenario_of
 
 pytest.importorskip("openenv")  # chaosops.serve's extra
 
@@ -29,7 +29,7 @@ async def _play_to_the_end(seat: Seat) -> None:
 
 def _tables(ended: list[Table]) -> tuple[Tables, Seat]:
     tables = Tables(TableRules(policies=lambda scenario: {}), on_end=ended.append)
-    scenario = scenario_of("db_deadlock", "easy", 0, 3)
+    scenario = choose_scenario(failure_type="db_deadlock", difficulty="easy", max_steps=3)
     return tables, tables.open(scenario, frozenset(AgentRole), "e1")
 
 

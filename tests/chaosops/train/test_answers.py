@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
+from chaosops.agents.llm.answers import describe, describe_change
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.world_sim import Scenario
-from chaosops.train.answers import describe, describe_change
 from chaosops.train.trl import ChaosOpsToolEnv
 
 

@@ -11,7 +11,7 @@ import pytest
 
 TOOL_ENV = "from chaosops.train.trl import ChaosOpsToolEnv as E; E(base_url='http://127.0.0.1:9')"
 CASES = {  # the missing package: (the code a user runs, what the error names, the extra)
-    "gymnasium": ("import chaosops.env.pettingzoo", "chaosops.env.pettingzoo", "pettingzoo"),
+    "gymnasium": ("import chaosops.train.pettingzoo", "chaosops.train.pettingzoo", "pettingzoo"),
     "datasets": ("import chaosops.train as t; t.dataset()", "chaosops.train.dataset", "train"),
     "openenv": (TOOL_ENV, "ChaosOpsToolEnv(base_url=...)", "serve"),
 }

@@ -8,10 +8,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from chaosops.agents.llm import LLMPolicy
-from chaosops.agents.llm.checks import MAX_MESSAGE_CHARS, MAX_REPLICAS, view_problem
 from chaosops.agents.llm.moves import moves_for
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, FailureType
+from chaosops.env.rules import MAX_MESSAGE_CHARS, MAX_REPLICAS, view_problem
 from chaosops.env.world_sim import Scenario
 from chaosops.train import IllegalMove
 from chaosops.train.trl import ChaosOpsToolEnv
@@ -74,7 +74,7 @@ async def test_a_text_answer_out_of_bounds_is_a_parse_error(
 
 
 def test_the_pettingzoo_mask_is_the_judges_verdict() -> None:
-    pettingzoo = pytest.importorskip("chaosops.env.pettingzoo")
+    pettingzoo = pytest.importorskip("chaosops.train.pettingzoo")
     env = pettingzoo.aec_env(failure_type="autoscaler_cost_cut")
     env.reset(seed=0)
     view = _first_view()  # the same scenario's first view: the sre's

@@ -13,7 +13,7 @@ from tests._needs import needs
 try:
     from pettingzoo.test import api_test
 
-    from chaosops.env.pettingzoo import MOVES, aec_env
+    from chaosops.train.pettingzoo import MOVES, aec_env
 except ImportError:  # pragma: no cover - the test extra installs pettingzoo
     api_test = None
 

@@ -14,9 +14,9 @@ from chaosops.agents.policies import heuristic_policy, oracle_policy
 from chaosops.agents.runner import run_episode
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, FailureType
+from chaosops.env.rules import IllegalMove
 from chaosops.env.world_sim import Scenario
 from chaosops.train import rows
-from chaosops.train.play import IllegalMove
 from chaosops.train.trl import ChaosOpsToolEnv
 from tests._needs import needs
 

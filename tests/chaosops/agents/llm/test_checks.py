@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from chaosops.agents.llm.checks import view_problem
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation, FailureType
+from chaosops.env.rules import view_problem
 from chaosops.env.world_sim import Scenario
 
 

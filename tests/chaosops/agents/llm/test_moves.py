@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from chaosops.agents.llm.checks import view_problem
 from chaosops.agents.llm.moves import MAX_REPLICAS, moves_for
 from chaosops.agents.llm.parse import action_from_dict
 from chaosops.agents.llm.render import render_observation
@@ -24,6 +23,7 @@ from chaosops.env.models import (
     ChaosOpsObservation,
     FailureType,
 )
+from chaosops.env.rules import view_problem
 from chaosops.env.world_sim import Scenario
 
 _TARGETS = [None, *SERVICE_NAMES, *FLEET_AGENT_NAMES, "<service or null>", "all"]

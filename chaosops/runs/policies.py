@@ -19,8 +19,8 @@ from chaosops.agents.llm.settings import LLMSettings
 from chaosops.agents.policies import SCRIPTED, scripted_policy
 from chaosops.env.models import AgentRole
 
-from ._errors import CLIError, one_line
-from ._terminal import note
+from .errors import RunError, note, one_line
+from .values import POLICIES
 
 
 async def _check_llm(settings: LLMSettings) -> None:
@@ -29,7 +29,7 @@ async def _check_llm(settings: LLMSettings) -> None:
     try:
         await check_endpoint(base_url=settings.base_url, model=settings.model, api_key=settings.key)
     except LLMEndpointError as exc:
-        raise CLIError(_scrubbed(exc, settings), code=1) from None
+        raise RunError(_scrubbed(exc, settings), code=1) from None
 
 
 async def _negotiate(policy: Any, where: str, seconds: float | None) -> None:
@@ -41,9 +41,9 @@ async def _negotiate(policy: Any, where: str, seconds: float | None) -> None:
         negotiation = await policy.negotiate(seconds)
     except AnswerRefused as exc:
         advice = "use auto, which picks a format the server accepts"
-        raise CLIError(f"{where} {settings.answer}: {_scrubbed(exc, settings)}; {advice}") from None
+        raise RunError(f"{where} {settings.answer}: {_scrubbed(exc, settings)}; {advice}") from None
     except LLMRequestError as exc:
-        raise CLIError(_scrubbed(exc, settings), code=1) from None
+        raise RunError(_scrubbed(exc, settings), code=1) from None
     note(f"answer format: {negotiation.line(settings.model, settings.endpoint)}")
 
 
@@ -83,7 +83,7 @@ def role_map_factory(
     """Role maps per scenario with each role's own policy (``--role-policy`` over
     ``--policy``); ``llms`` holds the LLM policies by name. A ``module:attribute``
     policy is imported and checked here, on the first planned scenario, before
-    anything runs (:class:`CLIError`, exit 2)."""
+    anything runs (:class:`RunError`, exit 2)."""
 
     factories: dict[str, Callable[[Any], Mapping[Any, Any]]] = {}
     for role, name in policy_by_role.items():
@@ -119,7 +119,7 @@ def _user_factory(spec: str, role: str, planned: Sequence[Any]) -> Callable[[Any
     try:
         target = getattr(importlib.import_module(module_name), attribute)
     except Exception as exc:  # ImportError, AttributeError, an error in the module itself
-        raise CLIError(f"{where}: cannot import it ({type(exc).__name__}: {exc})") from None
+        raise RunError(f"{where}: cannot import it ({type(exc).__name__}: {exc})") from None
     try:
         required = [
             p
@@ -129,7 +129,7 @@ def _user_factory(spec: str, role: str, planned: Sequence[Any]) -> Callable[[Any
     except (TypeError, ValueError):  # not callable, or no signature to read
         required = None
     if required is None or len(required) not in (1, 2):
-        raise CLIError(
+        raise RunError(
             f"{where}: {spec} is not a policy (observation, role) -> action nor a factory "
             "scenario -> role map"
         )
@@ -137,7 +137,7 @@ def _user_factory(spec: str, role: str, planned: Sequence[Any]) -> Callable[[Any
         shared = dict.fromkeys(AgentRole, target)
         return lambda scenario: shared
     if planned and not isinstance(target(planned[0].scenario), Mapping):
-        raise CLIError(f"{where}: the factory {spec} returned no mapping role -> policy")
+        raise RunError(f"{where}: the factory {spec} returned no mapping role -> policy")
     return target
 
 
@@ -145,7 +145,7 @@ def _check_url(url: str | None, where: str) -> None:
     """Refuse (exit 2) a base URL that is no http(s) URL with a host, before any request."""
 
     if url is not None and not http_url_with_host(url):
-        raise CLIError(
+        raise RunError(
             f"{where} {shown_url(url)!r} is not an http(s) URL with a host; "
             "expected e.g. http://127.0.0.1:8000/v1"
         )
@@ -155,7 +155,7 @@ def prepare_llms(
     llms: Mapping[str, LLMSettings], run_file: str | None = None, probe_s: float | None = None
 ) -> dict[str, Any]:
     """An LLM policy per name of ``llms`` (the LLMs some role plays), each
-    endpoint and model checked first (:class:`CLIError`, exit 1 on failure),
+    endpoint and model checked first (:class:`RunError`, exit 1 on failure),
     then its answer format settled with the server, each probe given
     ``probe_s`` at most, as long as a turn (each policy's settings then say
     which, in ``negotiated``)."""
@@ -233,3 +233,13 @@ class _WorkerPolicies:
     async def aclose(self) -> None:
         for llm in self.llms.values():
             await llm.aclose()
+
+
+def known_policy(name: str, llms: Sequence[str] | dict[str, Any]) -> bool:
+    """A scripted policy, ``llm``, a named LLM, or ``module:attribute``."""
+    return name in POLICIES or name in llms or ":" in name
+
+
+def unknown_policy(name: str, llms: Sequence[str] | dict[str, Any]) -> str:
+    named = f", an LLM of the run file ({', '.join(llms)})" if llms else ""
+    return f"unknown policy {name!r}; choose from {', '.join(POLICIES)}{named}, or module:attribute"

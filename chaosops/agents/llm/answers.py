@@ -11,6 +11,8 @@ the moves the role may now make.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from chaosops.agents.llm.moves import moves_for
 from chaosops.agents.llm.render import render_head, render_view
 from chaosops.env.models import AgentRole, ChaosOpsObservation, RoleView
@@ -72,6 +74,6 @@ def _common(old: list[str], new: list[str]) -> int:
 
 
 # The sections of a change, retitled (an empty one is left out)
-_TITLES = {"METRICS": "HEALTH CHANGED", "ALERTS": "NEW ALERTS", "LOGS": "NEW LOGS",
+_TITLES = MappingProxyType({"METRICS": "HEALTH CHANGED", "ALERTS": "NEW ALERTS", "LOGS": "NEW LOGS",
            "FLEET ACTIONS": "NEW FLEET ACTIONS", "CHAT": "NEW CHAT", "INBOX": "NEW INBOX",
-           "NOTE": "NEW NOTE"}  # fmt: skip
+           "NOTE": "NEW NOTE"})  # fmt: skip

@@ -19,6 +19,7 @@ outside them (a billion replicas, say) is ever applied and rewarded.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from chaosops.env.models import (
@@ -40,6 +41,7 @@ __all__ = [
     "ON_A_SERVICE",
     "RECIPIENTS",
     "RECIPIENT_NAMES",
+    "IllegalMove",
     "services_of",
     "view_problem",
 ]
@@ -50,6 +52,11 @@ FAILURE_NAMES = tuple(failure.value for failure in FailureType)
 RECIPIENTS = frozenset(RECIPIENT_NAMES)
 FAILURES = frozenset(FAILURE_NAMES)
 
+
+class IllegalMove(ValueError):
+    """A move the rules refuse in a role's view, or a move after the end."""
+
+
 MAX_REPLICAS = 20
 """The most replicas a scale may ask for (the world takes any positive count;
 the bound keeps a model from buying a fix with an absurd fleet, and a
@@ -58,20 +65,26 @@ constrained model from writing digits until its token limit)."""
 MAX_MESSAGE_CHARS = 200
 """The longest message a communicate may carry."""
 
-ACTION_ARGS: dict[ActionType, dict[str, type]] = {
-    ActionType.SCALE: {"replicas": int},
-    ActionType.COMMUNICATE: {"message": str, "to": str},
-    ActionType.IDENTIFY_ROOT_CAUSE: {"failure_type": str},
-    ActionType.FLAG_ROGUE: {"agent_name": str},
-}
+ACTION_ARGS: Mapping[ActionType, dict[str, type]] = MappingProxyType(
+    {
+        ActionType.SCALE: {"replicas": int},
+        ActionType.COMMUNICATE: {"message": str, "to": str},
+        ActionType.IDENTIFY_ROOT_CAUSE: {"failure_type": str},
+        ActionType.FLAG_ROGUE: {"agent_name": str},
+    }
+)
 """The arguments each action takes, with their types (an action not named takes none)."""
 
-_REQUIRED = {
-    ActionType.SCALE: "replicas",
-    ActionType.COMMUNICATE: "message",
-    ActionType.IDENTIFY_ROOT_CAUSE: "failure_type",
-}
-ONLY_ROLE = {ActionType.FLAG_ROGUE: AgentRole.OVERSIGHT, ActionType.RESOLVE: AgentRole.MANAGER}
+_REQUIRED = MappingProxyType(
+    {
+        ActionType.SCALE: "replicas",
+        ActionType.COMMUNICATE: "message",
+        ActionType.IDENTIFY_ROOT_CAUSE: "failure_type",
+    }
+)
+ONLY_ROLE = MappingProxyType(
+    {ActionType.FLAG_ROGUE: AgentRole.OVERSIGHT, ActionType.RESOLVE: AgentRole.MANAGER}
+)
 ON_A_SERVICE = frozenset((ActionType.RESTART, ActionType.ROLLBACK, ActionType.SCALE))
 
 

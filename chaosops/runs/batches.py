@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 import actors
-from chaosops.agents.cluster import EpisodeJob, Outputs, open_cluster_batch
 from chaosops.agents.runner import open_batch
+from chaosops.runs.workers import EpisodeJob, Outputs, open_cluster_batch
 
-from ._config import Deadlines, TurnTimeout
-from ._plan import Plan, PlanSlice, timeout_groups
-from ._session import Session
-from ._stopping import hold_signals
+from .config import Deadlines, TurnTimeout
+from .plan import Plan, PlanSlice, timeout_groups
+from .session import Session
+from .stopping import hold_signals
 
 if TYPE_CHECKING:
     from actors import JobResults
@@ -146,6 +146,7 @@ async def run_batches(
     failing: Callable[[], bool] | None = None,
     cluster: Any = None,
     observe: Callable[[Batch, Any], None] | None = None,
+    signals: bool = True,
 ) -> Stop:
     """Run the batches one after the other, calling ``on_result(batch, plan_index,
     result)`` as each episode finishes.
@@ -154,8 +155,10 @@ async def run_batches(
     ``actors.JobResults``: ``in_flight``, ``started``, ``finished``...) as it
     opens, and ``None`` once the batches are over (also when stopped).
 
-    SIGINT or SIGTERM cancels the batch in flight (its episodes are cancelled by
-    structured cancellation); what finished was already handed to ``on_result``.
+    With ``signals``, SIGINT or SIGTERM cancels the batch in flight (its
+    episodes are cancelled by structured cancellation; what finished was
+    already handed to ``on_result``), and the signals after it only say to
+    wait (see :mod:`.stopping`): for a command, which owns its process.
     The objects in ``close`` (LLM policies) are closed at the end, in this loop.
     ``health`` is asked at each result and every :data:`HEALTH_EVERY_S`: a
     reason (not None) stops the batches as a signal would, and becomes the
@@ -177,7 +180,8 @@ async def run_batches(
     try:
         async with anyio.create_task_group() as tg:
             session.running.append((tg.cancel_scope, stop))
-            tg.start_soon(_watch_signals, tg.cancel_scope, stop)
+            if signals:
+                tg.start_soon(_watch_signals, tg.cancel_scope, stop)
             if health is not None:
                 tg.start_soon(_watch_health, tg.cancel_scope, stop, health)
             for batch in batches:
@@ -240,7 +244,12 @@ class _Keyed(Sequence[Any]):
         return self.scenarios[index], self.keys[self.indices[index]]
 
 
-def execute(
+def execute(batches: Sequence[Batch], session: Session, **rules: Any) -> Stop:
+    """:func:`aexecute` in a fresh event loop."""
+    return actors.run(partial(aexecute, batches, session, **rules))
+
+
+async def aexecute(
     batches: Sequence[Batch],
     session: Session,
     *,
@@ -252,14 +261,15 @@ def execute(
     cluster: Any = None,
     llm_roles: Mapping[str, set[str]] | None = None,
     max_policy_errors: int | float | None = None,
+    signals: bool = True,
 ) -> Stop:
-    """:func:`run_batches` in a fresh event loop, shown on ``progress`` (a
-    ``ProgressBar``), closing the LLM policies at the end, and stopping once
-    ``max_failures`` (> 0) calls in a row of one of them failed for good.
-    On ``cluster`` the calls are the workers': the LLM turns (the roles
-    ``llm_roles`` names by batch tag) that failed in a row are counted instead,
-    in the results as they come (:class:`TurnFailures`). ``max_policy_errors``
-    stops the run on any policy's errors (:class:`PolicyErrors`)."""
+    """:func:`run_batches` shown on ``progress`` (a ``ProgressBar``), closing
+    the LLM policies at the end, and stopping once ``max_failures`` (> 0)
+    calls in a row of one of them failed for good. On ``cluster`` the calls
+    are the workers': the LLM turns (the roles ``llm_roles`` names by batch
+    tag) that failed in a row are counted instead, in the results as they
+    come (:class:`TurnFailures`). ``max_policy_errors`` stops the run on any
+    policy's errors (:class:`PolicyErrors`); ``signals``, on SIGINT and SIGTERM."""
 
     session.ran = True
     health, failing, observe = _endpoint_health(llms, max_failures), None, None
@@ -274,21 +284,11 @@ def execute(
         errors = PolicyErrors(max_policy_errors)
         health, observe = _either(health, errors.check), _both(observe, errors.observe)
     with progress:
-        return actors.run(
-            partial(
-                run_batches,
-                batches,
-                session=session,
-                concurrency=concurrency,
-                on_result=on_result,
-                on_batch=progress.watch,
-                close=list(llms),
-                health=health,
-                failing=failing,
-                cluster=cluster,
-                observe=observe,
-            )
-        )
+        return await run_batches(
+            batches, session=session, concurrency=concurrency, on_result=on_result,
+            on_batch=progress.watch, close=list(llms), health=health, failing=failing,
+            cluster=cluster, observe=observe, signals=signals,
+        )  # fmt: skip
 
 
 class TurnFailures:

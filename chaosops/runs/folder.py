@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -18,11 +19,10 @@ from chaosops.outputs import RESULTS_FILE, RUN_FILE, OutputError, ResultsReader,
 from chaosops.summary import Summary
 from chaosops.summary import summarise as summary_of
 
-from ._config import RunConfig
-from ._errors import CLIError, output_error
-from ._options import RECORDED, recorded_values
-from ._plan import Plan, PlanKeys
-from ._run_file import LLM_FLAGS
+from .config import RunConfig
+from .errors import RunError, output_error
+from .options import LLM_FLAGS, RECORDED, recorded_values
+from .plan import Plan, PlanKeys
 
 
 def summarise(
@@ -57,7 +57,7 @@ def played(config: RunConfig) -> dict[str, Any]:
 
 
 def refuse_existing(path: Path, advice: str, *, folder: Path | None = None) -> None:
-    """Refuse (:class:`CLIError`, exit 2) to write over ``path`` when it holds
+    """Refuse (:class:`RunError`, exit 2) to write over ``path`` when it holds
     something: ``chaosops run`` and ``chaosops eval`` never overwrite an earlier
     output. ``folder`` is the output folder the file was put in by default (the
     message then names the folder); ``advice`` says what to do instead."""
@@ -67,7 +67,7 @@ def refuse_existing(path: Path, advice: str, *, folder: Path | None = None) -> N
     except OSError:  # absent, or not reachable: whoever writes it reports that
         return
     where = f"output folder {folder} already holds {path.name}" if folder else f"{path} exists"
-    raise CLIError(f"{where}; {advice}", code=2)
+    raise RunError(f"{where}; {advice}", code=2)
 
 
 def plan_digest(plan: Plan) -> str:
@@ -95,6 +95,8 @@ def run_options(config: RunConfig, planned: Plan) -> dict[str, Any]:
     (not ``--concurrency``, the LLM endpoint, logging or progress)."""
     options = recorded_values(config)
     options.update(planned=len(planned), plan=plan_digest(planned))
+    if config.scenarios:  # a run from Python: no suite file holds them
+        options["scenarios"] = list(config.scenarios)
     if llms := config.llms_in_play:
         options["llms"] = {name: settings_json(settings) for name, settings in llms.items()}
     options.update(config_file=config.config_file, version=__version__)
@@ -139,7 +141,7 @@ _MUST_MATCH = tuple(
 def check_resume(
     out: Path, options: Mapping[str, Any], keys: PlanKeys, label: str | None = None
 ) -> dict[str, Any] | None:
-    """Refuse (:class:`CLIError`, exit 2) to resume the run in ``out`` with other
+    """Refuse (:class:`RunError`, exit 2) to resume the run in ``out`` with other
     options than it was started with; nothing is written. Returns the recorded
     options (``None`` for a folder without ``run.json``).
 
@@ -154,8 +156,8 @@ def check_resume(
     return recorded
 
 
-def _refuse(out: Path, option: str, recorded: str, given: str) -> CLIError:
-    return CLIError(
+def _refuse(out: Path, option: str, recorded: str, given: str) -> RunError:
+    return RunError(
         f"--resume: {option} differs from the run in {out}: recorded {recorded}, "
         f"given {given}; give the options of that run, or a new --out folder"
     )
@@ -168,13 +170,13 @@ def _read_run_file(path: Path) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise CLIError(f"cannot read {path}: {exc.strerror or exc}", code=1) from None
+        raise RunError(f"cannot read {path}: {exc.strerror or exc}", code=1) from None
     try:
         recorded = orjson.loads(data)
     except orjson.JSONDecodeError:
         recorded = None
     if not isinstance(recorded, dict):
-        raise CLIError(
+        raise RunError(
             f"{path} is not a chaosops run file (expected the JSON object of the "
             "run's options); resume with a folder written by chaosops run"
         )
@@ -214,7 +216,7 @@ def _check_results(out: Path, options: Mapping[str, Any], keys: PlanKeys, label:
     except OutputError as exc:
         raise output_error(exc) from None
     if "served" in policies:  # chaosops.serve.runs.SERVED, which imports the serve extra
-        raise CLIError(
+        raise RunError(
             f"--resume: {out} was written by chaosops serve, whose episodes are played by "
             "its clients: chaosops run cannot resume it (chaosops view shows it)"
         )
@@ -235,7 +237,7 @@ _LLM_DECIDES = (
     "base_url", "model", "temperature", "top_p", "seed", "max_tokens", "answer", "history",
     "system_prompt",
 )  # fmt: skip
-_FLAG_OF = {field: options[0] for field, _, options in LLM_FLAGS}
+_FLAG_OF = MappingProxyType({field: options[0] for field, _, options in LLM_FLAGS})
 
 
 def _llm_difference(

@@ -10,9 +10,9 @@ from typing import Any
 
 from actors.cluster import ClusterError, RayMissing, connect, import_ray
 
-from ._config import RunConfig
-from ._errors import CLIError
-from ._policies import PolicyRecipe
+from .config import RunConfig
+from .errors import RunError
+from .policies import PolicyRecipe
 
 
 @contextmanager
@@ -21,27 +21,27 @@ def on_cluster(config: RunConfig) -> Iterator[RunConfig]:
     ``workers`` settled (one per CPU of the cluster unless given)."""
     if config.ray is None:
         if config.workers is not None:
-            raise CLIError("--workers needs --ray ADDRESS (local, auto or HOST:PORT)")
+            raise RunError("--workers needs --ray ADDRESS (local, auto or HOST:PORT)")
         yield config
         return
     try:
         import_ray()
     except RayMissing as exc:
-        raise CLIError(f"--ray: {exc}; or run without --ray") from None
+        raise RunError(f"--ray: {exc}; or run without --ray") from None
     try:
         with connect(config.ray) as ray:
             workers = config.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
             yield dataclasses.replace(config, workers=workers)
     except ClusterError as exc:
         other = "" if config.ray == "local" else "; or --ray local for a Ray instance of its own"
-        raise CLIError(f"{exc}{other}", code=1) from None
+        raise RunError(f"{exc}{other}", code=1) from None
     except BaseExceptionGroup as group:  # every worker died, inside the run's task group
         lost = group.subgroup(ClusterError)
         if lost is None:
             raise
         while isinstance(lost, BaseExceptionGroup):
             lost = lost.exceptions[0]
-        raise CLIError(f"{lost}; what finished is kept: run again with --resume", code=1) from None
+        raise RunError(f"{lost}; what finished is kept: run again with --resume", code=1) from None
 
 
 def recipe(config: RunConfig) -> Any:

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field
 from pydantic.fields import FieldInfo
 
-from . import _values as v
+from . import values as v
 
 Role = Literal["sre", "oversight", "dev", "manager"]
 Seconds = Annotated[float, AfterValidator(v.positive_seconds)]
@@ -676,3 +676,9 @@ def recorded_values(config: Any) -> dict[str, Any]:
     """What run.json records of the run options, read off the run's configuration."""
     values = {option.recorded: option.record(config) for option in RECORDED}  # type: ignore[misc]
     return {name: value for name, value in values.items() if value is not ABSENT}
+
+
+LLM_FLAGS = tuple(
+    (option.llm_key, option.dest, option.flags) for option in OPTIONS if option.llm_key
+)
+"""The settings of ``[llm.llm]``, the flags' own LLM: (key, attribute, flags)."""

@@ -7,13 +7,15 @@ so an eval's entries can be resumed, replayed and looked at like any run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
+import actors
 from chaosops.outputs import (
     RESULTS_FILE,
     RUN_FILE,
@@ -24,12 +26,10 @@ from chaosops.outputs import (
     scenario_fields,
 )
 
-from ._batches import Batch, Remote, Stop, execute, plan_batches
-from ._config import RunConfig
-from ._errors import CLIError, output_error
-from ._plan import Plan, PlanKeys, plan_episodes
-from ._progress import ProgressBar
-from ._run_folder import (
+from .batches import Batch, Remote, Stop, aexecute, plan_batches
+from .config import RunConfig, traces_url
+from .errors import RunError, note, output_error
+from .folder import (
     check_resume,
     plan_digest,
     refuse_existing,
@@ -37,9 +37,38 @@ from ._run_folder import (
     run_options,
     summarise,
 )
-from ._session import Session
-from ._telemetry import traces_url
-from ._terminal import note
+from .plan import Plan, PlanKeys, plan_episodes
+from .session import Session
+
+
+class Progress(Protocol):
+    """What follows a run as it plays (the command's progress bar, or a :class:`Tally`)."""
+
+    done: int
+
+    def __enter__(self) -> Any: ...
+    def __exit__(self, *exc_info: object) -> None: ...
+    def watch(self, results: Any) -> None: ...
+    def advance(self, result: Any) -> None: ...
+
+
+class Tally:
+    """A silent :class:`Progress`: it counts the episodes finished."""
+
+    def __init__(self) -> None:
+        self.done = 0
+
+    def __enter__(self) -> Tally:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+    def watch(self, results: Any) -> None:
+        return None
+
+    def advance(self, result: Any) -> None:
+        self.done += 1
 
 
 @dataclass
@@ -82,7 +111,7 @@ def same_plan(entries: Sequence[RunConfig]) -> Plan:
                 entries[0].config_file or entries[0].label,
             )
             differs = _difference(plan, this, plans[0], that)
-            raise CLIError(
+            raise RunError(
                 f"{this} plans other episodes than {that}: {differs}"
                 "; the entries of an evaluation play the same scenarios: give them the same "
                 "suites and subsets"
@@ -123,7 +152,7 @@ def open_play(config: RunConfig, planned: Plan) -> Play:
     play = Play(config, planned, keys, outputs)
     if config.resume:
         if not _holds_a_run(config.out):
-            raise CLIError(
+            raise RunError(
                 f"--resume: {config.out} holds no run to resume (no {RUN_FILE} nor results); "
                 "run without --resume to start one there"
             )
@@ -180,30 +209,27 @@ def _open(play: Play) -> None:
 
 
 def play_all(
-    plays: Sequence[Play], config: RunConfig, session: Session, label: str
-) -> tuple[Stop, Any]:
-    """Every play's episodes not done yet, in one event loop under one progress
-    bar (``label``), each written to its folder as it finishes; then each
-    folder's summary. The folders (opened by :func:`open_folders`) are closed."""
+    plays: Sequence[Play], config: RunConfig, session: Session, progress: Progress | None = None
+) -> tuple[Stop, Progress]:
+    """:func:`aplay_all` in a fresh event loop, stopped by SIGINT or SIGTERM."""
+    return actors.run(partial(aplay_all, plays, config, session, progress, signals=True))
 
+
+async def aplay_all(
+    plays: Sequence[Play],
+    config: RunConfig,
+    session: Session,
+    progress: Progress | None = None,
+    *,
+    signals: bool = False,
+) -> tuple[Stop, Progress]:
+    """Every play's episodes not done yet, each written to its folder as it
+    finishes and shown on ``progress``; then each folder's summary. The
+    folders (opened by :func:`open_folders`) are closed. ``signals``: SIGINT
+    and SIGTERM stop the run (a command's, which owns its process)."""
+
+    progress = progress if progress is not None else Tally()
     try:
-        progress = ProgressBar(
-            enabled=config.progress, total=sum(play.todo() for play in plays), label=label
-        )
-        by_label = {play.config.label: play for play in plays}
-        render = renderer()
-
-        def on_result(batch: Batch, index: int, result: Any) -> None:
-            play = by_label[batch.tag]
-            if getattr(result, "lines", None):  # made by a Ray worker
-                play.outputs.write_lines(*result.lines)
-            else:
-                play.outputs.write_episode(
-                    result, policy=batch.tag, key=play.keys[index], render=render,
-                    turn_timeout=batch.turn_timeout, roles=play.config.players,
-                )  # fmt: skip
-            progress.advance(result)
-
         batches = [
             batch
             for play in plays
@@ -212,11 +238,12 @@ def play_all(
                                       tag=play.config.label, model=play.config.models,
                                       remote=_remote(play))
         ]  # fmt: skip
-        stop = execute(
-            batches, session, concurrency=config.concurrency, on_result=on_result,
-            progress=progress, llms=[llm for play in plays for llm in play.llms.values()],
+        stop = await aexecute(
+            batches, session, concurrency=config.concurrency,
+            on_result=_writer(plays, progress), progress=progress,
+            llms=[llm for play in plays for llm in play.llms.values()],
             max_failures=config.llm_max_failures, cluster=config.cluster,
-            max_policy_errors=config.max_policy_errors,
+            max_policy_errors=config.max_policy_errors, signals=signals,
             llm_roles={play.config.label: _llm_roles(play.config) for play in plays},
         )  # fmt: skip
         for play in plays:
@@ -225,6 +252,25 @@ def play_all(
         for play in plays:
             play.outputs.close()
     return stop, progress
+
+
+def _writer(plays: Sequence[Play], progress: Progress) -> Callable[[Batch, int, Any], None]:
+    """What writes each finished episode into its play's folder."""
+    by_label = {play.config.label: play for play in plays}
+    render = renderer()
+
+    def on_result(batch: Batch, index: int, result: Any) -> None:
+        play = by_label[batch.tag]
+        if getattr(result, "lines", None):  # made by a Ray worker
+            play.outputs.write_lines(*result.lines)
+        else:
+            play.outputs.write_episode(
+                result, policy=batch.tag, key=play.keys[index], render=render,
+                turn_timeout=batch.turn_timeout, roles=play.config.players,
+            )  # fmt: skip
+        progress.advance(result)
+
+    return on_result
 
 
 def _llm_roles(config: RunConfig) -> set[str]:
@@ -249,21 +295,6 @@ def write_summary(play: Play) -> None:
 
     play.summary = summarise(ResultsReader(play.outputs.results_path), play.keys, play.config)
     play.outputs.write_summary(play.summary.data)
-
-
-def trouble(plays: Sequence[Play], progress: Any) -> list[str]:
-    """The closing notes on what went wrong in the turns (the progress bar's
-    sums), and once per LLM whose server sent no logprobs though asked for them."""
-    logs = {play.config.telemetry.log_json for play in plays}
-    notes = progress.trouble(logs.pop() if len(logs) == 1 else None)
-    for play in plays:
-        for llm in play.llms.values():
-            if llm.answers_without_logprobs:
-                notes.append(
-                    f"{llm.answers_without_logprobs} answer(s) of {llm.model} came without "
-                    "the logprobs asked for (--llm-logprobs): the server returned none"
-                )
-    return notes
 
 
 def unplayed(plays: Sequence[Play]) -> list[str]:

@@ -21,8 +21,8 @@ from chaosops.scenarios import (
     read_suite,
 )
 
-from ._config import Deadlines, RunConfig, TurnTimeout
-from ._errors import CLIError, one_line
+from .config import Deadlines, RunConfig, TurnTimeout
+from .errors import RunError, one_line
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +49,7 @@ def suite_files(paths: Sequence[str]) -> list[Path]:
         path = Path(text)
         if not text or not path.exists():
             # an empty argument (an unset shell variable) is not the current folder
-            raise CLIError(
+            raise RunError(
                 f"no such scenario file or folder: {text if text.strip() else repr(text)} "
                 "(expected a .toml suite file or a folder of them)"
             )
@@ -57,16 +57,16 @@ def suite_files(paths: Sequence[str]) -> list[Path]:
             try:
                 found = folder_suite_files(path)
             except ScenarioFileError as exc:  # no suite file, or an entry not a file
-                raise CLIError(one_line(exc)) from None
+                raise RunError(one_line(exc)) from None
             files.extend(found)
         else:
             files.append(path)
     return files
 
 
-def _too_many(count: int, what: str) -> CLIError:
+def _too_many(count: int, what: str) -> RunError:
 
-    return CLIError(
+    return RunError(
         f"{what} plan {count} episodes; a run plans at most {MAX_SUITE_SCENARIOS} "
         "(lower --episodes-per-type, or run the suites in several runs)"
     )
@@ -75,7 +75,7 @@ def _too_many(count: int, what: str) -> CLIError:
 def load_suites(paths: Sequence[str]) -> list[Any]:
     """The suites named on the command line (default: the canonical ones).
 
-    Raises :class:`CLIError` with the loader's one-line message on a bad file,
+    Raises :class:`RunError` with the loader's one-line message on a bad file,
     and when the suites together plan more than ``MAX_SUITE_SCENARIOS``
     episodes (each file is bounded by the loader, before it builds anything).
     """
@@ -86,9 +86,9 @@ def load_suites(paths: Sequence[str]) -> list[Any]:
         try:
             suite = read_suite(path)
         except ScenarioFileError as exc:
-            raise CLIError(one_line(exc)) from None
+            raise RunError(one_line(exc)) from None
         except OSError as exc:
-            raise CLIError(f"cannot read scenario file {path}: {exc.strerror or exc}") from None
+            raise RunError(f"cannot read scenario file {path}: {exc.strerror or exc}") from None
         total += len(suite.entries)
         if total > MAX_SUITE_SCENARIOS:
             raise _too_many(total, f"the suites up to {path}")
@@ -297,7 +297,7 @@ def _subset(planned: Plan, config: RunConfig) -> Plan:
     if planned.groups and not kept:
         chosen = [f"--tier {t}" for t in config.tiers]
         chosen += [f"--failure-type {f}" for f in config.failure_types]
-        raise CLIError(
+        raise RunError(
             f"no scenario of the suites matches {' '.join(chosen)}; "
             "`chaosops scenarios` lists what they hold"
         )
@@ -335,7 +335,7 @@ def _listed(scenarios: Sequence[Any]) -> Plan:
     try:
         return Plan.listing(PlannedEpisode(scenario_from_record(s)) for s in scenarios)
     except (KeyError, TypeError, ValueError) as exc:
-        raise CLIError(f"run.json: scenarios: not a list of scenarios ({one_line(exc)})") from None
+        raise RunError(f"run.json: scenarios: not a list of scenarios ({one_line(exc)})") from None
 
 
 def _check_seeds(plan: Plan, seed_offset: int) -> None:
@@ -346,7 +346,7 @@ def _check_seeds(plan: Plan, seed_offset: int) -> None:
         outside = [seed for seed in (group.seeds[0], group.seeds[-1]) if not 0 <= seed <= MAX_SEED]
         if outside:
             scenario = group.template.scenario
-            raise CLIError(
+            raise RunError(
                 f"--seed-offset {seed_offset} gives seed {outside[0]} "
                 f"({scenario.failure_type.value}, {scenario.difficulty.value}); "
                 f"seeds are integers from 0 to {MAX_SEED}"

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation, FailureType
+from chaosops.env.rewards import StepRewardBreakdown
 from chaosops.env.world_sim import Scenario
-from chaosops.rewards.reward_fn import StepRewardBreakdown
 
 __all__ = ["EpisodeResult", "EpisodeStep"]
 

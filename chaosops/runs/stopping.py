@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ._terminal import note
+from .errors import note
 
 __all__ = ["hold_signals", "restoring_signals"]
 

@@ -19,7 +19,7 @@ import actors
 from actors.cluster import ClusterOptions, connect, import_ray, open_cluster_jobs
 from chaosops._otlp import exporting_provider, otlp_exporter
 from chaosops.agents.llm.render import build_messages
-from chaosops.agents.runner import EpisodeResult, _count_episode, _policies_for, arun_episode
+from chaosops.agents.runner import EpisodeResult, _count_episode, arun_episode, role_map_of
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.outputs import episode_lines
 
@@ -95,7 +95,7 @@ class _Played:
         result = await arun_episode(
             ChaosOpsEnvironment(),
             scenario,
-            _policies_for(self.policies, scenario),
+            role_map_of(self.policies, scenario),
             turn_timeout=self.turn_timeout,
             fields=self.fields,
         )

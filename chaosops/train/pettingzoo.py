@@ -19,10 +19,11 @@ from __future__ import annotations
 import random
 from functools import lru_cache
 from numbers import Integral
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from chaosops._extras import require
-from chaosops.agents.llm.checks import FAILURE_NAMES, services_of, view_problem
+from chaosops.agents.llm.answers import describe
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import (
     FLEET_AGENT_NAMES,
@@ -33,13 +34,14 @@ from chaosops.env.models import (
     FailureType,
     ServiceHealth,
 )
-from chaosops.train.play import describe, scenario_of
+from chaosops.env.rules import FAILURE_NAMES, services_of, view_problem
+from chaosops.scenarios import choose_scenario
 
 __all__ = ["MOVES", "ChaosOpsAEC", "aec_env"]
 
-gymnasium = require("gymnasium", "pettingzoo", "chaosops.env.pettingzoo")
-np = require("numpy", "pettingzoo", "chaosops.env.pettingzoo")
-AECEnv = require("pettingzoo", "pettingzoo", "chaosops.env.pettingzoo").AECEnv
+gymnasium = require("gymnasium", "pettingzoo", "chaosops.train.pettingzoo")
+np = require("numpy", "pettingzoo", "chaosops.train.pettingzoo")
+AECEnv = require("pettingzoo", "pettingzoo", "chaosops.train.pettingzoo").AECEnv
 
 SCALE_TO = (2, 3, 5)
 STATUS_MESSAGE = "status: investigating"
@@ -62,7 +64,7 @@ MOVES: tuple[dict[str, Any], ...] = (
 """The moves an action indexes: each kind, with the targets and values it may take."""
 
 _NOOP = 0  # MOVES[0], the fallback of a masked move
-_HEALTH = {None: 0, **{health: i + 1 for i, health in enumerate(ServiceHealth)}}
+_HEALTH = MappingProxyType({None: 0, **{health: i + 1 for i, health in enumerate(ServiceHealth)}})
 _METRIC_HIGH = np.array([100.0, 1e6, 1e6, 1.0, 1000.0], dtype=np.float32)  # cpu..replicas
 
 
@@ -131,7 +133,10 @@ class ChaosOpsAEC(AECEnv):
         self.defaults = {"failure_type": failure_type, "difficulty": difficulty,
                          "max_steps": max_steps}  # fmt: skip
         # the scenario's fields are checked now, as a suite entry's are
-        scenario_of(failure_type or FailureType.DB_DEADLOCK.value, difficulty, 0, max_steps)
+        choose_scenario(
+            failure_type=failure_type or FailureType.DB_DEADLOCK.value,
+            difficulty=difficulty, max_steps=max_steps,
+        )  # fmt: skip
         self.render_mode = render_mode
         self.text = text
         self.possible_agents = [role.value for role in AgentRole]
@@ -155,7 +160,10 @@ class ChaosOpsAEC(AECEnv):
         chosen = {**self.defaults, **given}
         seed = random.randrange(2**31) if seed is None else int(seed)
         failure = chosen["failure_type"] or random.Random(seed).choice(list(FailureType)).value
-        scenario = scenario_of(failure, chosen["difficulty"], seed, chosen["max_steps"])
+        scenario = choose_scenario(
+            failure_type=failure, difficulty=chosen["difficulty"], seed=seed,
+            max_steps=chosen["max_steps"],
+        )  # fmt: skip
         self._now(self.env.reset(scenario=scenario))
         self.agents = list(self.possible_agents)
         self.rewards = dict.fromkeys(self.agents, 0.0)
@@ -277,5 +285,5 @@ def _index(action: Any) -> int:
             return int(action)
     raise ValueError(
         f"action {action!r:.40} is no move: an action is an int from 0 to {len(MOVES) - 1}, "
-        "an index of chaosops.env.pettingzoo.MOVES (None only once the agent's episode is over)"
+        "an index of chaosops.train.pettingzoo.MOVES (None only once the agent's episode is over)"
     )

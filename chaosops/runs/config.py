@@ -1,0 +1,211 @@
+"""The run configuration: what one run plays, where it writes, how it is watched."""
+
+from __future__ import annotations
+
+import dataclasses
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from actors.cluster import ClusterOptions
+from chaosops.agents.llm.settings import LLMSettings
+from chaosops.env.environment import DEFAULT_TURN_ORDER
+from chaosops.env.models import AgentRole
+from chaosops.outputs import LOG_FILE
+
+from .errors import RunError
+
+TurnTimeout = float | dict[Any, float] | None
+"""What one batch runs under: seconds for every role, per role, or no deadline."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deadlines:
+    """``--turn-timeout`` and ``--role-timeout``, over the suites' own."""
+
+    turn_timeout: float | None = None
+    role_timeout: tuple[tuple[str, float], ...] = ()
+
+    def for_suite(self, suite_timeout: Mapping[Any, float] | None) -> TurnTimeout:
+        """The deadline of one episode: ``--role-timeout`` over ``--turn-timeout``
+        over the suite entry's per-role timeouts; ``None`` when nothing sets one."""
+
+        if self.turn_timeout is None and not self.role_timeout:
+            return dict(suite_timeout) if suite_timeout else None
+        if not self.role_timeout:
+            return float(self.turn_timeout)  # type: ignore[arg-type]
+        per_role: dict[Any, float] = (
+            {role: float(self.turn_timeout) for role in AgentRole}
+            if self.turn_timeout is not None
+            else dict(suite_timeout or {})
+        )
+        for role, seconds in self.role_timeout:
+            per_role[AgentRole(role)] = seconds
+        return per_role
+
+    @property
+    def longest(self) -> float | None:
+        """The longest deadline the flags give a turn (None: they give none)."""
+        given = [s for s in (self.turn_timeout, *dict(self.role_timeout).values()) if s is not None]
+        return max(given, default=None)
+
+    @property
+    def per_role(self) -> dict[str, float] | None:
+        """``--role-timeout`` as recorded in ``run.json`` (sorted; None when not given)."""
+        return dict(sorted(dict(self.role_timeout).items())) or None
+
+
+@dataclass(frozen=True, slots=True)
+class Telemetry:
+    """Where a run is watched from: JSON logs, Prometheus metrics, OpenTelemetry traces."""
+
+    log_json: str | None = None
+    metrics_port: int | None = None
+    metrics_host: str | None = None
+    metrics_linger: float | None = None
+    otlp_endpoint: str | None = None
+
+    @property
+    def host(self) -> str:
+        """The address metrics are served on."""
+        return self.metrics_host or "127.0.0.1"
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """One ``run`` or ``eval`` of the suites: what to play, where to write, how to watch."""
+
+    command: str
+    policies: tuple[str, ...]
+    out: Path
+    paths: tuple[str, ...] = ()
+    episodes_per_type: int | None = None
+    seed_offset: int = 0
+    tiers: tuple[str, ...] = ()  # --tier: only these (all when empty)
+    failure_types: tuple[str, ...] = ()  # --failure-type: only these (all when empty)
+    limit: int | None = None  # --limit: the first N of the plan
+    concurrency: int = 64
+    deadlines: Deadlines = field(default_factory=Deadlines)
+    llm: LLMSettings = field(default_factory=lambda: LLMSettings(model="chaosops-mock"))
+    llm_max_failures: int = 10
+    max_policy_errors: int | float | None = None  # errors in a row, or a share of the turns
+    samples: int = 1  # --samples: each scenario played this often
+    scenarios: tuple[Any, ...] = ()  # a run from Python, resumed: the scenarios its run.json lists
+    telemetry: Telemetry = field(default_factory=Telemetry)
+    progress: bool = True
+    resume: bool = False  # run
+    fsync: bool = False  # run
+    json: str | None = None  # eval: the JSON table's path, '-' for stdout
+    chart: str | None = None  # eval: the chart's path
+    draw_chart: bool = True  # eval
+    point_latest: bool = False  # run: a folder of its own under runs/, runs/latest to it
+    role_policies: tuple[tuple[str, str], ...] = ()  # --role-policy, over --policy
+    named_llms: tuple[tuple[str, LLMSettings], ...] = ()  # the run file's [llm.NAME]
+    config_file: str | None = None  # --config
+    name: str | None = None  # --name: the outputs' policy, over the label below
+    ray: str | None = None  # --ray ADDRESS: the episodes on Ray worker actors
+    workers: int | None = None  # --workers: Ray worker actors (None: one per CPU)
+
+    @property
+    def cluster(self) -> Any:
+        """``--ray`` and ``--workers`` as ClusterOptions; None without ``--ray``."""
+        if self.ray is None:
+            return None
+        return ClusterOptions(self.ray, self.workers)
+
+    @property
+    def policy(self) -> str:
+        """The policy of ``chaosops run`` for the roles --role-policy does not name."""
+        return self.policies[0]
+
+    @property
+    def policy_by_role(self) -> dict[str, str]:
+        """Each role's policy, in turn order: ``--role-policy`` over ``--policy``."""
+
+        chosen = dict(self.role_policies)
+        return {role.value: chosen.get(role.value, self.policy) for role in DEFAULT_TURN_ORDER}
+
+    def with_llms(self, llms: Mapping[str, LLMSettings]) -> RunConfig:
+        """This configuration with the settings of the LLMs in ``llms`` (by
+        policy name) replaced: those the endpoints settled (``negotiated``)."""
+        return dataclasses.replace(
+            self,
+            llm=llms.get("llm", self.llm),
+            named_llms=tuple((name, llms.get(name, s)) for name, s in self.named_llms),
+        )
+
+    def llm_settings(self, name: str) -> LLMSettings | None:
+        """The settings of the LLM a policy name names (``llm``: the flags'), else None."""
+        return self.llm if name == "llm" else dict(self.named_llms).get(name)
+
+    @property
+    def llms_in_play(self) -> dict[str, LLMSettings]:
+        """The LLMs some role plays, by policy name, in turn order."""
+        chosen = {}
+        for name in self.policy_by_role.values():
+            if (settings := self.llm_settings(name)) is not None:
+                chosen[name] = settings
+        return chosen
+
+    @property
+    def players(self) -> dict[str, dict[str, str | None]]:
+        """What plays each role, as the outputs record it (see :func:`players_of`)."""
+        return players_of(self.policy_by_role, self.llm_settings)
+
+    @property
+    def models(self) -> str:
+        """The LLM models some role asks, in turn order, joined by ``+`` (empty: none)."""
+        return "+".join(dict.fromkeys(s.model for s in self.llms_in_play.values()))
+
+    @property
+    def label(self) -> str:
+        """What played, as the outputs' ``policy``: ``--name``, else ``heuristic``,
+        or with roles of their own ``heuristic+dev=oracle``."""
+        if self.name:
+            return self.name
+        chosen = {role: name for role, name in self.role_policies if name != self.policy}
+        own = [f"{role}={name}" for role, name in self.policy_by_role.items() if role in chosen]
+        return "+".join([self.policy, *own])
+
+
+def players_of(
+    policy_by_role: Mapping[str, str], settings_of: Callable[[str], LLMSettings | None]
+) -> dict[str, dict[str, str | None]]:
+    """What plays each role, as the outputs record it: its policy and, for an
+    LLM (``settings_of(policy)`` not None), its model and the answer format it
+    is asked in."""
+    players: dict[str, dict[str, str | None]] = {}
+    for role, name in policy_by_role.items():
+        settings = settings_of(name)
+        players[role] = {"policy": name, "model": getattr(settings, "model", None)}
+        if settings is not None:
+            players[role]["answer"] = settings.answer_format or settings.answer
+    return players
+
+
+def log_target(log_json: str | None, folder: Path | None) -> str | None:
+    """``--log-json``: ``off`` for none; a command writing a run folder (run,
+    serve) writes its log into it by default, where ``chaosops watch`` and
+    ``view`` find its episodes in flight."""
+    if log_json == "off":
+        return None
+    if log_json is None and folder is not None:
+        return str(Path(folder) / LOG_FILE)
+    return log_json
+
+
+def traces_url(endpoint: str) -> str:
+    """The OTLP/HTTP traces URL of ``endpoint`` (a collector's base URL, as
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` takes it, or its ``/v1/traces`` URL)."""
+    parts = urllib.parse.urlsplit(endpoint.strip())
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise RunError(
+            f"--otlp-endpoint: expected an http:// or https:// URL with a host, such as "
+            f"http://127.0.0.1:4318, got {endpoint!r}"
+        )
+    path = parts.path.rstrip("/")
+    if not path.endswith("/v1/traces"):
+        path += "/v1/traces"
+    return urllib.parse.urlunsplit((parts.scheme.lower(), parts.netloc, path, parts.query, ""))

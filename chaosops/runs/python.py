@@ -1,0 +1,104 @@
+"""Runs from Python written to a run folder, by the engine ``chaosops run`` uses.
+
+``run_to_folder(out, scenarios, policies, name="heuristic")`` plays the
+scenarios into ``out`` and writes, as each episode finishes,
+``results.jsonl`` and ``trajectories.jsonl``, then ``summary.json``;
+``run.json`` lists the scenarios before the first episode, and ``log.jsonl``
+holds the run's events. ``chaosops view``, ``watch``, ``transcript`` and
+``replay`` read the folder; ``resume=True`` (or ``chaosops run --resume --out
+DIR``, when ``name`` is a policy the command knows) plays only what is missing.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import actors
+from chaosops.agents.runner import Policies
+from chaosops.env.world_sim import Scenario
+from chaosops.outputs import LOG_FILE, scenario_fields
+from chaosops.summary import Summary
+
+from .config import Deadlines, RunConfig
+from .engine import aplay_all, open_folders, open_play
+from .plan import plan_episodes
+from .session import Session
+
+__all__ = ["arun_to_folder", "run_to_folder"]
+
+TurnTimeout = float | Mapping[Any, float] | None
+"""Seconds for every role's turn, seconds by role, or no deadline."""
+
+
+def run_to_folder(
+    out: str | Path,
+    scenarios: Iterable[Scenario],
+    policies: Policies,
+    *,
+    name: str = "python",
+    concurrency: int = 64,
+    turn_timeout: TurnTimeout = None,
+    resume: bool = False,
+    log: bool = True,
+) -> Summary:
+    """Synchronous :func:`arun_to_folder`."""
+    run = functools.partial(
+        arun_to_folder, out, scenarios, policies, name=name, concurrency=concurrency,
+        turn_timeout=turn_timeout, resume=resume, log=log,
+    )  # fmt: skip
+    return actors.run(run)
+
+
+async def arun_to_folder(
+    out: str | Path,
+    scenarios: Iterable[Scenario],
+    policies: Policies,
+    *,
+    name: str = "python",
+    concurrency: int = 64,
+    turn_timeout: TurnTimeout = None,
+    resume: bool = False,
+    log: bool = True,
+) -> Summary:
+    """Play ``scenarios`` with ``policies`` (a role map or a factory, as
+    :func:`~chaosops.agents.runner.arun_batch` takes) into the run folder
+    ``out``; returns its summary. ``name`` is what the outputs call the policy.
+
+    Without ``resume`` a folder that already holds a run is refused
+    (:class:`~chaosops.runs.RunError`); with it, the episodes done are kept
+    and the others played. ``log`` points ``actors``' structured log at the
+    folder's ``log.jsonl`` for the run (where ``watch`` and ``view`` see the
+    episodes in flight), as ``chaosops run`` does; it replaces a logging set
+    up before. Signals are left to the caller: Ctrl-C raises as it would.
+    """
+    config = RunConfig(
+        command="run", policies=(name,), out=Path(out), concurrency=concurrency,
+        scenarios=tuple(scenario_fields(s) for s in scenarios),
+        deadlines=_deadlines(turn_timeout), resume=resume, progress=False,
+    )  # fmt: skip
+    play = open_play(config, plan_episodes(config))
+    play.factory = _factory(policies)
+    open_folders([play])
+    if log:
+        actors.configure_logging(config.out / LOG_FILE)
+    await aplay_all([play], config, Session())
+    return play.summary
+
+
+def _deadlines(turn_timeout: TurnTimeout) -> Deadlines:
+    if isinstance(turn_timeout, Mapping):
+        by_role = tuple(
+            (str(getattr(role, "value", role)), float(s)) for role, s in turn_timeout.items()
+        )
+        return Deadlines(role_timeout=by_role)
+    return Deadlines(turn_timeout=turn_timeout)
+
+
+def _factory(policies: Policies) -> Callable[[Scenario], Any]:
+    """Each scenario's role map: what a factory makes, or the one role map."""
+    if callable(policies) and not isinstance(policies, Mapping):
+        return policies
+    return lambda scenario: policies
