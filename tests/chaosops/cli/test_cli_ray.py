@@ -289,7 +289,8 @@ def test_a_bad_address_and_a_missing_extra_are_one_line(slow: Path, tmp_path: Pa
 
 
 def test_the_python_batch_api_takes_the_same_option() -> None:
-    from chaosops.agents import cluster, runner
+    from chaosops.agents import runner
+    from chaosops.runs import workers as cluster
     from chaosops.curriculum.generator import scenarios_for_tier
     from chaosops.runs import policy_factory
 
