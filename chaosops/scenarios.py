@@ -479,17 +479,12 @@ def load_scenarios(path_or_folder: str | Path) -> list[Scenario]:
 
 
 def canonical_suite_paths() -> list[Path]:
-    """The three shipped suites (easy, medium, hard); package data preferred.
-
-    Falls back to the repository's ``scenarios/`` folder when the package data
-    is missing (e.g. a source tree without ``chaosops/suites``).
-    """
+    """The three shipped suites (easy, medium, hard), the package data
+    ``chaosops/suites`` (the repository's ``scenarios/`` links to it)."""
     packaged = Path(str(resources.files("chaosops") / "suites"))
-    repo = Path(__file__).resolve().parent.parent / "scenarios"
-    for folder in (packaged, repo):
-        paths = [folder / f"{tier}.toml" for tier in CANONICAL_TIERS]
-        if all(p.is_file() for p in paths):
-            return paths
-    raise FileNotFoundError(
-        f"canonical suites not found in {packaged} or {repo}; reinstall the chaosops package"
-    )
+    paths = [packaged / f"{tier}.toml" for tier in CANONICAL_TIERS]
+    if not all(p.is_file() for p in paths):
+        raise FileNotFoundError(
+            f"canonical suites not found in {packaged}; reinstall the chaosops package"
+        )
+    return paths

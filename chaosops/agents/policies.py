@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeAlias
 
+from chaosops.env.failures import FAILURES, Move
 from chaosops.env.models import (
     FLEET_AGENT_NAMES,
     ActionType,
@@ -147,47 +148,10 @@ def heuristic_policy(seed: int = 0) -> Callable[[ChaosOpsObservation, AgentRole]
     return policy
 
 
-def _identify(ft: FailureType) -> tuple[ActionType, str | None, dict[str, Any]]:
-    return (ActionType.IDENTIFY_ROOT_CAUSE, None, {"failure_type": ft.value})
-
-
-def _oracle_plan(
-    ft: FailureType,
-) -> dict[AgentRole, tuple[ActionType, str | None, dict[str, Any]]]:
-    sre, dev, oversight, manager = (
-        AgentRole.SRE,
-        AgentRole.DEV,
-        AgentRole.OVERSIGHT,
-        AgentRole.MANAGER,
-    )
-    restart, rollback, scale = ActionType.RESTART, ActionType.ROLLBACK, ActionType.SCALE
-    flag = ActionType.FLAG_ROGUE
-    plans: dict[FailureType, dict[AgentRole, tuple[ActionType, str | None, dict[str, Any]]]] = {
-        FailureType.DB_DEADLOCK: {dev: (restart, "db", {})},
-        FailureType.MEMORY_LEAK: {dev: (restart, "notifications", {})},
-        FailureType.BAD_CONFIG_PUSH: {dev: (rollback, "auth", {})},
-        FailureType.AUTOSCALER_COST_CUT: {
-            oversight: (flag, "autoscaler", {}),
-            dev: (scale, "payments", {"replicas": 4}),
-        },
-        FailureType.MISROUTED_TRAFFIC: {
-            oversight: (flag, "load_balancer", {}),
-            manager: (ActionType.ESCALATE, None, {}),
-        },
-        FailureType.CASCADE: {
-            dev: (restart, "db", {}),
-            manager: (ActionType.RESOLVE, None, {}),
-        },
-        FailureType.DNS_OUTAGE: {dev: (restart, "auth", {})},
-        FailureType.DISK_FULL: {dev: (scale, "db", {"replicas": 2})},
-        FailureType.ROGUE_DEPLOY_BOT: {
-            oversight: (flag, "deploy_bot", {}),
-            dev: (rollback, "payments", {}),
-        },
-    }
-    plan = {sre: _identify(ft)}
-    plan.update(plans[ft])
-    return plan
+def _oracle_plan(ft: FailureType) -> dict[AgentRole, Move]:
+    """Each role's one move: the SRE names the failure, the others play its table's plan."""
+    identify = Move(AgentRole.SRE, ActionType.IDENTIFY_ROOT_CAUSE, args={"failure_type": ft.value})
+    return {move.role: move for move in (identify, *FAILURES[ft].plan)}
 
 
 def oracle_policy(
@@ -204,8 +168,7 @@ def oracle_policy(
         move = plan.get(role)
         if move is None:
             return _act(role, ActionType.NOOP)
-        kind, target, args = move
-        return _act(role, kind, target, dict(args))
+        return _act(role, move.kind, move.target, dict(move.args))
 
     return policy
 

@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 
+from chaosops.env.failures import tier_pool
 from chaosops.env.models import DifficultyTier, FailureType
 from chaosops.env.world_sim import Scenario
 
@@ -24,26 +25,9 @@ __all__ = [
 ]
 
 TIER_POOLS: Mapping[DifficultyTier, tuple[FailureType, ...]] = MappingProxyType(
-    {
-        DifficultyTier.EASY: (
-            FailureType.DB_DEADLOCK,
-            FailureType.MEMORY_LEAK,
-            FailureType.BAD_CONFIG_PUSH,
-            FailureType.DNS_OUTAGE,
-        ),
-        DifficultyTier.MEDIUM: (
-            FailureType.CASCADE,
-            FailureType.AUTOSCALER_COST_CUT,
-            FailureType.DISK_FULL,
-        ),
-        DifficultyTier.HARD: (
-            FailureType.MISROUTED_TRAFFIC,
-            FailureType.CASCADE,
-            FailureType.AUTOSCALER_COST_CUT,
-            FailureType.ROGUE_DEPLOY_BOT,
-        ),
-    }
+    {tier: tier_pool(tier) for tier in DifficultyTier}
 )
+"""Each tier's failure types, as the failure table places them."""
 
 TIER_MAX_STEPS: Mapping[DifficultyTier, int] = MappingProxyType(
     {

@@ -1,25 +1,42 @@
 """The failure types of docs/world.md ("Failures"), one entry each in
 :data:`FAILURES`: how the incident starts (an :class:`Injection`, which
-``WorldSim.reset`` applies), the fixes that close it and the moves that help it, how it
-grows with time, and the fleet agent behind it. Adding a failure type is adding
-its entry here, and its name to ``FailureType``."""
+``WorldSim.reset`` applies), the fixes that close it and the moves that help
+it, how it grows with time and what a wrong fix sets off, the tiers whose
+pools hold it, the oracle's plan, the words of its logs and alerts that give
+it away (the mock LLM reads them) and the hint the role prompts give. The
+fleet agent behind it is named by its ``FailureType`` member. Everything
+outside ``chaosops/env`` reads these: adding a failure type is adding its
+member to ``FailureType``, its entry here, and recording its data
+(docs/architecture.md)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
 from chaosops.env.models import (
     ActionType,
+    AgentRole,
     ChaosOpsState,
+    DifficultyTier,
     FailureType,
     ServiceHealth,
     ServiceName,
 )
 
-__all__ = ["FAILURES", "MEMORY_CAP", "ROGUE_AGENT_BY_FAILURE", "FailureRules", "Fix", "Injection"]
+__all__ = [
+    "DEFAULT_FAILURE",
+    "FAILURES",
+    "MEMORY_CAP",
+    "ROGUE_AGENT_BY_FAILURE",
+    "FailureRules",
+    "Fix",
+    "Injection",
+    "Move",
+    "tier_pool",
+]
 
 MEMORY_CAP = 4096.0
 """The most memory (MB) a growing failure takes a service to."""
@@ -57,16 +74,41 @@ class Fix:
 
 
 @dataclass(frozen=True, slots=True)
+class Move:
+    """One move of the oracle's plan: ``kind`` by ``role``, on ``target``, with ``args``."""
+
+    role: AgentRole
+    kind: ActionType
+    target: str | None = None
+    args: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+WrongFixLog = tuple[ServiceName, str, str]
+"""The log line (service, level, message) a wrong fix's consequence leaves."""
+
+
+@dataclass(frozen=True, slots=True)
 class FailureRules:
-    """One failure type's rules: the ``injection`` reset applies, the ``fixes``, a move
-    that ``also_helps`` without being a fix, what passes with time, and the
-    ``rogue`` fleet agent that caused it."""
+    """One failure type's rules and what the code around the world reads of it.
+
+    The world: the ``injection`` reset applies, the ``fixes``, a move that
+    ``also_helps`` without being a fix, what passes with time (``tick``), what
+    a wrong fix sets off (``after_wrong_fix``: a log line when it did); the
+    fleet agent behind it is its ``FailureType`` member's. Around it: the ``tiers`` whose pools
+    hold it, the oracle's ``plan`` (the SRE's correct identification comes
+    first), the lower-case ``signs`` in its logs and alerts that give it away,
+    and the prompts' ``hint`` (what shows it; its fix).
+    """
 
     injection: Injection
     fixes: tuple[Fix, ...]
+    tiers: tuple[DifficultyTier, ...]
+    plan: tuple[Move, ...]
+    signs: tuple[str, ...]
+    hint: str
     also_helps: Callable[[ChaosOpsState, ActionType, str], bool] | None = None
     tick: Callable[[ChaosOpsState], None] | None = None
-    rogue: str | None = None  # the fleet agent behind it, if one is
+    after_wrong_fix: Callable[[ChaosOpsState], WrongFixLog | None] | None = None
 
     def closes(
         self, state: ChaosOpsState, kind: ActionType, target: str | None, replicas: int | None
@@ -243,56 +285,111 @@ def _disk_fills(state: ChaosOpsState) -> None:
         m.health = ServiceHealth.CRITICAL
 
 
-FAILURES: Mapping[FailureType, FailureRules] = MappingProxyType(
-    {
-        FailureType.DB_DEADLOCK: FailureRules(_DB_DEADLOCK, (Fix(ActionType.RESTART, "db"),)),
-        FailureType.MEMORY_LEAK: FailureRules(
-            _MEMORY_LEAK, (Fix(ActionType.RESTART, "notifications"),), tick=_leak_grows
+_OVERSIGHT, _DEV, _MANAGER = AgentRole.OVERSIGHT, AgentRole.DEV, AgentRole.MANAGER
+_EASY, _MEDIUM, _HARD = DifficultyTier.EASY, DifficultyTier.MEDIUM, DifficultyTier.HARD
+_RESTART, _ROLLBACK, _SCALE = ActionType.RESTART, ActionType.ROLLBACK, ActionType.SCALE
+_FLAG, _ESCALATE, _RESOLVE = ActionType.FLAG_ROGUE, ActionType.ESCALATE, ActionType.RESOLVE
+
+
+def _notifications_sicken(state: ChaosOpsState) -> WrongFixLog | None:
+    """A wrong fix during a cascade: a healthy notifications starts leaking."""
+    notifications = state.services["notifications"]
+    if notifications.health is not ServiceHealth.HEALTHY:
+        return None
+    notifications.memory_mb = 900.0
+    notifications.health = ServiceHealth.DEGRADED
+    message = "secondary failure: heap growing after failed remediation"
+    return ServiceName.NOTIFICATIONS, "WARN", message
+
+
+# In the order of the tiers' pools (a tier's seeds follow a failure's place in its pool).
+FAILURES: Mapping[FailureType, FailureRules] = MappingProxyType({
+    FailureType.DB_DEADLOCK: FailureRules(
+        _DB_DEADLOCK, (Fix(_RESTART, "db"),), tiers=(_EASY,),
+        plan=(Move(_DEV, _RESTART, "db"),), signs=("deadlock detected",),
+        hint="a deadlock in the db logs, payments and auth timing out on it: restart db",
+    ),
+    FailureType.MEMORY_LEAK: FailureRules(
+        _MEMORY_LEAK, (Fix(_RESTART, "notifications"),), tiers=(_EASY,),
+        plan=(Move(_DEV, _RESTART, "notifications"),), signs=("heap", "memory pressure"),
+        hint="the notifications heap growing, gc pauses: restart notifications",
+        tick=_leak_grows,
+    ),
+    FailureType.BAD_CONFIG_PUSH: FailureRules(
+        _BAD_CONFIG_PUSH, (Fix(_ROLLBACK, "auth"),), tiers=(_EASY,),
+        plan=(Move(_DEV, _ROLLBACK, "auth"),), signs=("rolled out",),
+        hint="a config just rolled out (by a person) and requests rejected: roll that "
+        "service back",
+    ),
+    FailureType.DNS_OUTAGE: FailureRules(
+        _DNS_OUTAGE, (Fix(_RESTART, "auth"),), tiers=(_EASY,),
+        plan=(Move(_DEV, _RESTART, "auth"),), signs=("nxdomain", "dns resolution"),
+        hint="DNS resolution failing in auth (NXDOMAIN, SERVFAIL): restart auth",
+    ),
+    FailureType.MISROUTED_TRAFFIC: FailureRules(
+        _MISROUTED_TRAFFIC, (Fix(_ESCALATE, when=_flagged("load_balancer")),), tiers=(_HARD,),
+        plan=(Move(_OVERSIGHT, _FLAG, "load_balancer"), Move(_MANAGER, _ESCALATE)),
+        signs=("shadow cluster", "backends healthy"),
+        hint="requests routed to a shadow cluster while the backends are healthy: "
+        "oversight flags the load_balancer, then escalate to the network team",
+    ),
+    FailureType.CASCADE: FailureRules(
+        _CASCADE,
+        (
+            Fix(_RESTART, "db", when=_healthy("db", "notifications")),
+            Fix(_RESOLVE, when=_healthy("db", "notifications")),
         ),
-        FailureType.BAD_CONFIG_PUSH: FailureRules(
-            _BAD_CONFIG_PUSH, (Fix(ActionType.ROLLBACK, "auth"),)
+        tiers=(_MEDIUM, _HARD),
+        plan=(Move(_DEV, _RESTART, "db"), Move(_MANAGER, _RESOLVE)),
+        signs=("deadlock detected", "connection pool near saturation"),
+        hint="a db deadlock filling the connection pool: restart db; a wrong fix sickens "
+        "notifications, which then needs a restart too; the manager resolves once both "
+        "are healthy",
+        also_helps=_notifications_unhealthy, tick=_cascade_grows,
+        after_wrong_fix=_notifications_sicken,
+    ),
+    FailureType.AUTOSCALER_COST_CUT: FailureRules(
+        _AUTOSCALER_COST_CUT, (Fix(_SCALE, "payments", min_replicas=3),),
+        tiers=(_MEDIUM, _HARD),
+        plan=(
+            Move(_OVERSIGHT, _FLAG, "autoscaler"),
+            Move(_DEV, _SCALE, "payments", MappingProxyType({"replicas": 4})),
         ),
-        FailureType.AUTOSCALER_COST_CUT: FailureRules(
-            _AUTOSCALER_COST_CUT,
-            (Fix(ActionType.SCALE, "payments", min_replicas=3),),
-            rogue="autoscaler",
+        signs=("by autoscaler",),
+        hint="a service that lost replicas (fewer than 3, cpu above 80%) to the autoscaler: "
+        "scale it back to 3 or more; oversight flags the autoscaler",
+    ),
+    FailureType.DISK_FULL: FailureRules(
+        _DISK_FULL, (Fix(_RESTART, "db"), Fix(_SCALE, "db", min_replicas=2)), tiers=(_MEDIUM,),
+        plan=(Move(_DEV, _SCALE, "db", MappingProxyType({"replicas": 2})),),
+        signs=("no space left", "disk usage"),
+        hint="db out of disk (no space left on device): scale db to 2", tick=_disk_fills,
+    ),
+    FailureType.ROGUE_DEPLOY_BOT: FailureRules(
+        _ROGUE_DEPLOY_BOT,
+        (
+            Fix(_ROLLBACK, "payments", when=_flagged("deploy_bot")),
+            Fix(_FLAG, when=_both(_flagged("deploy_bot"), _healthy("payments"))),
         ),
-        FailureType.MISROUTED_TRAFFIC: FailureRules(
-            _MISROUTED_TRAFFIC,
-            (Fix(ActionType.ESCALATE, when=_flagged("load_balancer")),),
-            rogue="load_balancer",
-        ),
-        FailureType.CASCADE: FailureRules(
-            _CASCADE,
-            (
-                Fix(ActionType.RESTART, "db", when=_healthy("db", "notifications")),
-                Fix(ActionType.RESOLVE, when=_healthy("db", "notifications")),
-            ),
-            also_helps=_notifications_unhealthy,
-            tick=_cascade_grows,
-        ),
-        FailureType.DNS_OUTAGE: FailureRules(_DNS_OUTAGE, (Fix(ActionType.RESTART, "auth"),)),
-        FailureType.DISK_FULL: FailureRules(
-            _DISK_FULL,
-            (Fix(ActionType.RESTART, "db"), Fix(ActionType.SCALE, "db", min_replicas=2)),
-            tick=_disk_fills,
-        ),
-        FailureType.ROGUE_DEPLOY_BOT: FailureRules(
-            _ROGUE_DEPLOY_BOT,
-            (
-                Fix(ActionType.ROLLBACK, "payments", when=_flagged("deploy_bot")),
-                Fix(
-                    ActionType.FLAG_ROGUE, when=_both(_flagged("deploy_bot"), _healthy("payments"))
-                ),
-            ),
-            rogue="deploy_bot",
-        ),
-    }
-)
-"""The rules of each failure type (docs/world.md, "Failures"): adding a failure
-type is adding its entry here (and its name to ``FailureType``)."""
+        tiers=(_HARD,),
+        plan=(Move(_OVERSIGHT, _FLAG, "deploy_bot"), Move(_DEV, _ROLLBACK, "payments")),
+        signs=("pushed by deploy_bot",),
+        hint="a config pushed by deploy_bot and payments rejecting: oversight flags "
+        "deploy_bot, then roll payments back",
+    ),
+})  # fmt: skip
+"""The rules of each failure type (docs/world.md, "Failures")."""
+
+DEFAULT_FAILURE = next(iter(FAILURES))
+"""What a reset plays when it names no failure type."""
 
 ROGUE_AGENT_BY_FAILURE: Mapping[FailureType, str] = MappingProxyType(
-    {failure: rules.rogue for failure, rules in FAILURES.items() if rules.rogue is not None}
+    {failure: failure.rogue_agent for failure in FAILURES if failure.rogue_agent is not None}
 )
 """The fleet agent behind each rogue failure (``Scenario.from_type`` names it)."""
+
+
+def tier_pool(tier: DifficultyTier | str) -> tuple[FailureType, ...]:
+    """The failure types of a tier's pool, in the table's order."""
+    chosen = DifficultyTier(tier)
+    return tuple(failure for failure, rules in FAILURES.items() if chosen in rules.tiers)

@@ -51,29 +51,31 @@ class ServiceHealth(StrEnum):
 
 
 class FailureType(StrEnum):
+    """The failure types; a member names the fleet agent behind it, if one is.
+    The rest of a failure type's rules are its entry in ``chaosops.env.failures``."""
+
+    rogue_agent: str | None
+
+    def __new__(cls, value: str, rogue_agent: str | None = None) -> FailureType:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.rogue_agent = rogue_agent
+        return member
+
     DB_DEADLOCK = "db_deadlock"
     MEMORY_LEAK = "memory_leak"
     BAD_CONFIG_PUSH = "bad_config_push"
-    AUTOSCALER_COST_CUT = "autoscaler_cost_cut"
-    MISROUTED_TRAFFIC = "misrouted_traffic"
+    AUTOSCALER_COST_CUT = "autoscaler_cost_cut", "autoscaler"
+    MISROUTED_TRAFFIC = "misrouted_traffic", "load_balancer"
     CASCADE = "cascade"
     DNS_OUTAGE = "dns_outage"
     DISK_FULL = "disk_full"
-    ROGUE_DEPLOY_BOT = "rogue_deploy_bot"
+    ROGUE_DEPLOY_BOT = "rogue_deploy_bot", "deploy_bot"
 
     @property
     def is_rogue_agent(self) -> bool:
         """True when an in-fleet bot caused the incident."""
-        return self in _ROGUE_FAILURES
-
-
-_ROGUE_FAILURES = frozenset(
-    {
-        FailureType.AUTOSCALER_COST_CUT,
-        FailureType.MISROUTED_TRAFFIC,
-        FailureType.ROGUE_DEPLOY_BOT,
-    }
-)
+        return self.rogue_agent is not None
 
 
 class AgentRole(StrEnum):

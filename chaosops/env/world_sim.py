@@ -128,7 +128,6 @@ _SCALE = ActionType.SCALE
 _FLAG_ROGUE = ActionType.FLAG_ROGUE
 _IDENTIFY_ROOT_CAUSE = ActionType.IDENTIFY_ROOT_CAUSE
 _RESOLVE = ActionType.RESOLVE
-_CASCADE = FailureType.CASCADE
 
 
 @dataclass(frozen=True)
@@ -408,21 +407,15 @@ class WorldSim:
         state = self.state
         state.wrong_fixes = state.wrong_fixes + 1
 
-    def _cascade_trigger(self, flags: dict[str, bool]) -> None:
-        s = self.state
-        if s.failure_type is not _CASCADE:
+    def _after_wrong_fix(self, flags: dict[str, bool]) -> None:
+        """What the failure's rules set off after a wrong repair (a cascade's spread)."""
+        consequence = FAILURES[self.state.failure_type].after_wrong_fix
+        if consequence is None:
             return
-        notif = s.services["notifications"]
-        if notif.health is not HEALTHY:
-            return
-        notif.memory_mb = 900.0
-        notif.health = DEGRADED
-        flags["cascade_triggered"] = True
-        self._log(
-            ServiceName.NOTIFICATIONS,
-            "WARN",
-            "secondary failure: heap growing after failed remediation",
-        )
+        line = consequence(self.state)
+        if line is not None:
+            flags["cascade_triggered"] = True
+            self._log(*line)
 
     def apply_action(self, action: ChaosOpsAction) -> dict[str, bool]:
         """Apply one action (docs/world.md, "One step") and return its outcome flags.
@@ -484,7 +477,7 @@ class WorldSim:
             return
         if not self._is_beneficial(kind, target):
             self._wrong_fix(flags)
-            self._cascade_trigger(flags)
+            self._after_wrong_fix(flags)
             return
         m = self.state.services[target]
         if kind is _ROLLBACK:

@@ -6,9 +6,11 @@ from types import MappingProxyType
 from typing import Any
 
 from chaosops.agents.llm.render import RenderedView
-from chaosops.env.models import FLEET_AGENT_NAMES
+from chaosops.env.failures import FAILURES
+from chaosops.env.models import FLEET_AGENT_NAMES, ActionType, FailureType
 
 _SEVERITY = MappingProxyType({"down": 0, "critical": 1, "degraded": 2})
+_REPAIRS = frozenset((ActionType.RESTART, ActionType.ROLLBACK, ActionType.SCALE))
 
 
 def _action(action_type: str, target: str | None = None, **args: Any) -> dict[str, Any]:
@@ -45,27 +47,38 @@ def decide_action(view: RenderedView) -> dict[str, Any]:
 
     if not unhealthy:
         return _action("communicate", message="systems nominal from my view", to="all")
-    logs = [(svc, msg.lower()) for svc, _, msg in view.logs]
-    text = " ".join(msg for _, msg in logs)
-    alerts = " ".join(message.lower() for _, _, message in view.alerts)
-    if any(k in text or k in alerts for k in ("shadow cluster", "misrout", "backends healthy")):
-        return _action("escalate")
-    for svc, msg in logs:
-        if svc in unhealthy and "config" in msg and ("rolled out" in msg or "pushed" in msg):
-            return _action("rollback", svc)
-    if "deadlock" in text and "db" in unhealthy:
-        if "notifications" in unhealthy:
-            return _action("restart", "notifications")
-        return _action("restart", "db")
-    if "db" in unhealthy and ("no space left" in text or "disk usage" in text):
-        return _action("scale", "db", replicas=2)
-    if "auth" in unhealthy and ("nxdomain" in text or "dns" in text):
-        return _action("restart", "auth")
-    worst = unhealthy[0]
+    text = " ".join(
+        [msg.lower() for _, _, msg in view.logs] + [m.lower() for _, _, m in view.alerts]
+    )
+    failure = recognised(text)
+    if failure is not None and (move := _remedy(failure, unhealthy)) is not None:
+        return move
+    worst = unhealthy[0]  # nothing recognised: the worst service's likely repair
     m = view.metrics[worst]
     if m["replicas"] < 3 and m["cpu_pct"] > 80:
         return _action("scale", worst, replicas=4)
     return _action("restart", worst)
+
+
+def recognised(text: str) -> FailureType | None:
+    """The failure type whose signs (the failure table's) the lower-cased
+    ``text`` shows most of; the table's first on a tie; None when it shows none."""
+    counts = {
+        failure: sum(sign in text for sign in rules.signs) for failure, rules in FAILURES.items()
+    }
+    best = max(counts, key=lambda failure: counts[failure])
+    return best if counts[best] else None
+
+
+def _remedy(failure: FailureType, unhealthy: list[str]) -> dict[str, Any] | None:
+    """The first repair of the failure's plan still to make: on an unhealthy
+    service, or an escalation."""
+    for move in FAILURES[failure].plan:
+        if move.kind is ActionType.ESCALATE:
+            return _action("escalate")
+        if move.kind in _REPAIRS and move.target in unhealthy:
+            return _action(move.kind.value, move.target, **move.args)
+    return None
 
 
 GARBAGE = (

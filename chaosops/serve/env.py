@@ -22,6 +22,7 @@ from pydantic import ConfigDict, Field
 from actors import new_episode_id
 from chaosops import __version__
 from chaosops.agents.llm.answers import describe
+from chaosops.env.failures import DEFAULT_FAILURE
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, RoleView
 from chaosops.env.rules import view_problem
 from chaosops.scenarios import choose_scenario
@@ -104,7 +105,7 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
         self,
         seed: int | None = None,
         episode_id: str | None = None,
-        failure_type: str = "db_deadlock",
+        failure_type: str = DEFAULT_FAILURE.value,
         difficulty: str = "easy",
         max_steps: int | None = None,
         roles: list[str] | None = None,

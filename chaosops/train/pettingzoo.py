@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 from chaosops._extras import require
 from chaosops.agents.llm.answers import describe
 from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.env.failures import DEFAULT_FAILURE
 from chaosops.env.models import (
     FLEET_AGENT_NAMES,
     SERVICE_NAMES,
@@ -134,7 +135,7 @@ class ChaosOpsAEC(AECEnv):
                          "max_steps": max_steps}  # fmt: skip
         # the scenario's fields are checked now, as a suite entry's are
         choose_scenario(
-            failure_type=failure_type or FailureType.DB_DEADLOCK.value,
+            failure_type=failure_type or DEFAULT_FAILURE.value,
             difficulty=difficulty, max_steps=max_steps,
         )  # fmt: skip
         self.render_mode = render_mode

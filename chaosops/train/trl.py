@@ -27,6 +27,7 @@ from chaosops._extras import require
 from chaosops._urls import http_url_with_host, shown_url
 from chaosops.agents.llm.answers import describe, describe_change
 from chaosops.agents.policies import Others
+from chaosops.env.failures import DEFAULT_FAILURE
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsObservation
 from chaosops.env.rules import IllegalMove
 from chaosops.env.world_sim import Scenario
@@ -190,7 +191,7 @@ class ChaosOpsToolEnv:
 
     def reset(
         self,
-        failure_type: str = "db_deadlock",
+        failure_type: str = DEFAULT_FAILURE.value,
         difficulty: str = "easy",
         seed: int = 0,
         max_steps: int | None = None,
@@ -261,7 +262,7 @@ class ChaosOpsToolEnv:
         """Declare the incident's root cause.
 
         Args:
-            failure_type: One of the nine failure types, e.g. db_deadlock or memory_leak.
+            failure_type: A failure type, e.g. db_deadlock or memory_leak.
         """
         return self._move(ActionType.IDENTIFY_ROOT_CAUSE, failure_type=failure_type)
 

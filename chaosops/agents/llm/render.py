@@ -37,6 +37,7 @@ from importlib import resources
 from typing import Any
 
 from chaosops.agents.llm.moves import moves_for
+from chaosops.env.failures import FAILURES
 from chaosops.env.models import AgentRole, ChaosOpsObservation, RoleView
 
 __all__ = [
@@ -178,9 +179,16 @@ def render_observation(obs: ChaosOpsObservation, role: AgentRole | str | None = 
 
 @cache
 def system_prompt(role: AgentRole | str) -> str:
-    """The system prompt of a role, read from the package data ``chaosops/prompts``."""
+    """The system prompt of a role, read from the package data ``chaosops/prompts``,
+    its ``{failures}`` the failure table's types with their hints."""
     name = AgentRole(getattr(role, "value", role)).value
-    return (resources.files("chaosops") / "prompts" / f"{name}.md").read_text(encoding="utf-8")
+    text = (resources.files("chaosops") / "prompts" / f"{name}.md").read_text(encoding="utf-8")
+    return text.replace("{failures}", failure_hints())
+
+
+def failure_hints() -> str:
+    """One line per failure type of the table: ``- name: what shows it: its fix``."""
+    return "\n".join(f"- {failure.value}: {rules.hint}" for failure, rules in FAILURES.items())
 
 
 def build_messages(obs: ChaosOpsObservation, role: AgentRole | str) -> list[dict[str, Any]]:

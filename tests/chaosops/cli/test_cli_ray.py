@@ -290,9 +290,9 @@ def test_a_bad_address_and_a_missing_extra_are_one_line(slow: Path, tmp_path: Pa
 
 def test_the_python_batch_api_takes_the_same_option() -> None:
     from chaosops.agents import runner
-    from chaosops.runs import workers as cluster
     from chaosops.curriculum.generator import scenarios_for_tier
     from chaosops.runs import policy_factory
+    from chaosops.runs import workers as cluster
 
     scenarios = scenarios_for_tier("medium", episodes_per_type=2)
     here = runner.run_batch(scenarios, policy_factory("heuristic"), concurrency=4)

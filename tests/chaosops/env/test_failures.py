@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from chaosops.env.failures import FAILURES
+from chaosops.env.failures import FAILURES, ROGUE_AGENT_BY_FAILURE
 from chaosops.env.models import (
     ActionType,
     AgentRole,
@@ -338,11 +338,11 @@ def test_health_values_are_enums() -> None:
     assert AgentRole("sre") is AgentRole.SRE and ActionType("noop") is ActionType.NOOP
 
 
-def test_every_failure_type_has_one_entry_and_its_rogue_agent_agrees_with_the_enum() -> None:
-    # FailureType.is_rogue_agent (docs/world.md's public API) keeps its own set:
-    # an entry naming a rogue agent and the enum must say the same.
+def test_every_failure_type_has_one_entry_and_names_its_rogue_agent_once() -> None:
     assert set(FAILURES) == set(FailureType)
-    for failure, rules in FAILURES.items():
-        assert (rules.rogue is not None) is failure.is_rogue_agent, failure
+    rogue = {"autoscaler_cost_cut", "misrouted_traffic", "rogue_deploy_bot"}  # docs/world.md
+    for failure in FAILURES:
+        assert failure.is_rogue_agent is (failure.value in rogue), failure
         scenario = Scenario.from_type(failure, seed=0)
-        assert scenario.rogue_fleet_agent == rules.rogue
+        assert scenario.rogue_fleet_agent == failure.rogue_agent
+        assert (failure.rogue_agent is None) is (failure not in ROGUE_AGENT_BY_FAILURE)
