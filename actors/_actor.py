@@ -155,7 +155,8 @@ class Actor:
 def _is_awaitable(value: Any) -> bool:
     # inspect.isawaitable without its ABC check on every plain action: a class
     # with __await__, or a generator-based coroutine.
-    return _awaits(type(value)) or (isinstance(value, GeneratorType) and isawaitable(value))
+    kind: Any = type(value)  # a class is hashable: the cache's key
+    return _awaits(kind) or (isinstance(value, GeneratorType) and isawaitable(value))
 
 
 @functools.lru_cache(maxsize=256)

@@ -159,7 +159,8 @@ class TaskGroup:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        return await self._group.__aexit__(exc_type, exc, tb)
+        await self._group.__aexit__(exc_type, exc, tb)  # raises what the tasks raised
+        return None
 
     def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         self._tasks.append(self._group.create_task(func(*args)))

@@ -299,6 +299,7 @@ class Episode:
         """The open turn's reply, or None once its deadline closed the turn
         (replies to earlier turns are logged and dropped)."""
         while True:
+            reply: Reply | None
             if deadline is None:
                 reply = await self.replies.get()
             else:

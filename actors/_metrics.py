@@ -65,7 +65,7 @@ def _metric_class(kind: str) -> type[Any]:
     # slow to import: loaded once metrics are on
     import prometheus_client
 
-    return getattr(prometheus_client, kind.capitalize())  # type: ignore[no-any-return]
+    return getattr(prometheus_client, kind.capitalize())
 
 
 def _label(value: Any) -> str:
@@ -391,7 +391,9 @@ def configure_metrics(
         STATE.meter.close()
     if registry is None:
         # slow to import: loaded once metrics are on
-        from prometheus_client import REGISTRY as registry
+        from prometheus_client import REGISTRY
+
+        registry = REGISTRY
     meter = Meter(registry, namespace, labels)
     if port is not None:
         try:

@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO, cast
 
 import anyio
 import structlog
@@ -165,9 +165,10 @@ class _Worker:
     ) -> None:
         self._lines = _Lines()
         if log.get("level"):
-            _logging.configure_logging(
-                self._lines, pretty=False, level=log["level"], run_id=log.get("run_id")
-            )
+            _logging.configure_logging(  # _Lines writes lines as a text file does
+                cast(TextIO, self._lines), pretty=False, level=log["level"],
+                run_id=log.get("run_id"),
+            )  # fmt: skip
         self._jobs = _Jobs(number, make_job, slots)
         self._loop = new_event_loop()
 
@@ -246,7 +247,7 @@ class _Jobs:
         else:  # the list of the call running now, not of the one that started the job
             self._finished.append((index, result))
         finally:
-            self._running.discard(asyncio.current_task())  # type: ignore[arg-type]
+            self._running.discard(asyncio.current_task())
             self._start()
             if len(self._finished) == 1 or not self._running or self._error is not None:
                 self._ring()

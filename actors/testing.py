@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ._coordinator import run_episode
 from ._run import run
@@ -62,7 +62,7 @@ def check_env(
     - :func:`actors.run_episode` plays it to the same trajectory.
     """
     is_factory = isinstance(env, type) or not hasattr(env, "reset")
-    make: Callable[[], TurnEnv] = env if is_factory else (lambda: env)  # type: ignore[assignment]
+    make = cast(Callable[[], TurnEnv], env) if is_factory else (lambda: cast(TurnEnv, env))
     kwargs = dict(reset_kwargs or {})
     roles = _check_turn_order(make())
     first = _play(make(), policy, kwargs, roles, max_turns)

@@ -100,8 +100,8 @@ def _rogue_of(record: Mapping[str, Any]) -> str | None:
     # failure type); from the failure type only for a record without the field.
     if "rogue_fleet_agent" in record:
         return _text(record["rogue_fleet_agent"]) or None
-    # FailureType is a StrEnum: its members hash and compare as their names
-    return ROGUE_AGENT_BY_FAILURE.get(_text(record.get("failure_type")) or "")
+    name = _text(record.get("failure_type"))
+    return next((agent for f, agent in ROGUE_AGENT_BY_FAILURE.items() if f.value == name), None)
 
 
 def ran_to_end(record: Mapping[str, Any]) -> bool:

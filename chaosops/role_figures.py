@@ -160,8 +160,8 @@ def render_role_table(figures: Sequence[RoleFigures], *, title: str | None = Non
             about = f.model if not f.answer else f"{f.model}, {f.answer}"
             who = f"{who} ({about})" if f.model != who else who
         legal = "-" if f.legal_share is None else f"{f.legal_share:.0%}"
-        cells = [f.role, plain(who), str(f.turns), legal, str(f.parse_errors), str(f.timeouts),
-                 str(f.errors)]  # fmt: skip
+        cells: list[Any] = [f.role, plain(who), str(f.turns), legal, str(f.parse_errors),
+                            str(f.timeouts), str(f.errors)]  # fmt: skip
         cells += ["-" if f.tokens is None else str(f.tokens), _ms(f.latency_p50_ms)]
         cells.append(_ms(f.latency_p99_ms))
         table.add_row(*([plain(f.policy)] if several else []), *cells)

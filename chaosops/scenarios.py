@@ -300,7 +300,7 @@ def _where(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _describe_error(err: dict[str, Any]) -> tuple[str, str]:
+def _describe_error(err: Any) -> tuple[str, str]:  # one of pydantic's ErrorDetails
     """(where, problem) of a pydantic error, in suite-file terms."""
     loc = tuple(err["loc"])
     if "turn_timeout" in loc:

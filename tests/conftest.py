@@ -21,3 +21,11 @@ def pytest_asyncio_loop_factories(
 
         factories["uvloop"] = uvloop.new_event_loop
     return factories
+
+
+@pytest.fixture(scope="session")
+def canonical_size() -> int:
+    """How many episodes the canonical suites plan (what a run plays by default)."""
+    from chaosops.scenarios import canonical_suite_paths, load_scenarios
+
+    return sum(len(load_scenarios(path)) for path in canonical_suite_paths())

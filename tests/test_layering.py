@@ -191,6 +191,37 @@ def _value(text: str) -> ast.expr | None:
     return node.value
 
 
+def test_no_module_imports_another_modules_private_names() -> None:
+    # a private module of one's own package is its own business (``from actors
+    # import _logging`` in actors/); a private name of another module is not
+    offenders = []
+    for path in _files("actors", "chaosops"):
+        package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+        for node in ast.walk(_tree(path)):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            if module.split(".")[0] not in ("actors", "chaosops"):
+                continue
+            parts = module.split(".")
+            first = next(
+                (i for i, p in enumerate(parts) if p.startswith("_") and not p.endswith("__")), None
+            )
+            owner = ".".join(parts[:first]) if first is not None else None
+            private_names = [
+                a.name for a in node.names if a.name.startswith("_") and not a.name.endswith("__")
+            ]
+            if owner is not None and package != owner and not package.startswith(owner + "."):
+                offenders.append(f"{path.relative_to(ROOT)}: {module}")
+            if private_names and (module != package):
+                offenders.append(f"{path.relative_to(ROOT)}: {module} {private_names}")
+    assert offenders == []
+
+
 # What a function may import for itself: a heavy or optional dependency (or a
 # module of ours that loads one), so that importing the module stays cheap and
 # works without the extra.

@@ -1,5 +1,6 @@
-"""The code passes ruff's checks and its formatter, as configured in
-pyproject.toml, so that the README's test command (which CI runs) checks it."""
+"""The code passes ruff's checks and its formatter, and mypy's type check of
+actors and chaosops, as configured in pyproject.toml, so that the README's
+test command (which CI runs) checks it."""
 
 from __future__ import annotations
 
@@ -26,4 +27,12 @@ def _ruff(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("args", [("check", "--no-cache"), ("format", "--check", "--no-cache")])
 def test_ruff_finds_nothing(args: tuple[str, ...]) -> None:
     done = _ruff(*args)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+
+
+def test_mypy_finds_nothing(tmp_path: Path) -> None:
+    mypy = shutil.which("mypy", path=str(Path(sys.executable).parent)) or shutil.which("mypy")
+    needs(mypy, "mypy", "pip install -e '.[test]'")
+    done = subprocess.run([str(mypy), "--cache-dir", str(tmp_path / "cache")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]

@@ -44,7 +44,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import anyio
 
@@ -67,6 +67,7 @@ __all__ = [
     "TurnTimeoutArg",
     "arun_batch",
     "arun_episode",
+    "count_episode",
     "open_batch",
     "role_map_of",
     "run_batch",
@@ -80,7 +81,7 @@ Policies: TypeAlias = PolicyMap | Callable[[Scenario], PolicyMap]
 """A role map shared by every episode, or a factory building one per scenario."""
 
 TurnTimeoutArg: TypeAlias = (
-    float | Mapping[AgentRole | str, float] | Callable[[Scenario], Any] | None
+    float | Mapping[AgentRole | str, float | None] | Callable[[Scenario], Any] | None
 )
 """Seconds for every turn, per role (roles not named have no deadline), a
 function of the scenario returning either, or None (no deadline)."""
@@ -218,11 +219,10 @@ def _role_map(policies: PolicyMap) -> dict[AgentRole, actors.Policy]:
 
 
 def _timeouts(turn_timeout: TurnTimeoutArg, scenario: Scenario) -> actors.TurnTimeout:
-    if callable(turn_timeout):
-        turn_timeout = turn_timeout(scenario)
-    if isinstance(turn_timeout, Mapping):
-        return {_role(role, "turn_timeout"): seconds for role, seconds in turn_timeout.items()}
-    return turn_timeout
+    given: Any = turn_timeout(scenario) if callable(turn_timeout) else turn_timeout
+    if isinstance(given, Mapping):
+        return {_role(role, "turn_timeout"): seconds for role, seconds in given.items()}
+    return given
 
 
 def _check_batch(
@@ -258,7 +258,7 @@ def _check_batch(
         except ValueError:  # no signature to read (some builtins): find out when called
             pass
     else:
-        _role_map(policies)  # type: ignore[arg-type]
+        _role_map(policies)
     if not callable(turn_timeout):
         actors.timeouts_by_role(_timeouts(turn_timeout, None), AgentRole)  # type: ignore[arg-type]
     return listed
@@ -311,7 +311,7 @@ async def arun_episode(
     episode_id = episode_id or actors.new_episode_id()
     steps: list[EpisodeStep] = []
     trace = await actors.run_episode(
-        env,
+        cast(actors.TurnEnv, env),  # its reset takes the scenario by keyword, as TurnEnv's
         policies=_role_map(policy_by_role),
         fallback=_noop,
         is_action=_is_action,
@@ -343,7 +343,7 @@ async def arun_episode(
     )
     meter = actors.current_meter()
     if meter is not None and result.status == "ok":
-        _count_episode(meter, result, fields)
+        count_episode(meter, result, fields)
     return result
 
 
@@ -371,7 +371,7 @@ def _recorder(steps: list[EpisodeStep]) -> Callable[[Any, actors.TurnRecord], No
     return after_step
 
 
-def _count_episode(meter: actors.Meter, result: EpisodeResult, fields: Mapping[str, Any]) -> None:
+def count_episode(meter: actors.Meter, result: EpisodeResult, fields: Mapping[str, Any]) -> None:
     """chaosops's own metrics, beside the runtime's (with its labels first,
     e.g. ``policy``): episodes scored by scenario and whether they were
     resolved, and the mean cumulative reward (a gauge: rewards are negative as

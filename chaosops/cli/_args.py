@@ -229,7 +229,7 @@ def _add_eval_parser(sub: Any) -> None:
     )
     ev.add_argument(
         "--role-policy",
-        type=v.role_policy,
+        type=v.by_role(v.PolicyName),
         action="append",
         default=[],
         metavar="ROLE=POLICY",

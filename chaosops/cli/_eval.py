@@ -99,7 +99,7 @@ def cmd_eval(config: RunConfig, entries: Sequence[RunConfig], session: Session) 
     progress = ProgressBar(
         enabled=config.progress, total=sum(play.todo() for play in plays), label="eval"
     )
-    stop, progress = play_all(plays, config, session, progress)
+    stop, _ = play_all(plays, config, session, progress)
     return _report(config, plays, stop, progress, (json_path, chart, table_stream))
 
 

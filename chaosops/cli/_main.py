@@ -129,7 +129,7 @@ def _viewer(args: argparse.Namespace) -> int:
     return cmd_view(args.folders, args.host, args.port)
 
 
-def _report(exc: CLIError) -> int:
+def _report(exc: RunError) -> int:
     """The error's one line on stderr; returns its exit code."""
     sys.stderr.write(f"{PROG}: error: {printable(one_line(exc))}\n")
     return exc.code

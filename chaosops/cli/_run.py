@@ -54,7 +54,7 @@ def cmd_run(config: RunConfig, session: Session) -> int:
         _point_latest(config.out)
     try:
         progress = ProgressBar(enabled=config.progress, total=play.todo(), label=config.label)
-        stop, progress = play_all([play], config, session, progress)
+        stop, _ = play_all([play], config, session, progress)
     except (OSError, BaseExceptionGroup) as exc:
         # A write failed mid-run (a full disk under the folder or the log):
         # one line, and what finished is kept for --resume.

@@ -16,35 +16,44 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import ConfigDict, Field, ValidationError, create_model
 
 from chaosops._toml import FileProblem, read_toml
 from chaosops.agents.llm.settings import LLMSettings
-from chaosops.env.models import FailureType
 from chaosops.runs.options import LLM_FLAGS, OPTIONS
 from chaosops.runs.policies import known_policy, unknown_policy
-from chaosops.runs.values import POLICIES
+from chaosops.runs.values import POLICIES, describe
 
 from ._args import given_options
 from ._errors import CLIError
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
-_FORBID = ConfigDict(extra="forbid")
+# strict: a run file's values are validated exactly as the flags' (no "4" for 4)
+_FORBID = ConfigDict(extra="forbid", strict=True)
 
-LLMEntry: type[BaseModel] = create_model(
+
+def _keys(**extra: Any) -> dict[str, Any]:
+    """The fields of a run file's table, read off the options (``llm``: an
+    ``[llm.NAME]`` table's), with ``extra``."""
+    llm = extra.pop("llm_table", False)
+    fields = {(o.llm_key if llm else o.file_key): o.file_field() for o in OPTIONS
+              if (o.llm_key if llm else o.file_key)}  # fmt: skip
+    return {**fields, **extra}
+
+
+# Models made from the options' table: their fields are known at run time (Any to mypy).
+LLMEntry: Any = create_model(
     "LLMEntry",
     __config__=_FORBID,
-    __doc__="One ``[llm.NAME]`` table: an endpoint, its model and how to ask it.",
-    **{option.llm_key: option.file for option in OPTIONS if option.llm_key},  # type: ignore[arg-type]
-    api_key_env=(str | None, Field(default=None, min_length=1)),
+    __doc__="One ``[llm.NAME]`` table: an endpoint, its model and how to ask it, each "
+    "key an LLMSettings field (its type, bounds and default).",
+    **_keys(llm_table=True, api_key_env=(str | None, Field(default=None, min_length=1))),
 )
-
-RunFile: type[BaseModel] = create_model(
+RunFile: Any = create_model(
     "RunFile",
     __config__=_FORBID,
     __doc__="A run file's top level (every key optional).",
-    **{option.file_key: option.file for option in OPTIONS if option.file_key},  # type: ignore[arg-type]
-    llm=(dict[str, LLMEntry], Field(default={})),  # type: ignore[valid-type]
+    **_keys(llm=(dict[str, LLMEntry], Field(default={}))),
 )
 
 # The options a run file's top level and its [llm.llm] set: (key, attribute, flags).
@@ -60,7 +69,7 @@ class RunFileError(FileProblem):
     what is accepted."""
 
 
-def read_run_file(path: Path) -> RunFile:
+def read_run_file(path: Path) -> Any:  # a RunFile
     """The validated run file at ``path`` (:class:`RunFileError` otherwise)."""
     data = read_toml(path, "run file", RunFileError)
     if isinstance(data.get("llm"), dict):
@@ -81,9 +90,19 @@ def read_run_file(path: Path) -> RunFile:
             raise RunFileError(path, where, _unknown_key(error["loc"])) from None
         got = error.get("input")
         shown = "" if isinstance(got, dict | list) else f" (got {got!r})"
-        raise RunFileError(path, where, f"{error['msg']}{shown}") from None
+        raise RunFileError(path, where, f"{_expected(error['loc'], error['msg'])}{shown}") from None
     _check_names(path, run_file)
     return run_file
+
+
+def _expected(loc: tuple[Any, ...], said: str) -> str:
+    """What a value at ``loc`` must be, in the flags' words (pydantic's ``said`` else)."""
+    llm = loc[0] == "llm" and len(loc) >= 3
+    key = loc[2] if llm else loc[0]
+    for option in OPTIONS:
+        if option.kind is not None and (option.llm_key if llm else option.file_key) == key:
+            return f"expected {describe(option.kind)}"
+    return said
 
 
 def _unknown_key(loc: tuple[Any, ...]) -> str:
@@ -96,7 +115,7 @@ def _unknown_key(loc: tuple[Any, ...]) -> str:
     return f"unknown key; {hint}the keys are {', '.join(known)}"
 
 
-def _check_names(path: Path, run_file: RunFile) -> None:
+def _check_names(path: Path, run_file: Any) -> None:
     """LLM names a policy can name; policies that name something there is."""
 
     for name in run_file.llm:
@@ -107,13 +126,6 @@ def _check_names(path: Path, run_file: RunFile) -> None:
                 "an LLM's name is ASCII letters, digits, '_', '.' or '-', and not a scripted "
                 f"policy's ({', '.join(POLICIES[:-1])})",
             )
-    accepted = [f.value for f in FailureType]
-    for value in run_file.failure_types or ():
-        if value not in accepted:
-            raise RunFileError(
-                path, "failure_types", f"unknown failure type {value!r}; choose from "
-                f"{', '.join(accepted)}"
-            )  # fmt: skip
     chosen = [("policy", run_file.policy)] + [(f"roles.{r}", p) for r, p in run_file.roles.items()]
     for where, policy in chosen:
         if policy is not None and not known_policy(policy, run_file.llm):
@@ -173,7 +185,7 @@ def _fill(
         args.from_run_file.update(options)
 
 
-def _set_flag_llm(args: argparse.Namespace, entry: LLMEntry, given: set[str]) -> None:
+def _set_flag_llm(args: argparse.Namespace, entry: Any, given: set[str]) -> None:
     _fill(args, {field: getattr(entry, field) for field in entry.model_fields_set}, LLM_FLAGS,
           given)  # fmt: skip
     if entry.api_key_env is not None and "--llm-api-key" not in given:
@@ -181,7 +193,7 @@ def _set_flag_llm(args: argparse.Namespace, entry: LLMEntry, given: set[str]) ->
         args.llm_api_key_env = entry.api_key_env
 
 
-def llm_settings(entry: LLMEntry, path: Path, name: str) -> LLMSettings:
+def llm_settings(entry: Any, path: Path, name: str) -> LLMSettings:
     """The settings of a named LLM (its key is read from ``api_key_env`` when used)."""
     if entry.api_key_env is not None:
         _check_key(entry.api_key_env, path, name)

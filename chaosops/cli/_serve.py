@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
 
@@ -17,7 +18,7 @@ from actors import timeouts_by_role
 from chaosops._extras import missing_extra
 from chaosops.env.models import AgentRole
 from chaosops.outputs import OutputError
-from chaosops.runs.config import Deadlines, Telemetry, log_target, players_of
+from chaosops.runs.config import Deadlines, RunConfig, Telemetry, log_target
 from chaosops.runs.policies import prepare_llms, role_map_factory
 from chaosops.runs.session import Session
 from chaosops.untrusted import printable
@@ -43,22 +44,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
             from chaosops.serve.runs import SERVED
     except ImportError as exc:  # the serve extra's; the rest of chaosops runs without it
         raise CLIError(missing_extra("chaosops serve", "serve", exc.name)) from None
-    chosen = _policy_by_role(args)
-    deadlines = Deadlines(args.turn_timeout, tuple(args.role_timeout))
-    out = args.out or new_run_folder(SERVED)
-    telemetry = _telemetry(args, out)
-    session = Session()
+    config = _config(args, args.out or new_run_folder(SERVED))
+    telemetry, session = config.telemetry, Session()
     try:
         start_telemetry(telemetry, session)  # each fails, one line, before anything is written
-        llms = prepare_llms(_llms(args, chosen), _run_file(args), deadlines.longest)
+        llms = prepare_llms(config.llms_in_play, config.config_file, config.deadlines.longest)
+        config = config.with_llms({name: llm.settings for name, llm in llms.items()})
         rules = TableRules(
-            role_map_factory(chosen, llms, ()),
-            deadlines=timeouts_by_role(deadlines.for_suite(None), AgentRole),
-            players=_players(chosen, llms),
+            role_map_factory(config.policy_by_role, llms, ()),
+            deadlines=timeouts_by_role(config.deadlines.for_suite(None), AgentRole),
+            players={AgentRole(role): player for role, player in config.players.items()},
             client_timeout=args.client_timeout, max_misses=args.client_misses or None,
-            fields={"policy": SERVED, "model": "+".join(p.settings.model for p in llms.values())},
+            fields={"policy": SERVED, "model": config.models},
         )  # fmt: skip
-        return _serve(args, out, rules, llms, telemetry, session, uvicorn, ServedRuns, build_app)
+        return _serve(args, config.out, rules, llms, telemetry, session, uvicorn, ServedRuns,
+                      build_app)  # fmt: skip
     finally:
         finish(telemetry, session)
 
@@ -143,7 +143,7 @@ def _server_class(uvicorn: Any) -> Any:
     """uvicorn's server, which stops the episodes in play first when it stops:
     a session waiting for another client's move then returns at once."""
 
-    class Server(uvicorn.Server):  # type: ignore[misc,name-defined]
+    class Server(uvicorn.Server):
         async def shutdown(self, sockets: Any = None) -> None:
             await self.config.app.state.tables.aclose()
             await super().shutdown(sockets)
@@ -168,35 +168,18 @@ def _close(runs: Any) -> None:
         raise output_error(exc) from None
 
 
-def _policy_by_role(args: argparse.Namespace) -> dict[str, str]:
-    """The policy of each role a client leaves: --role-policy over --policy
-    (or the run file's [roles] over its policy)."""
+def _config(args: argparse.Namespace, out: Path) -> RunConfig:
+    """What the server plays for the roles clients leave, as a run's
+    configuration: the same players, in the same order, as ``chaosops run``."""
     check_policies([args.policy], args.role_policy, args.named_llms)
-    chosen = dict.fromkeys((role.value for role in AgentRole), args.policy)
-    chosen.update(dict(args.role_policy))
-    return chosen
-
-
-def _players(chosen: dict[str, str], llms: dict[str, Any]) -> dict[AgentRole, dict[str, Any]]:
-    """What plays each role, as ``chaosops run`` records it (the LLMs' settings
-    as their servers settled them)."""
-    settings = {name: llm.settings for name, llm in llms.items()}
-    return {AgentRole(role): player for role, player in players_of(chosen, settings.get).items()}
-
-
-def _llms(args: argparse.Namespace, chosen: dict[str, str]) -> dict[str, Any]:
-    """The settings of each LLM some role plays, by policy name."""
-    every = {"llm": llm_settings_of(args), **args.named_llms}
-    return {name: every[name] for name in dict.fromkeys(chosen.values()) if name in every}
-
-
-def _telemetry(args: argparse.Namespace, out: Any) -> Telemetry:
-    """Where the server is watched from; its log goes to the run folder by default."""
-    return Telemetry(
-        log_json=log_target(args.log_json, out), metrics_port=args.metrics_port,
-        metrics_host=args.metrics_host, otlp_endpoint=args.otlp_endpoint,
+    return RunConfig(
+        command="serve", policies=(args.policy,), out=out,
+        role_policies=tuple(dict(args.role_policy).items()),
+        deadlines=Deadlines(args.turn_timeout, tuple(args.role_timeout)),
+        llm=llm_settings_of(args), named_llms=tuple(args.named_llms.items()),
+        config_file=None if args.config is None else str(args.config),
+        telemetry=Telemetry(
+            log_json=log_target(args.log_json, out), metrics_port=args.metrics_port,
+            metrics_host=args.metrics_host, otlp_endpoint=args.otlp_endpoint,
+        ),
     )  # fmt: skip
-
-
-def _run_file(args: argparse.Namespace) -> str | None:
-    return None if args.config is None else str(args.config)

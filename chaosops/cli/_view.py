@@ -23,7 +23,8 @@ def cmd_view(folders: Sequence[str], host: str, port: int) -> int:
     # a folder named twice (to compare a run with itself) is indexed once
     opened: dict[Path, Any] = {}
     indexes = []
-    for folder in folders or [None]:
+    chosen: list[str | None] = [*folders] or [None]  # none given: runs/latest
+    for folder in chosen:
         for path in _runs_in(run_path(folder).resolve()):
             if path not in opened:
                 opened[path] = open_index(path)

@@ -124,20 +124,19 @@ def _value_problem(kind: ActionType, args: Mapping[str, Any]) -> str | None:
     """A replica count or a message length outside the advertised bounds, a
     recipient that is no role, or a root cause that is no failure type (read
     as the world reads them: stripped, the recipient lower-cased)."""
-    replicas = args.get("replicas")
-    if kind is ActionType.SCALE and not 1 <= replicas <= MAX_REPLICAS:
-        return f"args.replicas of scale must be 1 to {MAX_REPLICAS}, got {replicas}"
-    message = args.get("message")
-    if kind is ActionType.COMMUNICATE and not 1 <= len(message) <= MAX_MESSAGE_CHARS:
+    # the arguments a move requires are there (checked before)
+    if kind is ActionType.SCALE and not 1 <= args["replicas"] <= MAX_REPLICAS:
+        return f"args.replicas of scale must be 1 to {MAX_REPLICAS}, got {args['replicas']}"
+    if kind is ActionType.COMMUNICATE and not 1 <= len(args["message"]) <= MAX_MESSAGE_CHARS:
         return (
             f"args.message of communicate must have 1 to {MAX_MESSAGE_CHARS} characters, "
-            f"got {len(message)}"
+            f"got {len(args['message'])}"
         )
     to = args.get("to")
     if kind is ActionType.COMMUNICATE and to is not None and to.strip():
         if to.strip().lower() not in RECIPIENTS:
             return f"args.to {to!r:.40} is neither all nor a role ({_list(RECIPIENTS)})"
-    failure = args.get("failure_type")
+    failure = args.get("failure_type", "")
     if kind is ActionType.IDENTIFY_ROOT_CAUSE and failure.strip() not in FAILURES:
         return f"args.failure_type {failure!r:.40} is no failure type ({_list(FAILURES)})"
     return None

@@ -102,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         message = str(exc).splitlines()[0]
         if hasattr(exc, "errors"):  # pydantic: name the field
-            err = exc.errors()[0]  # type: ignore[attr-defined]
+            err = exc.errors()[0]
             message = f"{'.'.join(map(str, err['loc']))}: {err['msg']}"
         print(f"chaosops mock-llm: {message}", file=sys.stderr)
         return 2

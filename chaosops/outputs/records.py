@@ -59,7 +59,8 @@ completion, for a turn that timed out (its action is the fallback)."""
 # --------------------------------------------------------------------------- JSON
 
 
-def _default(value: Any) -> Any:
+def json_default(value: Any) -> Any:
+    """What orjson cannot write itself, as JSON: enums, models, sets, paths."""
     if isinstance(value, Enum):
         return value.value
     dump = getattr(value, "model_dump", None)
@@ -84,13 +85,13 @@ def dumps_line(obj: Any) -> bytes:
     holds itself) is replaced as :func:`actors.json_safe` says, never lost
     with the rest of the line."""
     try:
-        return orjson.dumps(obj, default=_default, option=_LINE)
+        return orjson.dumps(obj, default=json_default, option=_LINE)
     except TypeError:
         pass
     try:
-        return orjson.dumps(obj, default=_default, option=_ANY_KEYS)
+        return orjson.dumps(obj, default=json_default, option=_ANY_KEYS)
     except TypeError:
-        return orjson.dumps(actors.json_safe(obj), default=_default, option=_ANY_KEYS)
+        return orjson.dumps(actors.json_safe(obj), default=json_default, option=_ANY_KEYS)
 
 
 def _value(value: Any) -> Any:

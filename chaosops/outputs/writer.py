@@ -19,8 +19,8 @@ from .records import (
     SUMMARY_FILE,
     TRAJECTORIES_FILE,
     ListedKeys,
-    _default,
     episode_lines,
+    json_default,
 )
 from .recovery import ResumeState, recover
 
@@ -202,6 +202,6 @@ class RunOutputs:
 
     def write_summary(self, summary: Mapping[str, Any]) -> Path:
         """Write ``summary.json`` atomically; returns its path."""
-        data = orjson.dumps(summary, default=_default, option=orjson.OPT_INDENT_2) + b"\n"
+        data = orjson.dumps(summary, default=json_default, option=orjson.OPT_INDENT_2) + b"\n"
         atomic_write_bytes(self.summary_path, data)
         return self.summary_path

@@ -272,7 +272,8 @@ async def aexecute(
     policy's errors (:class:`PolicyErrors`); ``signals``, on SIGINT and SIGTERM."""
 
     session.ran = True
-    health, failing, observe = _endpoint_health(llms, max_failures), None, None
+    health, failing = _endpoint_health(llms, max_failures), None
+    observe: Callable[[Batch, Any], None] | None = None
     if health is not None:  # held back only where a run of failures can stop the batches
         failing = lambda: any(llm.failures_in_a_row > 0 for llm in llms)  # noqa: E731
     if cluster is not None:
@@ -282,7 +283,8 @@ async def aexecute(
         observe = failures.observe
     if max_policy_errors is not None:
         errors = PolicyErrors(max_policy_errors)
-        health, observe = _either(health, errors.check), _both(observe, errors.observe)
+        health = _either(health, errors.check)
+        observe = _both(observe, errors.observe)
     with progress:
         return await run_batches(
             batches, session=session, concurrency=concurrency, on_result=on_result,

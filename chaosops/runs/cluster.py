@@ -39,9 +39,10 @@ def on_cluster(config: RunConfig) -> Iterator[RunConfig]:
         lost = group.subgroup(ClusterError)
         if lost is None:
             raise
-        while isinstance(lost, BaseExceptionGroup):
-            lost = lost.exceptions[0]
-        raise RunError(f"{lost}; what finished is kept: run again with --resume", code=1) from None
+        first: BaseException = lost
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise RunError(f"{first}; what finished is kept: run again with --resume", code=1) from None
 
 
 def recipe(config: RunConfig) -> Any:

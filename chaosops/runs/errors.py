@@ -64,9 +64,10 @@ def os_error_in(exc: BaseException) -> OSError | None:
     if isinstance(exc, BaseExceptionGroup):
         matched, rest = exc.split(OSError)
         if matched is not None and rest is None:
-            while isinstance(matched, BaseExceptionGroup):
-                matched = matched.exceptions[0]
-            return matched if isinstance(matched, OSError) else None
+            first: BaseException = matched
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            return first if isinstance(first, OSError) else None
     return None
 
 

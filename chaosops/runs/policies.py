@@ -7,7 +7,7 @@ import importlib
 import inspect
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ async def _check_llm(settings: LLMSettings) -> None:
     from chaosops.agents.llm.http import check_endpoint  # aiohttp: loaded when an LLM plays
 
     try:
-        await check_endpoint(base_url=settings.base_url, model=settings.model, api_key=settings.key)
+        await check_endpoint(base_url=settings.endpoint, model=settings.model, api_key=settings.key)
     except LLMEndpointError as exc:
         raise RunError(_scrubbed(exc, settings), code=1) from None
 
@@ -235,11 +235,11 @@ class _WorkerPolicies:
             await llm.aclose()
 
 
-def known_policy(name: str, llms: Sequence[str] | dict[str, Any]) -> bool:
+def known_policy(name: str, llms: Collection[str]) -> bool:
     """A scripted policy, ``llm``, a named LLM, or ``module:attribute``."""
     return name in POLICIES or name in llms or ":" in name
 
 
-def unknown_policy(name: str, llms: Sequence[str] | dict[str, Any]) -> str:
+def unknown_policy(name: str, llms: Collection[str]) -> str:
     named = f", an LLM of the run file ({', '.join(llms)})" if llms else ""
     return f"unknown policy {name!r}; choose from {', '.join(POLICIES)}{named}, or module:attribute"

@@ -5,118 +5,150 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from chaosops.agents.llm.settings import OWN_REQUEST_FIELDS
+from pydantic import BeforeValidator, Field, TypeAdapter
+
 from chaosops.agents.policies import SCRIPTED
 from chaosops.env.models import FailureType
 
+Role = Literal["sre", "oversight", "dev", "manager"]
+Tier = Literal["easy", "medium", "hard"]
 POLICIES: tuple[str, ...] = (*SCRIPTED, "llm")
-ROLES: tuple[str, ...] = ("sre", "oversight", "dev", "manager")
-TIERS: tuple[str, ...] = ("easy", "medium", "hard")
-ANSWERS: tuple[str, ...] = ("auto", "json", "json_object", "tools", "text")
+ROLES: tuple[str, ...] = get_args(Role)
+TIERS: tuple[str, ...] = get_args(Tier)
 
 
-def positive_seconds(value: float) -> float:
-    """A run file's seconds: finite and positive."""
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"expected a positive number of seconds, got {value!r}")
+def _parts(value: Any) -> tuple[Any, list[Any], str | None]:
+    """An annotation's base type, its constraints and its description (``X | None``: X's)."""
+    if get_origin(value) in (Union, UnionType):
+        kept = [arg for arg in get_args(value) if arg is not type(None)]
+        value = kept[0] if len(kept) == 1 else value
+    if get_origin(value) is not Annotated:
+        return value, [], None
+    base, *extra = get_args(value)
+    found: list[Any] = []
+    text = None
+    for item in extra:
+        found.extend(getattr(item, "metadata", [item]))
+        text = getattr(item, "description", None) or text
+    return base, found, text
+
+
+def _given(value: Any) -> Any:
+    """``X`` of ``X | None``; other annotations as they are."""
+    if get_origin(value) in (Union, UnionType):
+        kept = [arg for arg in get_args(value) if arg is not type(None)]
+        return Union[tuple(kept)] if len(kept) > 1 else kept[0]  # noqa: UP007 - built at run time
     return value
 
 
-def int_from(low: int, high: int | None = None) -> Callable[[str], int]:
-    """An argparse type: an integer >= ``low`` (and <= ``high`` when given)."""
+def describe(value: Any) -> str:
+    """What a value of the annotation ``value`` is, in words: ``an integer from 1
+    to 1000``, ``a number in (0, 1]``, ``one of system, user``..."""
+    base, constraints, text = _parts(value)
+    if text:
+        return text
+    if get_origin(base) is Literal:
+        return "one of " + ", ".join(map(str, get_args(base)))
+    names = ("ge", "gt", "le", "lt")
+    bounds = {n: getattr(c, n) for c in constraints for n in names if hasattr(c, n)}
+    noun = "an integer" if base is int else "a number"
+    low, high = bounds.get("ge"), bounds.get("le")
+    if "gt" in bounds:
+        return (
+            f"{noun} in ({bounds['gt']}, {high}]"
+            if high is not None
+            else f"{noun} > {bounds['gt']}"
+        )
+    if low is not None and high is not None:
+        return f"{noun} from {low} to {high}"
+    if low is not None:
+        return f"{noun} >= {low}"
+    return noun if base in (int, float) else "a text"
 
-    def parse(text: str) -> int:
+
+def _text_of(value: Any) -> Callable[[str], Any]:
+    """How a flag's text becomes the value's input: a number as Python reads one."""
+    base = _parts(value)[0]
+    return {int: int, float: float}.get(base, str)
+
+
+def flag_type(value: Any, parse: Callable[[str], Any] | None = None) -> Callable[[str], Any]:
+    """An argparse type that reads the flag's text (``parse``, default: a number
+    as Python reads one) and validates it as the annotation ``value``, exactly
+    as a run file's value is validated (strictly)."""
+    value = _given(value)  # a flag that is given has a value: never None
+    adapter = TypeAdapter(value)
+    read = parse or _text_of(value)
+    expected = describe(value)
+
+    def convert(text: str) -> Any:
         try:
-            value = int(text)
-        except ValueError:
-            value = low - 1
-        if high is not None and not low <= value <= high:
-            raise argparse.ArgumentTypeError(
-                f"expected an integer from {low} to {high}, got {text!r}"
-            )
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}")
-        return value
+            return adapter.validate_python(read(text), strict=True)
+        except (ValueError, TypeError):  # pydantic's ValidationError is a ValueError
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
 
-    return parse
+    return convert
 
 
-positive_int = int_from(1)
-port = int_from(0, 65535)
-non_negative_int = int_from(0)
-
+Seconds = Annotated[
+    float, Field(gt=0, allow_inf_nan=False, description="a positive number of seconds")
+]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Share = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+Port = Annotated[int, Field(ge=0, le=65535)]
 MAX_EPISODES_PER_TYPE = 100_000
 """The largest ``--episodes-per-type`` (as a suite entry's ``count``)."""
 
-episodes_per_type = int_from(1, MAX_EPISODES_PER_TYPE)
+EpisodesPerType = Annotated[int, Field(ge=1, le=MAX_EPISODES_PER_TYPE)]
+Samples = Annotated[int, Field(ge=1, le=1000)]
+Name = Annotated[
+    str,
+    Field(pattern=r"^[A-Za-z0-9_.+=-]+$", description="ASCII letters, digits and _ . + = - only"),
+]
+FailureName = Literal[tuple(f.value for f in FailureType)]  # type: ignore[valid-type]
 
 
-def integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-
-
-def json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(
-            f"expected a JSON object such as '{{\"return_token_ids\": true}}', got {text!r}"
-        )
-
-    if taken := sorted(OWN_REQUEST_FIELDS & set(value)):
-        raise argparse.ArgumentTypeError(
-            f"cannot set {', '.join(map(repr, taken))}: the LLM policy sets these itself "
-            "(--llm-model for the model)"
-        )
-    return value
-
-
-def _number(accepts: Callable[[float], bool], expected: str) -> Callable[[str], float]:
-    """An argparse type: a finite number that ``accepts`` takes."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and accepts(value)):
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+def _error_limit(value: Any) -> int | float:
+    """``N`` (errors in a row, >= 1) or ``"P%"`` (a share of the turns, in (0, 100])."""
+    if isinstance(value, str):
+        text = value.strip()
+        share = float(text[:-1]) / 100 if text.endswith("%") else None
+        if share is not None and 0 < share <= 1:
+            return share
+        value = int(text) if share is None else 0
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
-
-    return parse
-
-
-seconds = _number(lambda v: v > 0, "a positive number of seconds")
-non_negative = _number(lambda v: v >= 0, "a number >= 0")
-share = _number(lambda v: 0 < v <= 1, "a number in (0, 1]")
+    raise ValueError("expected a count >= 1 or a share such as 50%")
 
 
-def error_limit(text: str) -> int | float:
-    """``N`` (errors in a row, >= 1) or ``P%`` (a share of the turns, in (0, 100])."""
-    value = text.strip()
-    try:
-        if value.endswith("%"):
-            share = float(value[:-1]) / 100
-            if 0 < share <= 1:
-                return share
-        elif int(value) >= 1:
-            return int(value)
-    except ValueError:
-        pass
-    raise argparse.ArgumentTypeError(
-        f"expected a count >= 1 (errors in a row) or a share such as 50%, got {text!r}"
-    )
+ErrorLimit = Annotated[
+    int | float | str,
+    BeforeValidator(_error_limit),
+    Field(description="a count >= 1 (errors in a row) or a share such as 50%"),
+]
+
+
+def json_text(text: str) -> Any:
+    """A flag's JSON text, read."""
+    return json.loads(text)
+
+
+PolicyName = Annotated[str, Field(min_length=1, description="a policy's name")]
+
+
+positive_int = flag_type(PositiveInt)
+port = flag_type(Port)
+non_negative_int = flag_type(NonNegativeInt)
+seconds = flag_type(Seconds)
+non_negative = flag_type(NonNegative)
+integer = flag_type(int)
 
 
 def run_file(text: str) -> Path:
@@ -125,52 +157,22 @@ def run_file(text: str) -> Path:
     return Path(text)
 
 
-def role_timeout(text: str) -> tuple[str, float]:
-    role, sep, seconds = text.partition("=")
-    role = role.strip().lower()
-    if not sep or role not in ROLES:
-        raise argparse.ArgumentTypeError(
-            f"expected ROLE=SECONDS with ROLE one of {', '.join(ROLES)}, got {text!r}"
-        )
-    try:
-        value = float(seconds)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(
-            f"expected ROLE=SECONDS with a positive number of seconds, got {text!r}"
-        )
-    return role, value
+def by_role(value: Any) -> Callable[[str], tuple[str, Any]]:
+    """An argparse type for ``ROLE=VALUE``: a role, and its value validated as
+    the annotation ``value`` (a run file's role tables take the same)."""
+    convert = flag_type(value)
+    expected = f"ROLE=VALUE with ROLE one of {', '.join(ROLES)} and VALUE {describe(value)}"
 
+    def parse(text: str) -> tuple[str, Any]:
+        role, sep, given = text.partition("=")
+        if not sep or role not in ROLES:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        try:
+            return role, convert(given)
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
 
-def failure_type(text: str) -> str:
-
-    accepted = [f.value for f in FailureType]
-    value = text.strip().lower()
-    if value not in accepted:
-        raise argparse.ArgumentTypeError(
-            f"unknown failure type {text!r}; choose from {', '.join(accepted)}"
-        )
-    return value
-
-
-def role_policy(text: str) -> tuple[str, str]:
-    role, sep, policy = text.partition("=")
-    role, policy = role.strip().lower(), policy.strip()
-    if not sep or role not in ROLES or not policy:
-        raise argparse.ArgumentTypeError(
-            f"expected ROLE=POLICY with ROLE one of {', '.join(ROLES)} and POLICY one of "
-            f"{', '.join(POLICIES)} or module:attribute, got {text!r}"
-        )
-    return role, policy
-
-
-def name(text: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9_.+=-]+", text):
-        raise argparse.ArgumentTypeError(
-            f"expected ASCII letters, digits and _ . + = - only, got {text!r}"
-        )
-    return text
+    return parse
 
 
 def folder(text: str) -> Path:

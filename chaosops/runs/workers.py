@@ -19,7 +19,7 @@ import actors
 from actors.cluster import ClusterOptions, connect, import_ray, open_cluster_jobs
 from chaosops._otlp import exporting_provider, otlp_exporter
 from chaosops.agents.llm.render import build_messages
-from chaosops.agents.runner import EpisodeResult, _count_episode, arun_episode, role_map_of
+from chaosops.agents.runner import EpisodeResult, arun_episode, count_episode, role_map_of
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.outputs import episode_lines
 
@@ -102,7 +102,7 @@ class _Played:
         if self.outputs is None:
             _render_prompts(result)
             return result
-        return _written(result, key, self.outputs, self.turn_timeout)
+        return _written(result, str(key), self.outputs, self.turn_timeout)
 
     async def aclose(self) -> None:
         close = getattr(self.policies, "aclose", None)
@@ -130,7 +130,8 @@ def _written(result: EpisodeResult, key: str, outputs: Outputs, turn_timeout: An
         turn_timeout=turn_timeout, roles=outputs.roles,
     )  # fmt: skip
     for step in result.steps:  # what the driver still reads: roles, outcomes, usage
-        step.observation = step.action = step.breakdown = None
+        # stripped for the trip to the driver, which reads only what is kept here
+        step.observation = step.action = step.breakdown = None  # type: ignore[assignment]
         info = step.info or {}
         step.info = {k: info[k] for k in ("usage", "parse_error") if k in info}
     kept = {f.name: getattr(result, f.name) for f in fields(EpisodeResult)}
@@ -164,7 +165,7 @@ def count_result(result: Any, fields: Mapping[str, Any] | None) -> None:
         episode.turn(step.role, outcome, step.latency_s, step.info)
     episode.finished(result.status)
     if result.status == "ok":
-        _count_episode(meter, result, fields or {})
+        count_episode(meter, result, fields or {})
 
 
 @asynccontextmanager
@@ -175,7 +176,7 @@ async def open_cluster_batch(
     *,
     concurrency: int,
     on_pids: Callable[[list[int]], None] | None = None,
-) -> AsyncIterator[actors.JobResults[Any]]:
+) -> AsyncIterator[_Counted]:
     """:func:`chaosops.agents.runner.open_batch` on the connected cluster:
     ``(index, result)`` as episodes finish, counted in this process's metrics."""
     ray = import_ray()

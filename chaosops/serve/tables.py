@@ -38,7 +38,7 @@ class _Watched(ChaosOpsEnvironment):
     action applied at each turn (a client's move, or what replaced it)."""
 
     observation: ChaosOpsObservation | None = None
-    applied: list[ChaosOpsAction]
+    applied: list[ChaosOpsAction | Mapping[str, Any]]
     on_over: Callable[[], None] | None = None  # told when a step ends the episode
 
     def reset(self, *args: Any, **kwargs: Any) -> ChaosOpsObservation:
@@ -46,7 +46,7 @@ class _Watched(ChaosOpsEnvironment):
         self.observation = super().reset(*args, **kwargs)
         return self.observation
 
-    def step(self, action: ChaosOpsAction) -> ChaosOpsObservation:
+    def step(self, action: ChaosOpsAction | Mapping[str, Any]) -> ChaosOpsObservation:
         self.applied.append(action)
         self.observation = super().step(action)
         if self.observation.done and self.on_over is not None:
@@ -199,7 +199,7 @@ class Table:
     def open_seats(self) -> list[Seat]:
         return [seat for seat in self.seats if seat.closed is None]
 
-    def timeouts(self, roles: frozenset[AgentRole]) -> dict[AgentRole, float | None]:
+    def timeouts(self, roles: frozenset[AgentRole]) -> dict[AgentRole | str, float | None]:
         """Each role's deadline, fixed for the episode: the clients' for the
         roles a client plays or may join, the server's own where it sets one."""
         client = self.rules.client_timeout
@@ -212,7 +212,7 @@ class Table:
 
     async def play(self, roles: frozenset[AgentRole], on_end: Callable[[Table], None]) -> None:
         """The episode, from reset to its end; ``on_end`` then sees the table."""
-        players = {role: self._player for role in AgentRole}
+        players: dict[AgentRole | str, Any] = {role: self._player for role in AgentRole}
         try:
             self.result = await arun_episode(
                 self.env, self.scenario, players, turn_timeout=self.timeouts(roles),

@@ -69,7 +69,7 @@ _HEALTH = MappingProxyType({None: 0, **{health: i + 1 for i, health in enumerate
 _METRIC_HIGH = np.array([100.0, 1e6, 1e6, 1.0, 1000.0], dtype=np.float32)  # cpu..replicas
 
 
-def _spaces() -> tuple[gymnasium.spaces.Dict, gymnasium.spaces.Discrete]:
+def _spaces() -> tuple[Any, Any]:  # gymnasium's Dict and Discrete spaces
     services = len(SERVICE_NAMES)
     view = gymnasium.spaces.Dict(
         {
@@ -109,7 +109,7 @@ def aec_env(**kwargs: Any) -> ChaosOpsAEC:
     return ChaosOpsAEC(**kwargs)
 
 
-class ChaosOpsAEC(AECEnv):
+class ChaosOpsAEC(AECEnv):  # type: ignore[misc,valid-type] # pettingzoo's, loaded by require()
     """ChaosOps, its four roles taking turns.
 
     ``failure_type`` and ``difficulty`` choose the scenario of every reset
@@ -149,10 +149,10 @@ class ChaosOpsAEC(AECEnv):
         self._observation: ChaosOpsObservation | None = None
         self._allowed: Any = None  # the acting agent's mask: judged once an observation
 
-    def observation_space(self, agent: str) -> gymnasium.spaces.Space:
+    def observation_space(self, agent: str) -> Any:  # a gymnasium space
         return self.observation_spaces[agent]
 
-    def action_space(self, agent: str) -> gymnasium.spaces.Space:
+    def action_space(self, agent: str) -> Any:  # a gymnasium space
         return self.action_spaces[agent]
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
@@ -165,14 +165,15 @@ class ChaosOpsAEC(AECEnv):
             failure_type=failure, difficulty=chosen["difficulty"], seed=seed,
             max_steps=chosen["max_steps"],
         )  # fmt: skip
-        self._now(self.env.reset(scenario=scenario))
+        first = self.env.reset(scenario=scenario)
+        self._now(first)
         self.agents = list(self.possible_agents)
         self.rewards = dict.fromkeys(self.agents, 0.0)
         self.cumulative_rewards = dict.fromkeys(self.agents, 0.0)
         self.terminations = dict.fromkeys(self.agents, False)
         self.truncations = dict.fromkeys(self.agents, False)
-        self.infos = {agent: {} for agent in self.agents}
-        self.agent_selection = self._observation.turn_role.value
+        self.infos: dict[str, dict[str, Any]] = {agent: {} for agent in self.agents}
+        self.agent_selection = first.turn_role.value
         self.infos[self.agent_selection] = self._info()
 
     def observe(self, agent: str) -> dict[str, Any]:
@@ -201,7 +202,7 @@ class ChaosOpsAEC(AECEnv):
             "action_mask": self._mask(agent),
         }
 
-    def _mask(self, agent: str) -> np.ndarray:
+    def _mask(self, agent: str) -> Any:  # a numpy array of int8
         if self._allowed is None or agent != self.agent_selection:
             return np.zeros(len(MOVES), dtype=np.int8)
         return self._allowed.copy()
@@ -282,7 +283,7 @@ class ChaosOpsAEC(AECEnv):
 def _index(action: Any) -> int:
     """``action`` as an index of :data:`MOVES`, or one ValueError saying what is."""
     if isinstance(action, Integral) and not isinstance(action, bool):
-        if 0 <= action < len(MOVES):
+        if 0 <= int(action) < len(MOVES):
             return int(action)
     raise ValueError(
         f"action {action!r:.40} is no move: an action is an int from 0 to {len(MOVES) - 1}, "

@@ -85,6 +85,7 @@ class RolePlay:
 
     def _step(self, action: ChaosOpsAction) -> None:
         before, seen = self.env.state.cumulative_reward, self.observation
+        assert seen is not None, "start() first"
         self.observation = obs = self.env.step(action)
         # the episode's reward grew by the step's, and an unresolved end's penalty
         self.reward_since += self.env.state.cumulative_reward - before
@@ -112,8 +113,13 @@ class RolePlay:
             else:
                 action = self._answer(policy(obs, obs.turn_role))
             self._step(action)
-            obs = self.observation
+            obs = self.env_observation()
         return obs
+
+    def env_observation(self) -> ChaosOpsObservation:
+        """The observation now (there is one once the play started)."""
+        assert self.observation is not None, "start() first"
+        return self.observation
 
     def _answer(self, answer: Any) -> ChaosOpsAction:
         """A policy's answer; an async policy's is awaited on this play's own loop."""

@@ -114,7 +114,7 @@ def _episode_rows(record: Mapping[str, Any], trained: AgentRole) -> Iterator[dic
     if not own or any(s.get("timed_out") or s.get("parse_error") or s.get("error") for s in own):
         return
     replayed = {r: iter([s["action"] for s in steps if s["role"] == r.value]) for r in AgentRole}
-    others = {r: _replay(replayed[r]) for r in AgentRole if r is not trained}
+    others = {r.value: _replay(replayed[r]) for r in AgentRole if r is not trained}
     with ChaosOpsToolEnv(others=others) as env:
         row = row_of(scenario_from_record(record), trained)
         system, user = row["prompt"]

@@ -174,6 +174,7 @@ class ChaosOpsToolEnv:
         # how to make an episode like this one; its counterfactual is cached
         # unless the others are policy objects, which may hold state
         named = _others_key(others)
+        self._how: tuple[str, Any]
         if base_url is not None:
             self._how, self._cached = ("served", base_url), True
         else:

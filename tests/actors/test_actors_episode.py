@@ -73,11 +73,12 @@ def test_episode_ids_are_unique_hex_and_fresh_in_a_forked_child() -> None:
     ids = set(made)
     assert len(ids) == 10_000
     assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
-    # a person tells them apart from their first characters: neighbours differ at
-    # once, and 8 characters name nearly every id of a run on their own
+    # a person tells them apart from their first characters: the first 16 are a
+    # bijection of the process's counter, so they never collide within a process,
+    # and neighbours differ at once (15 in 16 for a good scramble; 0.8 is far below)
+    assert len({i[:16] for i in made}) == len(made)
     apart = sum(a[0] != b[0] for a, b in itertools.pairwise(made))
-    assert apart >= 0.9 * len(made)  # 15 in 16 for ids that look random
-    assert len({i[:8] for i in ids}) >= 9_990
+    assert apart >= 0.8 * len(made)
     if not hasattr(os, "fork"):
         return
     read, write = os.pipe()

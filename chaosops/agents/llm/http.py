@@ -327,7 +327,7 @@ def _served_models(page: Any) -> list[str] | None:
     if not isinstance(data, list):
         return None
     ids = [m.get("id") if isinstance(m, dict) else None for m in data]
-    return ids if all(isinstance(i, str) for i in ids) else None
+    return [str(i) for i in ids] if all(isinstance(i, str) for i in ids) else None
 
 
 async def check_endpoint(

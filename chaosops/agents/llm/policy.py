@@ -16,7 +16,7 @@ import dataclasses
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import orjson
@@ -44,6 +44,7 @@ from chaosops.agents.llm.settings import (
     DEFAULT_BASE_URL,
     OWN_REQUEST_FIELDS,
     STRONGEST_FIRST,
+    AnswerFormat,
     LLMSettings,
 )
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsObservation
@@ -181,7 +182,9 @@ class LLMPolicy:
         when the server refuses the request as malformed."""
         negotiation = await negotiate(self._client, get_logger(), seconds)
         if self.settings.answer == "auto" and negotiation.answer is not None:
-            self.settings = dataclasses.replace(self.settings, negotiated=negotiation.answer)
+            self.settings = dataclasses.replace(
+                self.settings, negotiated=cast(AnswerFormat, negotiation.answer)
+            )
         return negotiation
 
     async def _complete(
@@ -201,7 +204,9 @@ class LLMPolicy:
                 answer = STRONGEST_FIRST[STRONGEST_FIRST.index(answer) + 1]
                 continue
             if settings.answer == "auto" and self.settings.negotiated is None:
-                self.settings = dataclasses.replace(self.settings, negotiated=answer)
+                self.settings = dataclasses.replace(
+                    self.settings, negotiated=cast(AnswerFormat, answer)
+                )
             return completion
 
     # -- the policy -----------------------------------------------------------

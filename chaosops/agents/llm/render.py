@@ -60,7 +60,7 @@ _NONE = "(none)"
 
 def _one_line(text: object) -> str:
     if text.__class__ is str:
-        return _one_line_text(text)  # type: ignore[arg-type]
+        return _one_line_text(text)
     return " ".join(str(text).split())
 
 

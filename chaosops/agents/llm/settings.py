@@ -1,14 +1,19 @@
-"""The LLM policy's settings, in one frozen dataclass."""
+"""The LLM policy's settings, in one frozen, validated dataclass: each
+field's type, bounds and default are declared here once; the command's flags
+and a run file's ``[llm.NAME]`` tables are read through these fields."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import field
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import AfterValidator, ConfigDict, Field
+from pydantic.dataclasses import dataclass
 
 Answer = Literal["auto", "json", "json_object", "tools", "text"]
-ANSWERS: tuple[str, ...] = ("auto", "json", "json_object", "tools", "text")
+ANSWERS: tuple[str, ...] = get_args(Answer)
 """How the model is asked to answer: structured output with the turn's JSON
 schema of legal moves, as ``response_format`` of type ``json_schema`` (OpenAI,
 vLLM, llama.cpp's own server, Ollama) or ``json_object`` with a ``schema``
@@ -16,7 +21,8 @@ vLLM, llama.cpp's own server, Ollama) or ``json_object`` with a ``schema``
 schema; free text parsed tolerantly; or ``auto``: the first of those, in that
 order, that the endpoint accepts (see :mod:`chaosops.agents.llm.negotiate`)."""
 
-STRONGEST_FIRST: tuple[str, ...] = ("json", "json_object", "tools", "text")
+AnswerFormat = Literal["json", "json_object", "tools", "text"]
+STRONGEST_FIRST: tuple[str, ...] = get_args(AnswerFormat)
 """The concrete answer formats, the most constrained first."""
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -29,7 +35,33 @@ OWN_REQUEST_FIELDS = frozenset(("model", "messages", "stream", "n"))
 """Request fields the policy sets itself: ``extra_body`` may not name them."""
 
 
-@dataclass(frozen=True, slots=True)
+def _no_own_fields(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    if body and (taken := sorted(OWN_REQUEST_FIELDS & set(body))):
+        raise ValueError(
+            f"extra_body cannot set {', '.join(map(repr, taken))}: the policy sets "
+            "them itself (the prompt it records is the one it sends, and it reads "
+            "one whole answer)"
+        )
+    return body
+
+
+def _between(low: float, high: float | None = None) -> Any:
+    return Field(ge=low, le=high, allow_inf_nan=False)
+
+
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+ExtraBody = Annotated[
+    Mapping[str, Any],
+    AfterValidator(_no_own_fields),
+    Field(
+        description="a JSON object such as '{\"return_token_ids\": true}', without "
+        "model, messages, stream or n (the policy sets these itself)"
+    ),
+]
+"""A positive, finite number of seconds."""
+
+
+@dataclass(frozen=True, slots=True, config=ConfigDict(arbitrary_types_allowed=True))
 class LLMSettings:
     """How :class:`~chaosops.agents.llm.LLMPolicy` talks to its endpoint.
 
@@ -46,59 +78,33 @@ class LLMSettings:
     (0: none); ``system_prompt="user"`` folds the role prompt into the first
     user message, for models whose chat template has no system role.
     ``max_answer_bytes`` bounds the body read per answer (1 MiB): past it the
-    call fails and the turn plays the fallback. ``max_in_flight`` is at most
-    :data:`MAX_IN_FLIGHT`.
+    call fails and the turn plays the fallback. A value out of its bounds is a
+    ``ValueError`` (pydantic's ``ValidationError``) naming the field.
     """
 
-    model: str
-    base_url: str | None = None
+    model: Annotated[str, Field(min_length=1)]
+    base_url: Annotated[str, Field(min_length=1)] | None = None
     api_key: str | None = field(default=None, repr=False)
-    api_key_env: str | None = None
-    temperature: float = 0.0
-    top_p: float | None = None
-    max_tokens: int = 256
+    api_key_env: Annotated[str, Field(min_length=1)] | None = None
+    temperature: Annotated[float, _between(0.0, 2.0)] = 0.0
+    top_p: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] | None = None
+    max_tokens: Annotated[int, _between(1, 1_000_000)] = 256
     seed: int | None = None
-    max_in_flight: int = 64
-    retries: int = 4
-    request_timeout: float = 60.0
-    backoff_base: float = 0.2
-    backoff_max: float = 8.0
+    max_in_flight: Annotated[int, _between(1, MAX_IN_FLIGHT)] = 64
+    retries: Annotated[int, _between(0, 100)] = 4
+    request_timeout: Seconds = 60.0
+    backoff_base: Seconds = 0.2
+    backoff_max: Seconds = 8.0
     use_tools: bool = False
     answer: Answer = "auto"
-    negotiated: str | None = None
-    history: int = 0
+    negotiated: AnswerFormat | None = None
+    history: Annotated[int, _between(0, 1000)] = 0
     system_prompt: Literal["system", "user"] = "system"
-    max_answer_bytes: int = 1 << 20
+    max_answer_bytes: Annotated[int, _between(1024, 1 << 30)] = 1 << 20
     tool_choice: str | Mapping[str, Any] = "auto"
     logprobs: bool = False
-    top_logprobs: int | None = None
-    extra_body: Mapping[str, Any] | None = None
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.max_in_flight <= MAX_IN_FLIGHT:
-            raise ValueError(
-                f"max_in_flight must be from 1 to {MAX_IN_FLIGHT}, got {self.max_in_flight}"
-            )
-        if self.max_answer_bytes < 1:
-            raise ValueError(f"max_answer_bytes must be >= 1, got {self.max_answer_bytes}")
-        if self.retries < 0:
-            raise ValueError(f"retries must be >= 0, got {self.retries}")
-        if self.answer not in ANSWERS:
-            raise ValueError(f"answer must be one of {', '.join(ANSWERS)}, got {self.answer!r}")
-        if self.negotiated is not None and self.negotiated not in STRONGEST_FIRST:
-            raise ValueError(
-                f"negotiated must be one of {', '.join(STRONGEST_FIRST)}, got {self.negotiated!r}"
-            )
-        if self.system_prompt not in ("system", "user"):
-            raise ValueError(f"system_prompt must be system or user, got {self.system_prompt!r}")
-        if self.history < 0:
-            raise ValueError(f"history must be >= 0, got {self.history}")
-        if self.extra_body and (taken := sorted(OWN_REQUEST_FIELDS & set(self.extra_body))):
-            raise ValueError(
-                f"extra_body cannot set {', '.join(map(repr, taken))}: the policy sets "
-                "them itself (the prompt it records is the one it sends, and it reads "
-                "one whole answer)"
-            )
+    top_logprobs: Annotated[int, _between(0, 20)] | None = None
+    extra_body: ExtraBody | None = None
 
     @property
     def endpoint(self) -> str:

@@ -35,14 +35,15 @@ def default_run(work: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
 
 def test_default_run_prints_the_table_and_writes_outputs(
     default_run: tuple[subprocess.CompletedProcess[str], Path],
+    canonical_size: int,
 ) -> None:
     proc, out = default_run
     assert proc.returncode == 0, proc.stderr
     for word in ("policy", "tier", "success", "MTTR", "heuristic", "easy", "medium", "hard"):
         assert word in proc.stdout
     results = jsonl(out / "results.jsonl")
-    assert len(results) == 55
-    assert len({r["run_key"] for r in results}) == 55
+    assert len(results) == canonical_size
+    assert len({r["run_key"] for r in results}) == canonical_size
     assert {r["policy"] for r in results} == {"heuristic"}
     trajectories = jsonl(out / "trajectories.jsonl")
     assert len(trajectories) == sum(len(r["steps"]) for r in results)
@@ -52,7 +53,7 @@ def test_default_run_prints_the_table_and_writes_outputs(
     answer = {k: first["action"][k] for k in ("action_type", "target", "args")}
     assert orjson.loads(first["completion"]) == answer
     summary = orjson.loads((out / "summary.json").read_bytes())
-    assert summary["episodes"] == 55 and summary["complete"]
+    assert summary["episodes"] == canonical_size and summary["complete"]
     assert [(r["policy"], r["tier"]) for r in summary["rows"]] == [
         ("heuristic", "easy"),
         ("heuristic", "medium"),
@@ -61,7 +62,9 @@ def test_default_run_prints_the_table_and_writes_outputs(
 
 
 def test_replay_passes_then_fails_on_a_tampered_file(
-    default_run: tuple[subprocess.CompletedProcess[str], Path], work: Path
+    default_run: tuple[subprocess.CompletedProcess[str], Path],
+    work: Path,
+    canonical_size: int,
 ) -> None:
     _, out = default_run
     ok = chaosops("replay", out, cwd=work)
@@ -76,7 +79,11 @@ def test_replay_passes_then_fails_on_a_tampered_file(
     assert bad.returncode == 1
     assert f"episode {victim['episode_id']}" in bad.stdout
     assert "step 2" in bad.stdout
-    assert bad.stdout.strip().splitlines()[-1].startswith("replay: 1 of 55 episodes differ")
+    assert (
+        bad.stdout.strip()
+        .splitlines()[-1]
+        .startswith(f"replay: 1 of {canonical_size} episodes differ")
+    )
 
 
 def test_existing_run_is_not_clobbered(
@@ -136,10 +143,12 @@ def test_bad_event_loop_setting_gets_one_line(work: Path, monkeypatch: pytest.Mo
     assert not (work / "out").exists()
 
 
-def test_scenarios_lists_the_canonical_suites_and_rejects_a_broken_file(work: Path) -> None:
+def test_scenarios_lists_the_canonical_suites_and_rejects_a_broken_file(
+    work: Path, canonical_size: int
+) -> None:
     ok = chaosops("scenarios", cwd=work)
     assert ok.returncode == 0, ok.stderr
-    for name in ("easy", "medium", "hard", "rogue_deploy_bot", "55 scenarios"):
+    for name in ("easy", "medium", "hard", "rogue_deploy_bot", f"{canonical_size} scenarios"):
         assert name in ok.stdout
     (work / "typo.toml").write_text(BAD_FAILURE)
     bad = chaosops("scenarios", work / "typo.toml", cwd=work)

@@ -9,13 +9,15 @@ from pathlib import Path
 from ._cli import assert_one_error_line, chaosops, jsonl
 
 
-def test_episodes_are_named_by_a_short_start_or_their_scenario(tmp_path: Path) -> None:
+def test_episodes_are_named_by_a_short_start_or_their_scenario(
+    tmp_path: Path, canonical_size: int
+) -> None:
     out = tmp_path / "run"
     proc = chaosops("run", "--policy", "oracle", "--no-progress", "--out", out, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     records = jsonl(out / "results.jsonl")
     ids = [r["episode_id"] for r in records]
-    assert len(set(ids)) == len(ids) == 55
+    assert len(set(ids)) == len(ids) == canonical_size
     first = records[0]
     # the shortest start of its id that no other id shares (random ids: usually 2 or 3)
     size = next(
@@ -27,7 +29,7 @@ def test_episodes_are_named_by_a_short_start_or_their_scenario(tmp_path: Path) -
     scenario = f"{first['failure_type']}/{first['difficulty']}/seed={first['seed']}"
     named = chaosops("transcript", out, "--episode", scenario, cwd=tmp_path)
     assert named.returncode == 0 and named.stdout == short.stdout
-    # 55 ids over 16 first characters: some character starts several of them
+    # canonical_size ids over 16 first characters: some character starts several of them
     shared, count = Counter(i[0] for i in ids).most_common(1)[0]
     ambiguous = chaosops("watch", out, "--episode", shared, cwd=tmp_path)
     assert ambiguous.returncode == 2

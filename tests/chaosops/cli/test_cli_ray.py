@@ -124,11 +124,13 @@ def local_run(slow: Path) -> Path:
     return out
 
 
-def test_a_ray_run_equals_a_local_one_and_logs_each_worker(slow: Path, local_run: Path) -> None:
+def test_a_ray_run_equals_a_local_one_and_logs_each_worker(
+    slow: Path, local_run: Path, canonical_size: int
+) -> None:
     out = slow / "on-ray"
     proc = chaosops("run", *SLOW, "--ray", "local", "--workers", "2", "--out", out, cwd=slow)
     assert proc.returncode == 0, proc.stderr
-    assert outcomes(out) == outcomes(local_run) and len(outcomes(out)) == 55
+    assert outcomes(out) == outcomes(local_run) and len(outcomes(out)) == canonical_size
     # the workers made the trajectory lines: the same as the local run's
     steps = lambda folder: {  # noqa: E731
         (t["run_key"], t["step"]): (t["prompt"], t["completion"], t["action"], t["reward"])
@@ -161,7 +163,7 @@ def test_a_killed_worker_s_episodes_run_on_the_others(slow: Path, local_run: Pat
     assert 2 in workers, workers
 
 
-def test_a_ray_run_killed_midway_resumes(slow: Path, local_run: Path) -> None:
+def test_a_ray_run_killed_midway_resumes(slow: Path, local_run: Path, canonical_size: int) -> None:
     out = slow / "driver-killed"
     proc = spawn("run", *SLOW, "--ray", "local", "--workers", "2", "--out", out, cwd=slow)
     try:
@@ -171,14 +173,17 @@ def test_a_ray_run_killed_midway_resumes(slow: Path, local_run: Path) -> None:
     finally:
         _reap_ray_left_by_a_killed_driver()
     done = len(jsonl(out / "results.jsonl"))
-    assert 10 <= done < 55
+    assert 10 <= done < canonical_size
     resumed = chaosops("run", "--resume", "--out", out, "--ray", "local", cwd=slow)
     assert resumed.returncode == 0, resumed.stderr
-    assert f"{done} of 55 episodes already done" in resumed.stderr
+    assert f"{done} of {canonical_size} episodes already done" in resumed.stderr
     assert outcomes(out) == outcomes(local_run)
     # and a local resume of a Ray run's folder finds it complete
     again = chaosops("run", "--resume", "--out", out, cwd=slow)
-    assert again.returncode == 0 and "55 of 55 episodes already done" in again.stderr
+    assert (
+        again.returncode == 0
+        and f"{canonical_size} of {canonical_size} episodes already done" in again.stderr
+    )
 
 
 def _reap_ray_left_by_a_killed_driver() -> None:
@@ -201,7 +206,7 @@ def test_ctrl_c_stops_the_run_and_its_workers(slow: Path) -> None:
     assert not _ours(), [p.cmdline() for p in _ours()]
 
 
-def test_the_driver_s_metrics_count_every_worker(slow: Path) -> None:
+def test_the_driver_s_metrics_count_every_worker(slow: Path, canonical_size: int) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
     out = slow / "metered"
@@ -224,7 +229,7 @@ def test_the_driver_s_metrics_count_every_worker(slow: Path) -> None:
         for sample in family.samples:
             sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
     steps = sum(len(r["steps"]) for r in jsonl(out / "results.jsonl"))
-    assert sums["chaosops_episodes_finished_total"] == 55
+    assert sums["chaosops_episodes_finished_total"] == canonical_size
     assert sums["chaosops_turns_total"] == steps
 
 
@@ -399,7 +404,7 @@ def test_the_progress_bar_counts_every_worker() -> None:
     assert max(seen) == 8
 
 
-def test_a_run_whose_every_worker_died_stops_in_one_line(slow: Path) -> None:
+def test_a_run_whose_every_worker_died_stops_in_one_line(slow: Path, canonical_size: int) -> None:
     out = slow / "all-workers-killed"
     proc = spawn("run", *SLOW, "--ray", "local", "--workers", "1", "--out", out, cwd=slow)
     try:
@@ -417,7 +422,7 @@ def test_a_run_whose_every_worker_died_stops_in_one_line(slow: Path) -> None:
     assert proc.returncode == 1 and "Traceback" not in stderr, stderr
     assert lines[-1].startswith("chaosops: error: every Ray worker died;"), stderr
     done = jsonl(out / "results.jsonl")
-    assert 3 <= len(done) < 55  # what finished is kept for --resume
+    assert 3 <= len(done) < canonical_size  # what finished is kept for --resume
 
 
 def test_an_eval_on_ray_equals_a_local_one(tmp_path: Path) -> None:

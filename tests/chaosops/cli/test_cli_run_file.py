@@ -227,7 +227,7 @@ def test_resume_of_a_run_file_s_run_needs_only_the_folder(
             id="unknown-field",
         ),
         pytest.param(
-            "concurrency = 0\n", ["concurrency", "greater than or equal to 1"], id="range"
+            "concurrency = 0\n", ["concurrency", "expected an integer >= 1", "got 0"], id="range"
         ),
         pytest.param("policy = 'gemma'\n", ["policy", "'gemma'", "module:attribute"], id="policy"),
         pytest.param("[roles]\nceo = 'oracle'\n", ["roles.ceo"], id="role"),
@@ -237,7 +237,9 @@ def test_resume_of_a_run_file_s_run_needs_only_the_folder(
         pytest.param("[llm.oracle]\nmodel = 'g'\n", ["llm.oracle", "scripted"], id="llm-name"),
         pytest.param("[llm.g]\nbase_url = 'x'\n", ["llm.g.model", "Field required"], id="no-model"),
         pytest.param(
-            "[llm.g]\nmodel = 'g'\nanswer = 'xml'\n", ["llm.g.answer", "'text'"], id="answer"
+            "[llm.g]\nmodel = 'g'\nanswer = 'xml'\n",
+            ["llm.g.answer", "one of auto", "text", "'xml'"],
+            id="answer",
         ),
         pytest.param(
             "[llm.g]\nmodel = 'g'\napi_key_env = 'NO_SUCH_VAR_X'\n",

@@ -1,0 +1,104 @@
+"""Each option is declared once: its flag and its run-file key accept and
+refuse the same values, and take them to the same value."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from chaosops.agents.llm.settings import LLMSettings
+from chaosops.cli._run_file import LLMEntry, RunFile
+from chaosops.runs.config import RunConfig
+from chaosops.runs.options import OPTIONS, Option
+from chaosops.runs.values import _parts
+
+NUMBERS = (-1, 0, 1, 2, 3, 19, 20, 21, 64, 100, 101, 1000, 1001, 1024, 100_000, 100_001,
+           1_000_000, 1_000_001, 1 << 30, (1 << 30) + 1, 65535, 65536, 0.0, 0.5, 1.0, 1.5,
+           2.0, 2.5, -0.5, 1e-9)  # fmt: skip
+TEXTS = ("", "x", "a b", "ok-name.1", "easy", "hard", "Easy", "sre", "dev", "db_deadlock",
+         "cascade", "auto", "json", "tools", "system", "user", "50%", "0%", "101%", "5", "0",
+         "heuristic")  # fmt: skip
+BODIES = ({}, {"top_k": 5}, {"model": "m"}, {"n": 2, "top_k": 1})
+CHECKED = [o for o in OPTIONS if o.kind is not None and not o.switch and (o.file_key or o.llm_key)]
+
+
+def _candidates(option: Option) -> tuple[Any, ...]:
+    base = _parts(option.kind)[0]
+    if base in (int, float):
+        return (*NUMBERS, "x")
+    if option.dest == "llm_extra_body":
+        return BODIES
+    if option.dest == "max_policy_errors":
+        return (*NUMBERS, *TEXTS)
+    return TEXTS
+
+
+def _flag(option: Option, value: Any) -> tuple[bool, Any]:
+    text = json.dumps(value) if isinstance(value, dict) else str(value)
+    if option.by_role:
+        text = f"dev={text}"
+    try:
+        taken = option.arg_type()(text)  # type: ignore[misc]
+    except argparse.ArgumentTypeError:
+        return False, None
+    return True, taken[1] if option.by_role else taken
+
+
+def _file(option: Option, value: Any) -> tuple[bool, Any]:
+    if option.llm_key is not None:
+        model, data, key = LLMEntry, {"model": "m", option.llm_key: value}, option.llm_key
+    else:
+        given = {"dev": value} if option.by_role else [value] if option.repeatable else value
+        model, data, key = RunFile, {option.file_key: given}, option.file_key
+    try:
+        taken = getattr(model.model_validate(data), key)  # type: ignore[arg-type]
+    except ValidationError:
+        return False, None
+    if option.by_role:
+        return True, taken["dev"]
+    return True, taken[0] if option.repeatable else taken
+
+
+def test_every_option_with_a_value_is_walked() -> None:
+    assert len(CHECKED) >= 25
+    assert {"temperature", "max_tokens", "llm_top_logprobs", "max_policy_errors"} <= {
+        o.dest for o in CHECKED
+    }
+
+
+@pytest.mark.parametrize("option", CHECKED, ids=lambda o: o.flag)
+def test_the_flag_and_the_run_file_accept_and_refuse_the_same_values(option: Option) -> None:
+    accepted = 0
+    for value in _candidates(option):
+        by_flag, by_file = _flag(option, value), _file(option, value)
+        assert by_flag == by_file, (option.flag, value, by_flag, by_file)
+        accepted += by_flag[0]
+    assert 0 < accepted < len(_candidates(option)), option.flag  # each refuses something
+
+
+@pytest.mark.parametrize("option", [o for o in CHECKED if o.llm_key], ids=lambda o: o.flag)
+def test_an_llm_settings_bounds_are_the_llm_settings_own(option: Option) -> None:
+    for value in _candidates(option):
+        flag_ok = _flag(option, value)[0]
+        try:
+            LLMSettings(**{"model": "m", option.llm_key: value})  # type: ignore[arg-type]
+            settings_ok = True
+        except ValueError:
+            settings_ok = False
+        if flag_ok:  # what the flag takes, the settings take (they may also read text)
+            assert settings_ok, (option.flag, value)
+
+
+def test_defaults_are_declared_once() -> None:
+    defaults = {o.dest: o.initial for o in OPTIONS}
+    run = RunConfig(command="run", policies=("heuristic",), out=".")  # type: ignore[arg-type]
+    assert defaults["concurrency"] == run.concurrency
+    assert defaults["llm_max_failures"] == run.llm_max_failures
+    settings = LLMSettings(model="m")
+    for option in OPTIONS:
+        if option.llm_key and option.llm_key not in ("model", "base_url"):
+            assert option.initial == getattr(settings, option.llm_key), option.flag
