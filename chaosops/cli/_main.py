@@ -22,7 +22,7 @@ from ._eval import cmd_eval
 from ._folders import new_run_folder
 from ._mock import cmd_mock_llm
 from ._replay import cmd_replay
-from ._resume import fill_from_run_file
+from ._resume import fill_from_run_record
 from ._run import cmd_run
 from ._run_file import apply_run_file
 from ._scenarios import cmd_scenarios
@@ -62,7 +62,7 @@ def _main(argv: list[str]) -> int:
             parser.error(f"missing command; choose from {', '.join([*_COMMANDS, 'mock-llm'])}")
         if args.command == "eval":
             return _dispatch(args, eval_entries(args, argv))
-        args = fill_from_run_file(apply_run_file(args, argv), argv)
+        args = fill_from_run_record(apply_run_file(args, argv), argv)
         return _dispatch(_new_folder(args))
     except RunError as exc:
         return _report(exc)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from chaosops.agents.llm.settings import LLMSettings
-from chaosops.outputs import RUN_FILE, read_object
+from chaosops.outputs import RUN_RECORD, read_object
 from chaosops.runs.options import LLM_FLAGS, RECORDED
 
 from ._args import given_options
@@ -16,7 +16,7 @@ from ._errors import CLIError
 from ._folders import LATEST, latest_run
 
 
-def fill_from_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argparse.Namespace:
+def fill_from_run_record(args: argparse.Namespace, argv: Sequence[str]) -> argparse.Namespace:
     """``args`` with what ``chaosops run --resume`` was not given taken from the
     folder's run.json, so that a run resumes with the options it started with.
 
@@ -89,4 +89,4 @@ def _latest_to_resume() -> Path:
 
 def _recorded(out: Path) -> dict[str, Any] | None:
 
-    return read_object(out / RUN_FILE)
+    return read_object(out / RUN_RECORD)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from chaosops.evaluation import render_table
-from chaosops.outputs import LOG_FILE, RUN_FILE, OutputError, ResultsReader
+from chaosops.outputs import LOG_FILE, RUN_RECORD, OutputError, ResultsReader
 from chaosops.role_figures import render_role_table
 from chaosops.runs.batches import stop_code, withheld_note
 from chaosops.runs.cluster import recipe
@@ -96,7 +96,7 @@ def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) 
     for line in trouble([play], progress):
         note(line)
     # run.json only when this run wrote it (a resumed run keeps the folder's)
-    kept = f", {config.out / RUN_FILE}" if play.wrote_run_file else ""
+    kept = f", {config.out / RUN_RECORD}" if play.wrote_run_record else ""
     log = config.telemetry.log_json
     if log is not None and Path(log) == config.out / LOG_FILE:
         kept += f", {log}"

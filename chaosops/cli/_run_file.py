@@ -32,12 +32,14 @@ _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 _FORBID = ConfigDict(extra="forbid", strict=True)
 
 
-def _keys(**extra: Any) -> dict[str, Any]:
-    """The fields of a run file's table, read off the options (``llm``: an
-    ``[llm.NAME]`` table's), with ``extra``."""
-    llm = extra.pop("llm_table", False)
-    fields = {(o.llm_key if llm else o.file_key): o.file_field() for o in OPTIONS
-              if (o.llm_key if llm else o.file_key)}  # fmt: skip
+def _keys(*, llm_table: bool = False, **extra: Any) -> dict[str, Any]:
+    """The fields of a run file's top level, or (``llm_table``) of an
+    ``[llm.NAME]`` table, read off the options; then ``extra``."""
+    fields: dict[str, Any] = {}
+    for option in OPTIONS:
+        key = option.llm_key if llm_table else option.file_key
+        if key is not None:
+            fields[key] = option.file_field()
     return {**fields, **extra}
 
 

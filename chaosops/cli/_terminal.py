@@ -12,7 +12,7 @@ from typing import Any, TextIO
 from rich.console import Console
 
 from actors import configure_logging
-from chaosops.outputs import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, TRAJECTORIES_FILE
+from chaosops.outputs import RESULTS_FILE, RUN_RECORD, SUMMARY_FILE, TRAJECTORIES_FILE
 from chaosops.runs.session import Session
 
 from ._errors import CLIError
@@ -91,9 +91,9 @@ def _check_log_path(log_json: str, outputs: Sequence[Path]) -> None:
                 "log to another file"
             )
     if (
-        path.name in (RESULTS_FILE, TRAJECTORIES_FILE, SUMMARY_FILE, RUN_FILE)
+        path.name in (RESULTS_FILE, TRAJECTORIES_FILE, SUMMARY_FILE, RUN_RECORD)
         and path.is_file()
-        and any((path.parent / name).is_file() for name in (RESULTS_FILE, RUN_FILE))
+        and any((path.parent / name).is_file() for name in (RESULTS_FILE, RUN_RECORD))
     ):
         raise CLIError(
             f"--log-json {log_json} is an output file of the chaosops run in {path.parent}; "

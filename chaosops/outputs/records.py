@@ -24,9 +24,10 @@ EVAL_FILE = "eval.json"
 RESULTS_FILE = "results.jsonl"
 TRAJECTORIES_FILE = "trajectories.jsonl"
 SUMMARY_FILE = "summary.json"
-RUN_FILE = "run.json"
-"""The options of the run in an output folder, written before its first episode
-and compared by ``--resume`` (a folder written before it existed has none)."""
+RUN_RECORD = "run.json"
+"""The run record: the options of the run in an output folder, written before
+its first episode and compared by ``--resume`` (a folder written before it
+existed has none). The ``--config`` TOML is the run file."""
 
 _TOKEN_FIELDS = (
     "token_ids",

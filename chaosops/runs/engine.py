@@ -18,7 +18,7 @@ import orjson
 import actors
 from chaosops.outputs import (
     RESULTS_FILE,
-    RUN_FILE,
+    RUN_RECORD,
     OutputError,
     ResultsReader,
     RunOutputs,
@@ -84,7 +84,7 @@ class Play:
     factory: Any = None  # scenario -> role map
     recipe: Any = None  # what Ray workers build the role maps from (with --ray)
     done: bytearray = field(default_factory=bytearray)  # 1 at each plan index done
-    wrote_run_file: bool = False
+    wrote_run_record: bool = False
     summary: Any = None  # _run_folder.Summary, once played
 
     def todo(self) -> int:
@@ -96,7 +96,7 @@ class Play:
         """The files this play writes (which a log must not be)."""
         outputs = self.outputs
         return [outputs.results_path, outputs.trajectories_path, outputs.summary_path,
-                self.config.out / RUN_FILE]  # fmt: skip
+                self.config.out / RUN_RECORD]  # fmt: skip
 
 
 def same_plan(entries: Sequence[RunConfig]) -> Plan:
@@ -153,13 +153,13 @@ def open_play(config: RunConfig, planned: Plan) -> Play:
     if config.resume:
         if not _holds_a_run(config.out):
             raise RunError(
-                f"--resume: {config.out} holds no run to resume (no {RUN_FILE} nor results); "
+                f"--resume: {config.out} holds no run to resume (no {RUN_RECORD} nor results); "
                 "run without --resume to start one there"
             )
         options = run_options(config, planned)
         play.recorded = check_resume(config.out, options, keys, config.label)
         return play
-    for path in (outputs.results_path, outputs.trajectories_path, config.out / RUN_FILE):
+    for path in (outputs.results_path, outputs.trajectories_path, config.out / RUN_RECORD):
         refuse_existing(
             path, "pass --resume to continue that run, or a new --out folder", folder=config.out
         )
@@ -168,7 +168,7 @@ def open_play(config: RunConfig, planned: Plan) -> Play:
 
 def _holds_a_run(folder: Path) -> bool:
 
-    return (folder / RUN_FILE).is_file() or (folder / RESULTS_FILE).is_file()
+    return (folder / RUN_RECORD).is_file() or (folder / RESULTS_FILE).is_file()
 
 
 def open_folders(plays: Sequence[Play]) -> None:
@@ -194,8 +194,8 @@ def _open(play: Play) -> None:
         # a new run (or one begun before run.json existed with nothing done):
         # its options, for --resume to compare, before the first episode
         data = orjson.dumps(run_options(play.config, play.planned), option=orjson.OPT_INDENT_2)
-        atomic_write_bytes(play.config.out / RUN_FILE, data + b"\n")
-        play.wrote_run_file = True
+        atomic_write_bytes(play.config.out / RUN_RECORD, data + b"\n")
+        play.wrote_run_record = True
     if play.config.resume:
         note(
             f"resuming {play.config.out}: {state.records} of "

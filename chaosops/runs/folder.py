@@ -15,7 +15,7 @@ import orjson
 from chaosops import __version__
 from chaosops._urls import shown_url
 from chaosops.agents.llm.render import build_messages
-from chaosops.outputs import RESULTS_FILE, RUN_FILE, OutputError, ResultsReader, scenario_fields
+from chaosops.outputs import RESULTS_FILE, RUN_RECORD, OutputError, ResultsReader, scenario_fields
 from chaosops.summary import Summary
 from chaosops.summary import summarise as summary_of
 
@@ -148,7 +148,7 @@ def check_resume(
     A folder without ``run.json`` (written before it existed) is checked against
     its results: their policy, and every recorded episode in the given plan.
     """
-    recorded = _read_run_file(out / RUN_FILE)
+    recorded = _read_run_record(out / RUN_RECORD)
     if recorded is not None:
         _check_options(out, recorded, options)
     if (out / RESULTS_FILE).exists():
@@ -163,7 +163,7 @@ def _refuse(out: Path, option: str, recorded: str, given: str) -> RunError:
     )
 
 
-def _read_run_file(path: Path) -> dict[str, Any] | None:
+def _read_run_record(path: Path) -> dict[str, Any] | None:
     """The options ``run.json`` recorded; None when there is no such file."""
     try:
         data = path.read_bytes()

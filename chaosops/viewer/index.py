@@ -28,7 +28,7 @@ import orjson
 from chaosops.outputs import (
     LOG_FILE,
     RESULTS_FILE,
-    RUN_FILE,
+    RUN_RECORD,
     SUMMARY_FILE,
     TRAJECTORIES_FILE,
     being_written,
@@ -178,9 +178,9 @@ class RunIndex:
         self.folder = Path(folder)
         if not self.folder.is_dir():
             raise NotARun(f"{self.folder}: no such run folder")
-        if not (self.folder / RESULTS_FILE).exists() and not (self.folder / RUN_FILE).exists():
+        if not (self.folder / RESULTS_FILE).exists() and not (self.folder / RUN_RECORD).exists():
             raise NotARun(
-                f"{self.folder}: not a chaosops run folder (no {RESULTS_FILE}, no {RUN_FILE})"
+                f"{self.folder}: not a chaosops run folder (no {RESULTS_FILE}, no {RUN_RECORD})"
             )
         self.name = self.folder.name
         self._run_options: dict[str, Any] = {}
@@ -256,7 +256,7 @@ class RunIndex:
     def run_options(self) -> dict[str, Any]:
         """The run's run.json: written once when it starts, so read once found."""
         if not self._run_options:
-            self._run_options = read_object(self.folder / RUN_FILE) or {}
+            self._run_options = read_object(self.folder / RUN_RECORD) or {}
         return self._run_options
 
     def summary(self) -> dict[str, Any]:

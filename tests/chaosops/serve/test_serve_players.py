@@ -10,7 +10,7 @@ from chaosops.cli._config import config_from_args
 from chaosops.cli._run_file import apply_run_file
 from chaosops.cli._serve import _config as serve_config
 
-RUN_FILE = """
+RUN_RECORD = """
 [llm.a]
 model = "model-a"
 base_url = "http://127.0.0.1:9/v1"
@@ -23,7 +23,7 @@ base_url = "http://127.0.0.1:9/v1"
 
 def test_serve_and_run_name_the_same_players_in_turn_order(tmp_path: Path) -> None:
     path = tmp_path / "run.toml"
-    path.write_text(RUN_FILE)
+    path.write_text(RUN_RECORD)
     roles = ["--role-policy", "dev=a", "--role-policy", "oversight=b"]
     argv = {
         "run": ["run", "--config", str(path), *roles, "--out", str(tmp_path / "run")],
