@@ -80,6 +80,20 @@ def _child(metric: Any, values: tuple[str, ...]) -> Any:
     return metric.labels(*values) if values else metric
 
 
+class RunningMean:
+    """A gauge set to the mean of the values observed so far, per label values."""
+
+    def __init__(self, gauge: Any) -> None:
+        self.gauge = gauge
+        self._totals: dict[tuple[str, ...], list[float]] = {}  # label values: [sum, count]
+
+    def observe(self, labels: Sequence[str], value: float) -> None:
+        total = self._totals.setdefault(tuple(labels), [0.0, 0.0])
+        total[0] += value
+        total[1] += 1
+        self.gauge.labels(*labels).set(total[0] / total[1])
+
+
 class Meter:
     """The runtime's metrics in one registry under one namespace.
 
@@ -106,6 +120,7 @@ class Meter:
         self._turn_children: dict[tuple[Any, ...], Any] = {}
         self._latency_children: dict[tuple[Any, ...], Any] = {}
         self._finished_ready: dict[tuple[str, ...], bool] = {}
+        self._means: dict[str, RunningMean] = {}
         extra = self.labels
         try:
             self.episodes_planned = self.counter(
@@ -174,6 +189,12 @@ class Meter:
     def summary(self, name: str, documentation: str, labelnames: Sequence[str] = ()) -> Summary:
         """The summary ``NS_<name>`` (a count and a sum: means), made on first use."""
         return self._get("summary", name, documentation, labelnames)
+
+    def mean(self, name: str, documentation: str, labelnames: Sequence[str] = ()) -> RunningMean:
+        """The gauge ``NS_<name>`` of the running mean of what is observed, per
+        label values (a mean that goes negative, which a counter cannot follow)."""
+        gauge = self._get("gauge", name, documentation, labelnames)
+        return self._means.setdefault(name, RunningMean(gauge))
 
     def _get(
         self, kind: str, name: str, documentation: str, labelnames: Sequence[str], **kwargs: Any

@@ -149,7 +149,18 @@ def _mutable_literal(value: ast.expr | None) -> bool:
         return True
     if isinstance(value, ast.Call):
         name = ast.unparse(value.func).rsplit(".", 1)[-1]
-        return name in {"list", "dict", "set", "defaultdict", "Counter", "OrderedDict", "deque"}
+        return name in {
+            "list",
+            "dict",
+            "set",
+            "defaultdict",
+            "Counter",
+            "OrderedDict",
+            "deque",
+            "WeakKeyDictionary",
+            "WeakValueDictionary",
+            "WeakSet",
+        }
     return False
 
 

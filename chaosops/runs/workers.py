@@ -234,9 +234,19 @@ async def arun_batch(
     return results
 
 
-def run_batch(scenarios: Iterable[Any], policies: Any, **options: Any) -> list[Any]:
-    """Synchronous :func:`arun_batch`, with its options (``cluster`` among them)."""
-    return actors.run(partial(arun_batch, scenarios, policies, **options))
+def run_batch(
+    scenarios: Iterable[Any],
+    policies: Any,
+    *,
+    cluster: ClusterOptions,
+    concurrency: int = 64,
+    turn_timeout: Any = None,
+    fields: Mapping[str, Any] | None = None,
+) -> list[Any]:
+    """Synchronous :func:`arun_batch`."""
+    play = partial(arun_batch, scenarios, policies, cluster=cluster, concurrency=concurrency,
+                   turn_timeout=turn_timeout, fields=fields)  # fmt: skip
+    return actors.run(play)
 
 
 def _given(policies: Any) -> Any:
