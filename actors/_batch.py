@@ -196,6 +196,34 @@ class JobResults(Generic[R]):
         )
 
 
+class JobCounts:
+    """The producer's side of a :class:`JobResults`: its counters, moved as
+    jobs start, run, come back unrun and finish (by a batch's workers, or by
+    a cluster's feed). ``failed`` judges a finished job's result."""
+
+    __slots__ = ("failed", "results")
+
+    def __init__(self, results: JobResults[Any], failed: Callable[[Any], bool] | None) -> None:
+        self.results = results
+        self.failed = failed
+
+    def started(self, count: int = 1) -> None:
+        self.results.started += count
+
+    def unstarted(self, count: int) -> None:
+        """Jobs handed back before they ran (their worker died)."""
+        self.results.started -= count
+
+    def running(self, count: int) -> None:
+        """How many jobs run now."""
+        self.results._running = count
+
+    def finished(self, result: Any) -> None:
+        self.results.finished += 1
+        if self.failed is not None and self.failed(result):
+            self.results.failed += 1
+
+
 @asynccontextmanager
 async def open_jobs(
     items: Iterable[T],
@@ -225,18 +253,18 @@ async def open_jobs(
     send, receive = anyio.create_memory_object_stream[tuple[int, R]](concurrency)
     results = JobResults(receive, n)
 
+    counts = JobCounts(results, failed)
+
     async def worker(out: MemoryObjectSendStream[tuple[int, R]]) -> None:
         async with out:
             for index in cursor:
-                results.started += 1
-                results._running += 1
+                counts.started()
+                counts.running(results.in_flight + 1)
                 try:
                     result = await job(seq[index])
                 finally:  # returned, raised or cancelled: no longer running
-                    results._running -= 1
-                results.finished += 1
-                if failed is not None and failed(result):
-                    results.failed += 1
+                    counts.running(results.in_flight - 1)
+                counts.finished(result)
                 await out.send((index, result))
 
     async def start_workers(spawn: Callable[[MemoryObjectSendStream[Any]], object]) -> None:

@@ -1,4 +1,4 @@
-"""A Ray worker's own loop (actors.cluster._Worker), driven here without Ray:
+"""A Ray worker's own loop (actors.worker_side.Worker), driven here without Ray:
 the actor class is a plain class whose calls run its event loop."""
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import anyio
 import pytest
 
 import actors as actors_pkg
-from actors import cluster
+from actors import _cluster_driver as driver
+from actors import _cluster_worker as worker_side
+from actors._batch import JobCounts
 
 
 class Job:
@@ -45,7 +47,7 @@ class Job:
 
 
 def worker(job: Job, slots: int) -> Any:
-    return cluster._Worker(0, lambda: job, {}, slots)
+    return worker_side.Worker(0, lambda: job, {}, slots)
 
 
 def drain(w: Any, jobs: list[tuple[int, Any]], held: set[int]) -> dict[int, Any]:
@@ -85,19 +87,19 @@ def test_a_call_returns_at_once_when_nothing_is_left_and_soon_after_a_result(
 ) -> None:
     # a 1 s wait for more results, 10 s at most a call: "at once" and "waited"
     # are then apart by far more than a loaded machine's scheduling noise
-    monkeypatch.setattr(cluster, "RETURN_S", 1.0)
-    monkeypatch.setattr(cluster, "CALL_MAX_S", 10.0)
+    monkeypatch.setattr(worker_side, "RETURN_S", 1.0)
+    monkeypatch.setattr(worker_side, "CALL_MAX_S", 10.0)
     job = Job()
     w = worker(job, slots=4)
     started = time.monotonic()
     played, _ = w.run([(0, (0.0, 1))])
-    assert played == [(0, 2)] and time.monotonic() - started < cluster.RETURN_S / 2
+    assert played == [(0, 2)] and time.monotonic() - started < worker_side.RETURN_S / 2
     started = time.monotonic()
     played, _ = w.run([(1, (0.0, 1)), (2, (30.0, 1))])
     took = time.monotonic() - started
     assert played == [(1, 2)]
     # it waited about RETURN_S for more to finish, not for the slow job (which stays running)
-    assert cluster.RETURN_S / 2 <= took < cluster.CALL_MAX_S
+    assert worker_side.RETURN_S / 2 <= took < worker_side.CALL_MAX_S
     w.close()
     assert job.cancelled == 1 and job.closed
 
@@ -114,7 +116,7 @@ class FakeActor:
     call at a time (as Ray runs a plain actor's calls), in a thread of its own."""
 
     def __init__(self, job: Job, slots: int) -> None:
-        self.worker = cluster._Worker(0, lambda: job, {}, slots)
+        self.worker = worker_side.Worker(0, lambda: job, {}, slots)
         self.lock = threading.Lock()
         self.run = self  # actor.run.remote(jobs)
 
@@ -130,14 +132,15 @@ class FakeActor:
 async def test_a_backed_up_driver_gives_no_new_jobs_but_lets_the_running_ones_finish() -> None:
     job = Job()
     actors = [FakeActor(job, slots=4), FakeActor(job, slots=4)]
-    pool = cluster._Pool(spawn=lambda number: None, slots=4)
+    pool = driver.Pool(spawn=lambda number: None, slots=4)
     for actor in actors:
         pool.add(actor)
     items = [(0.2, i) for i in range(60)]
     send, receive = anyio.create_memory_object_stream[tuple[int, Any]](float("inf"))
     results = actors_pkg.JobResults(receive, len(items))
-    work = cluster._Work(deque(range(len(items))), len(items))
-    feed = cluster._Feed(pool, items, work, results, send, None, backlog=0)
+    work = driver.Work(deque(range(len(items))), len(items))
+    counts = JobCounts(results, failed=None)
+    feed = driver.Feed(pool, items, work, counts=counts, send=send, backlog=0)
     got: dict[int, Any] = {}
     started = time.monotonic()
     async with anyio.create_task_group() as tg:
