@@ -38,12 +38,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rich import box
 from rich.table import Table
 
 from chaosops.env.failures import ROGUE_AGENT_BY_FAILURE
+from chaosops.outputs import ResultLine, result_record, run_key
 from chaosops.stats import mean_interval, wilson_interval
 from chaosops.untrusted import plain
 
@@ -95,7 +96,7 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def _rogue_of(record: Mapping[str, Any]) -> str | None:
+def _rogue_of(record: ResultLine) -> str | None:
     # The scenario's rogue as recorded (None: there was none, whatever the
     # failure type); from the failure type only for a record without the field.
     if "rogue_fleet_agent" in record:
@@ -104,13 +105,13 @@ def _rogue_of(record: Mapping[str, Any]) -> str | None:
     return next((agent for f, agent in ROGUE_AGENT_BY_FAILURE.items() if f.value == name), None)
 
 
-def ran_to_end(record: Mapping[str, Any]) -> bool:
+def ran_to_end(record: ResultLine) -> bool:
     """Whether the episode of ``record`` ended normally (status ``ok``, the
     default of a record without one), not with an environment error."""
     return record.get("status", "ok") == "ok"
 
 
-def resolved(record: Mapping[str, Any]) -> bool:
+def resolved(record: ResultLine) -> bool:
     """Whether the episode of ``record`` counts as resolved: it ran to its end
     and the world said so (see the module's notes on failed episodes)."""
     return ran_to_end(record) and bool(record.get("resolved"))
@@ -140,7 +141,7 @@ class _Group:
         self.wrong_fixes = array("d")  # the same episodes'
         self.solved_steps = array("d")  # of the resolved ones
 
-    def add(self, record: Mapping[str, Any]) -> None:
+    def add(self, record: ResultLine) -> None:
         self.episodes += 1
         rogue = _rogue_of(record)
         flags = [str(f) for f in record.get("oversight_flags") or ()]
@@ -176,7 +177,7 @@ class _Group:
         )
 
 
-def evaluate_records(records: Iterable[Mapping[str, Any]]) -> list[EvalRow]:
+def evaluate_records(records: Iterable[ResultLine]) -> list[EvalRow]:
     """Compute one :class:`EvalRow` per (policy, tier) from result records,
     taken one at a time (an iterator over a large results file is fine: only
     numbers are kept).
@@ -200,20 +201,9 @@ def evaluate_records(records: Iterable[Mapping[str, Any]]) -> list[EvalRow]:
     return [groups[key].row(*key) for key in keys]
 
 
-def _record_of_result(result: Any, policy: str) -> dict[str, Any]:
-    scenario = result.scenario
-    return {
-        "policy": policy,
-        "difficulty": _text(scenario.difficulty),
-        "failure_type": _text(scenario.failure_type),
-        "rogue_fleet_agent": _text(getattr(scenario, "rogue_fleet_agent", None)),
-        "status": getattr(result, "status", "ok"),
-        "resolved": bool(result.resolved),
-        "final_step": int(result.final_step),
-        "oversight_flags": [str(f) for f in result.oversight_flags],
-        "cumulative_reward": float(result.cumulative_reward),
-        "wrong_fixes": int(result.wrong_fixes),
-    }
+def _record_of_result(result: Any, policy: str) -> ResultLine:
+    """The results line a run would write of ``result``."""
+    return result_record(result, policy=policy, key=run_key(policy, result.scenario, 0))
 
 
 def evaluate(results: Iterable[Any], *, policy: str | None = None) -> list[EvalRow]:
@@ -223,10 +213,10 @@ def evaluate(results: Iterable[Any], *, policy: str | None = None) -> list[EvalR
     policy's name, given either as ``policy=`` or by passing ``(policy, result)``
     pairs.
     """
-    records: list[Mapping[str, Any]] = []
+    records: list[ResultLine] = []
     for item in results:
         if isinstance(item, Mapping):
-            records.append(item)
+            records.append(cast(ResultLine, item))  # taken as a results line
         elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
             records.append(_record_of_result(item[1], item[0]))
         else:

@@ -19,6 +19,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from chaosops.outputs import ResultLine
 from chaosops.stats import percentile
 from chaosops.untrusted import plain
 
@@ -88,7 +89,7 @@ class RoleTallies:
     def __init__(self) -> None:
         self._tallies: dict[tuple[str, str], _Tally] = {}
 
-    def add(self, record: Mapping[str, Any]) -> None:
+    def add(self, record: ResultLine) -> None:
         policy = str(record.get("policy") or "?")
         players = record.get("roles") or {}
         for step in record.get("steps") or ():
@@ -110,7 +111,7 @@ class RoleTallies:
         return [_figures(policy, role, tallies[(policy, role)]) for policy, role in keys]
 
 
-def role_figures(records: Iterable[Mapping[str, Any]]) -> list[RoleFigures]:
+def role_figures(records: Iterable[ResultLine]) -> list[RoleFigures]:
     """One :class:`RoleFigures` per (policy, role) of ``records`` (see :class:`RoleTallies`)."""
     tallies = RoleTallies()
     for record in records:

@@ -21,22 +21,17 @@ from rich import box
 from rich.table import Table
 
 from chaosops.env.world_sim import Scenario
+from chaosops.outputs import parse_run_key
 from chaosops.stats import share_interval
 from chaosops.untrusted import plain
 
 __all__ = [
-    "SEED_STEP",
     "Sample",
     "SampleRow",
     "pass_at_k",
-    "policy_seed",
     "render_sample_table",
     "sample_rows",
 ]
-
-SEED_STEP = 1_000_003
-"""How far apart the policy seeds of two samples of a scenario are (a prime
-past any suite seed, so no sample's seed is another scenario's)."""
 
 
 @dataclass(frozen=True)
@@ -49,12 +44,6 @@ class Sample(Scenario):
     def of(cls, scenario: Scenario, number: int) -> Sample:
         values = {f.name: getattr(scenario, f.name) for f in dataclasses.fields(Scenario)}
         return cls(**values, number=number)
-
-
-def policy_seed(scenario: Scenario) -> int:
-    """The seed a scripted policy takes for ``scenario``: its seed for the first
-    sample (as without samples), then :data:`SEED_STEP` further for each next."""
-    return scenario.seed + SEED_STEP * getattr(scenario, "number", 0)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -97,7 +86,8 @@ def sample_rows(records: Iterable[Mapping[str, Any]], k: int) -> list[SampleRow]
     groups: dict[tuple[str, str], dict[str, _Scenario]] = {}
     for record in records:
         # the run key without its policy and sample number: failure/tier/seed/max steps
-        scenario = "/".join(record["run_key"].rsplit("/", 5)[1:5])
+        parsed = parse_run_key(record["run_key"])
+        scenario = record["run_key"] if parsed is None else "/".join(map(str, parsed[1]))
         tally = groups.setdefault((record["policy"], record["difficulty"]), {})
         entry = tally.setdefault(scenario, _Scenario())
         entry.resolved += bool(record.get("resolved")) and record.get("status") == "ok"

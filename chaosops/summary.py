@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaosops.evaluation import evaluate_records, ran_to_end, resolved, rows_to_json
-from chaosops.outputs import ListedKeys
+from chaosops.outputs import ListedKeys, ResultLine
 from chaosops.role_figures import RoleTallies
 from chaosops.samples import sample_rows
 
@@ -36,7 +36,7 @@ _SAMPLED = ("run_key", "policy", "difficulty", "resolved", "status", "cumulative
 
 
 def summarise(
-    records: Iterable[Mapping[str, Any]],
+    records: Iterable[ResultLine],
     planned: Sequence[str],
     *,
     samples: int = 1,
@@ -51,7 +51,7 @@ def summarise(
     done = bytearray(len(keys))  # a flag per planned episode
     tallies = RoleTallies()
 
-    def counted() -> Iterator[Mapping[str, Any]]:
+    def counted() -> Iterator[ResultLine]:
         for record in records:
             if (index := keys.position(record["run_key"])) is not None:
                 done[index] = 1

@@ -109,9 +109,9 @@ def test_no_import_cycle_between_modules() -> None:
 PACKAGE_ORDER = (
     "__init__", "_extras", "_urls", "_toml", "_otlp", "untrusted", "stats",
     "env",  # the world: its rules, rewards and what an episode returns
-    "rewards", "curriculum", "scenarios", "samples",
+    "rewards", "curriculum", "scenarios",
     "agents",  # policies, the runner, the LLM policy
-    "mock_llm", "outputs", "evaluation", "role_figures", "summary",
+    "mock_llm", "outputs", "samples", "evaluation", "role_figures", "summary",
     "runs",  # the run engine: spec, plan, folder, batches, replay
     "serve", "train", "viewer",
     "cli", "_entry",

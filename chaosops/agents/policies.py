@@ -25,18 +25,30 @@ from chaosops.env.models import (
     ServiceHealth,
 )
 from chaosops.env.world_sim import Scenario
-from chaosops.samples import policy_seed
 
 __all__ = [
     "SCRIPTED",
+    "SEED_STEP",
     "Others",
     "Policy",
     "heuristic_policy",
     "oracle_policy",
     "policies_for",
+    "policy_seed",
     "random_policy",
     "scripted_policy",
 ]
+
+SEED_STEP = 1_000_003
+"""How far apart the policy seeds of two samples of a scenario are (a prime
+past any suite seed, so no sample's seed is another scenario's)."""
+
+
+def policy_seed(scenario: Scenario) -> int:
+    """The seed a scripted policy takes for ``scenario``: its seed for the first
+    sample (as without samples), then :data:`SEED_STEP` further for each next."""
+    return scenario.seed + SEED_STEP * getattr(scenario, "number", 0)
+
 
 Policy: TypeAlias = Callable[
     [ChaosOpsObservation, AgentRole], ChaosOpsAction | Awaitable[ChaosOpsAction]
@@ -180,7 +192,7 @@ SCRIPTED: tuple[str, ...] = ("random", "heuristic", "oracle")
 def scripted_policy(name: str, scenario: Scenario) -> Policy:
     """The scripted policy ``name`` for one episode of ``scenario``: random and
     heuristic seeded with its seed (a sample's own under ``--samples``:
-    :func:`chaosops.samples.policy_seed`), oracle given its failure type."""
+    :func:`policy_seed`), oracle given its failure type."""
     if name == "random":
         return random_policy(seed=policy_seed(scenario))
     if name == "heuristic":

@@ -9,11 +9,11 @@ import os
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
-from .records import RESULTS_FILE
+from .records import RESULTS_FILE, ResultLine
 
 
 class OutputError(Exception):
@@ -111,7 +111,7 @@ class ResultsReader:
         self.file = results_file(path)
         self.torn = False
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[ResultLine]:
         try:
             handle = open(self.file, "rb")
         except FileNotFoundError:
@@ -126,7 +126,7 @@ class ResultsReader:
                 if line.strip():
                     yield self._record(line, number)
 
-    def _record(self, line: bytes, number: int) -> dict[str, Any]:
+    def _record(self, line: bytes, number: int) -> ResultLine:
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -141,10 +141,10 @@ class ResultsReader:
                 "(expected an object with run_key and steps)",
                 usage=True,
             )
-        return record
+        return cast(ResultLine, record)  # a line of the run's own writer (checked above)
 
 
-def read_results(path: str | Path) -> tuple[list[dict[str, Any]], bool]:
+def read_results(path: str | Path) -> tuple[list[ResultLine], bool]:
     """Every record of a ``results.jsonl`` in a list, and whether a torn last
     line was skipped (see :class:`ResultsReader`, which streams them)."""
     reader = ResultsReader(path)

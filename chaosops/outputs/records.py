@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import orjson
 
@@ -100,6 +100,58 @@ def _value(value: Any) -> Any:
 
 
 # --------------------------------------------------------------------- records
+
+
+class StepLine(TypedDict):
+    """One step of a results line (``ResultLine["steps"]``)."""
+
+    turn: int
+    role: str
+    action: dict[str, Any]
+    reward: float
+    done: bool
+    terminated: bool
+    truncated: bool
+    timed_out: bool
+    error: str | None
+    latency_ms: float
+    tokens: int | None
+    parse_error: str | None
+    played_by: NotRequired[str | None]  # lines before the served episodes lack it
+
+
+class ResultLine(TypedDict):
+    """One line of ``results.jsonl``: one finished episode, as
+    :func:`result_record` writes it and every reader reads it (the summary,
+    evaluation, samples, role figures, the viewer, replay, SFT rows). Readers
+    take the fields a line from an older version may lack with ``.get``."""
+
+    run_key: str
+    policy: str
+    roles: dict[str, dict[str, Any]] | None
+    failure_type: str
+    difficulty: str
+    seed: int
+    max_steps: int
+    inject_misleading_logs: bool
+    rogue_fleet_agent: str | None
+    episode_id: str
+    status: str
+    error: str | None
+    resolved: bool
+    terminated: bool
+    truncated: bool
+    final_step: int
+    cumulative_reward: float
+    wrong_fixes: int
+    oversight_flags: list[str]
+    declared_root_cause: str | None
+    mttr_steps: int
+    turn_timeout: dict[str, float | None] | None
+    timeouts: int
+    errors: int
+    wall_s: float
+    steps: list[StepLine]
 
 
 def scenario_fields(scenario: Any) -> dict[str, Any]:
@@ -229,14 +281,15 @@ def result_record(
     turn_timeout: Any = None,
     roles: Mapping[str, Any] | None = None,
     actions: Sequence[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+) -> ResultLine:
     """The ``results.jsonl`` record of one finished episode; ``turn_timeout``
     is the deadline it ran under (see :func:`deadline_fields`), ``roles`` what
     played each role (``{"sre": {"policy": ..., "model": ...}, ...}``)."""
-    steps = []
+    steps: list[StepLine] = []
     for index, step in enumerate(result.steps):
         info: Mapping[str, Any] = step.info or {}
         usage = info.get("usage")
+        terminated, truncated = _ending(result, step)
         steps.append(
             {
                 "turn": step.turn,
@@ -244,7 +297,8 @@ def result_record(
                 "action": action_json(step.action) if actions is None else actions[index],
                 "reward": float(step.reward),
                 "done": bool(step.done),
-                **_ending(result, step),
+                "terminated": terminated,
+                "truncated": truncated,
                 "timed_out": bool(step.timed_out),
                 "error": step.error,
                 "latency_ms": round(float(step.latency_s) * 1000.0, 3),
@@ -254,11 +308,17 @@ def result_record(
             }
         )
     declared = result.declared_root_cause
+    scenario = scenario_fields(result.scenario)
     return {
         "run_key": key,
         "policy": policy,
         "roles": dict(roles) if roles else None,
-        **scenario_fields(result.scenario),
+        "failure_type": scenario["failure_type"],
+        "difficulty": scenario["difficulty"],
+        "seed": scenario["seed"],
+        "max_steps": scenario["max_steps"],
+        "inject_misleading_logs": scenario["inject_misleading_logs"],
+        "rogue_fleet_agent": scenario["rogue_fleet_agent"],
         "episode_id": result.episode_id,
         "status": result.status,
         "error": result.error,
@@ -279,11 +339,12 @@ def result_record(
     }
 
 
-def _ending(result: EpisodeResult, step: EpisodeStep) -> dict[str, bool]:
-    """How a step ended its episode, in the RL sense: its last step is
-    terminated (resolved) or truncated (cut at the step limit); others neither."""
+def _ending(result: EpisodeResult, step: EpisodeStep) -> tuple[bool, bool]:
+    """How a step ended its episode, in the RL sense (terminated, truncated):
+    its last step is terminated (resolved) or truncated (cut at the step
+    limit); others neither."""
     last = bool(step.done)
-    return {"terminated": last and result.terminated, "truncated": last and result.truncated}
+    return last and result.terminated, last and result.truncated
 
 
 Renderer = Callable[[Any, Any], Any]
@@ -347,6 +408,7 @@ def _step_fields(
     """A trajectory record's fields from ``role`` on: what the turn saw and did."""
     action = action_json(step.action)
     breakdown = step.breakdown
+    terminated, truncated = _ending(result, step)
     return {
         "role": _value(step.role),
         "prompt": prompt,
@@ -356,7 +418,8 @@ def _step_fields(
         "team_reward": None if breakdown is None else float(breakdown.team_reward),
         "oversight_reward": None if breakdown is None else float(breakdown.oversight_reward),
         "done": bool(step.done),
-        **_ending(result, step),
+        "terminated": terminated,
+        "truncated": truncated,
         "timed_out": bool(step.timed_out),
         "error": step.error,
         "played_by": info.get("played_by"),
@@ -399,7 +462,7 @@ def episode_lines(
     render: Renderer | None = None,
     turn_timeout: Any = None,
     roles: Mapping[str, Any] | None = None,
-) -> tuple[bytes, bytes, dict[str, Any]]:
+) -> tuple[bytes, bytes, ResultLine]:
     """An episode's ``trajectories.jsonl`` lines and ``results.jsonl`` line, as
     :meth:`RunOutputs.write_lines` appends them, and its results record."""
     records = trajectory_records(result, policy=policy, key=key, render=render)

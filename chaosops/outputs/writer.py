@@ -19,6 +19,8 @@ from .records import (
     SUMMARY_FILE,
     TRAJECTORIES_FILE,
     ListedKeys,
+    Renderer,
+    ResultLine,
     episode_lines,
     json_default,
 )
@@ -181,13 +183,23 @@ class RunOutputs:
                 raise
             raise OSError(exc.errno, exc.strerror, str(handle.name)) from exc
 
-    def write_episode(self, result: EpisodeResult, **fields: Any) -> dict[str, Any]:
+    def write_episode(
+        self,
+        result: EpisodeResult,
+        *,
+        policy: str,
+        key: str,
+        render: Renderer | None = None,
+        turn_timeout: Any = None,
+        roles: Mapping[str, Any] | None = None,
+    ) -> ResultLine:
         """Append one finished episode: trajectory lines first, then its results
-        line. ``fields`` are :func:`episode_lines`' keywords (``policy``, ``key``,
-        ``render``, ``turn_timeout``, ``roles``). Returns the results record."""
+        line (see :func:`episode_lines`). Returns the results record."""
         if self._results is None or self._trajectories is None:
             raise RuntimeError("RunOutputs.write_episode() before open()")
-        trajectory, results_line, record = episode_lines(result, **fields)
+        trajectory, results_line, record = episode_lines(
+            result, policy=policy, key=key, render=render, turn_timeout=turn_timeout, roles=roles
+        )
         self.write_lines(trajectory, results_line)
         return record
 

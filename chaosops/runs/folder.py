@@ -15,7 +15,14 @@ import orjson
 from chaosops import __version__
 from chaosops._urls import shown_url
 from chaosops.agents.llm.render import build_messages
-from chaosops.outputs import RESULTS_FILE, RUN_RECORD, OutputError, ResultsReader, scenario_fields
+from chaosops.outputs import (
+    RESULTS_FILE,
+    RUN_RECORD,
+    OutputError,
+    ResultLine,
+    ResultsReader,
+    scenario_fields,
+)
 from chaosops.summary import Summary
 from chaosops.summary import summarise as summary_of
 
@@ -26,7 +33,7 @@ from .plan import Plan, PlanKeys
 
 
 def summarise(
-    records: Iterable[Mapping[str, Any]], planned: Sequence[str], config: RunConfig | None = None
+    records: Iterable[ResultLine], planned: Sequence[str], config: RunConfig | None = None
 ) -> Summary:
     """The summary of ``records`` (see :func:`chaosops.summary.summarise`), with
     what played under ``config``."""
@@ -36,7 +43,7 @@ def summarise(
 
 
 def build_summary(
-    records: Iterable[Mapping[str, Any]], planned: Sequence[str], config: RunConfig | None = None
+    records: Iterable[ResultLine], planned: Sequence[str], config: RunConfig | None = None
 ) -> dict[str, Any]:
     """The content of ``summary.json``: totals, the evaluation rows (with 95%
     intervals), each role's turn figures and, with ``config``, what played

@@ -59,7 +59,7 @@ def policy_factory(name: str, llm: Any = None) -> Callable[[Any], Mapping[Any, A
     object for the four roles.
 
     random and heuristic are seeded with the scenario's seed (a sample's own
-    seed under ``--samples``: :func:`chaosops.samples.policy_seed`), oracle gets
+    seed under ``--samples``: :func:`chaosops.agents.policies.policy_seed`), oracle gets
     its failure type; any other name is an LLM's, played by ``llm`` (an
     :class:`LLMPolicy`, shared so that its in-flight limit holds across the
     batch; with ``history`` each episode gets its own memory of it).

@@ -10,7 +10,7 @@ from typing import Any
 
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import ChaosOpsAction
-from chaosops.outputs import scenario_from_record
+from chaosops.outputs import ResultLine, scenario_from_record
 
 from .errors import one_line
 
@@ -99,7 +99,7 @@ def _action_problem(exc: Exception) -> str:
     return one_line(exc)
 
 
-def replay_records(records: Iterable[Mapping[str, Any]]) -> tuple[int, int, list[Mismatch]]:
+def replay_records(records: Iterable[ResultLine]) -> tuple[int, int, list[Mismatch]]:
     """Replay recorded actions; return (episodes, steps, mismatches).
 
     The records must pass :func:`check_record`. Each record's scenario is
@@ -120,7 +120,7 @@ def replay_records(records: Iterable[Mapping[str, Any]]) -> tuple[int, int, list
     return episodes, steps, mismatches
 
 
-def _replay_one(record: Mapping[str, Any], mismatches: list[Mismatch]) -> int:
+def _replay_one(record: ResultLine, mismatches: list[Mismatch]) -> int:
     """Replay one episode, adding what differs to ``mismatches``; returns the steps read."""
 
     ep_id, key = str(record.get("episode_id")), str(record.get("run_key"))

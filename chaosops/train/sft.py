@@ -24,7 +24,7 @@ from typing import Any
 from chaosops._extras import require
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction
 from chaosops.outputs.files import ResultsReader
-from chaosops.outputs.records import scenario_from_record
+from chaosops.outputs.records import ResultLine, scenario_from_record
 
 from .data import row_of
 from .trl import ChaosOpsToolEnv
@@ -108,7 +108,7 @@ def _features(datasets: Any) -> Any:
     })  # fmt: skip
 
 
-def _episode_rows(record: Mapping[str, Any], trained: AgentRole) -> Iterator[dict[str, Any]]:
+def _episode_rows(record: ResultLine, trained: AgentRole) -> Iterator[dict[str, Any]]:
     steps = record["steps"]
     own = [s for s in steps if s["role"] == trained.value]
     if not own or any(s.get("timed_out") or s.get("parse_error") or s.get("error") for s in own):

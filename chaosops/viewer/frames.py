@@ -3,13 +3,13 @@ fresh environment (as ``chaosops replay`` does), the state seen after each."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import ChaosOpsAction
-from chaosops.outputs import scenario_from_record
+from chaosops.outputs import ResultLine, scenario_from_record
 
 CHAT_SHOWN = 6
 """Lines of the shared chat (and of a role's inbox) a frame keeps: the latest."""
@@ -33,7 +33,7 @@ class Frame:
     done: bool
 
 
-def frames(record: Mapping[str, Any]) -> Iterator[Frame]:
+def frames(record: ResultLine) -> Iterator[Frame]:
     """The frames of a results record: the first state, then one per step.
 
     Stops early (without an error) at a step the world does not accept: the

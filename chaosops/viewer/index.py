@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from sys import intern
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -31,6 +31,7 @@ from chaosops.outputs import (
     RUN_RECORD,
     SUMMARY_FILE,
     TRAJECTORIES_FILE,
+    ResultLine,
     being_written,
     parse_run_key,
     read_object,
@@ -79,7 +80,7 @@ class EpisodeRow:
         return f"{self.scenario}#{self.sample}"
 
     @classmethod
-    def of(cls, number: int, record: dict[str, Any], offset: int, length: int) -> EpisodeRow:
+    def of(cls, number: int, record: ResultLine, offset: int, length: int) -> EpisodeRow:
         roles = record.get("roles") or {}
         models = sorted({str(r["model"]) for r in roles.values() if r and r.get("model")})
         return cls(  # the strings many rows share are held once (interned)
@@ -223,6 +224,7 @@ class RunIndex:
             return  # not a line of ours: replay and resume name it
         if not isinstance(record, dict) or "run_key" not in record:
             return
+        record = cast(ResultLine, record)  # a results line: checked above
         row = EpisodeRow.of(len(self.rows), record, offset, len(line))
         self.rows.append(row)
         self.by_id[row.episode_id] = row.number

@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from chaosops.outputs import ResultLine
 from chaosops.untrusted import one_line, printable
 
 INDENT = "    "
 
 
-def transcript(record: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -> str:
+def transcript(record: ResultLine, steps: Sequence[Mapping[str, Any]]) -> str:
     """The text of the episode of results ``record``, with its trajectory ``steps``
     (the trajectory lines; without them, what the results line holds). What a
     model wrote is shown as text: its control characters (ANSI escapes
@@ -20,7 +21,7 @@ def transcript(record: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) ->
     return printable("\n".join(_lines(record, steps))) + "\n"
 
 
-def _lines(record: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -> Iterator[str]:
+def _lines(record: ResultLine, steps: Sequence[Mapping[str, Any]]) -> Iterator[str]:
     yield f"episode {record.get('episode_id')}  ({record.get('run_key')})"
     roles = record.get("roles") or {}
     played = ", ".join(
@@ -36,7 +37,7 @@ def _lines(record: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -> Ite
         yield from _step(number, step, by_step.get(number, {}))
 
 
-def _scenario(record: Mapping[str, Any]) -> str:
+def _scenario(record: ResultLine) -> str:
     text = (
         f"{record.get('failure_type')}/{record.get('difficulty')}/seed={record.get('seed')}, "
         f"at most {record.get('max_steps')} steps"
@@ -48,7 +49,7 @@ def _scenario(record: Mapping[str, Any]) -> str:
     return text
 
 
-def _outcome(record: Mapping[str, Any]) -> str:
+def _outcome(record: ResultLine) -> str:
     if record.get("status") == "failed":
         return f"failed: {record.get('error')}"
     steps = len(record.get("steps") or ())

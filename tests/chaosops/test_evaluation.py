@@ -9,6 +9,11 @@ from typing import Any
 
 import pytest
 
+from chaosops.agents.policies import oracle_policy
+from chaosops.agents.runner import run_episode
+from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.env.models import AgentRole, FailureType
+from chaosops.env.world_sim import Scenario
 from chaosops.evaluation import (
     EvalRow,
     evaluate,
@@ -117,35 +122,27 @@ def test_order_of_records_does_not_change_figures() -> None:
     assert rows_to_json(forward) == rows_to_json(backward)
 
 
-class _Scenario:
-    failure_type = "rogue_deploy_bot"
-    difficulty = "hard"
-    rogue_fleet_agent = "deploy_bot"
-
-
-class _Result:
-    def __init__(self) -> None:
-        self.scenario = _Scenario()
-        self.status = "ok"
-        self.resolved = True
-        self.final_step = 5
-        self.oversight_flags = ["deploy_bot"]
-        self.cumulative_reward = 42.0
-        self.wrong_fixes = 0
+def _oracle_result() -> Any:
+    """A real EpisodeResult: the oracle on a hard rogue deploy bot."""
+    scenario = Scenario.from_type(FailureType.ROGUE_DEPLOY_BOT, seed=3, difficulty="hard")
+    policies = dict.fromkeys(AgentRole, oracle_policy(FailureType.ROGUE_DEPLOY_BOT))
+    return run_episode(ChaosOpsEnvironment(), scenario, policies)
 
 
 def test_evaluate_takes_episode_results() -> None:
-    [row] = evaluate([_Result()], policy="oracle")
+    result = _oracle_result()
+    assert result.resolved and "deploy_bot" in result.oversight_flags
+    [row] = evaluate([result], policy="oracle")
     assert (row.policy, row.tier, row.rogue_detection_rate, row.mttr) == (
         "oracle",
         "hard",
         1.0,
-        5.0,
+        float(result.final_step),
     )
-    [row2] = evaluate([("oracle", _Result())])
+    [row2] = evaluate([("oracle", result)])
     assert row2 == row
     with pytest.raises(ValueError):
-        evaluate([_Result()])
+        evaluate([result])
 
 
 def test_json_and_table() -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from chaosops.agents.policies import SEED_STEP, policy_seed
 from chaosops.env.models import FailureType
 from chaosops.env.world_sim import Scenario
-from chaosops.samples import SEED_STEP, Sample, pass_at_k, policy_seed
+from chaosops.samples import Sample, pass_at_k
 
 
 def test_pass_at_k_by_hand() -> None:
