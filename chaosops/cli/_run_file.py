@@ -22,7 +22,7 @@ from chaosops._toml import FileProblem, read_toml
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.runs.options import LLM_FLAGS, OPTIONS
 from chaosops.runs.policies import known_policy, unknown_policy
-from chaosops.runs.values import POLICIES, describe
+from chaosops.runs.values import POLICIES, describe, refusal
 
 from ._args import given_options
 from ._errors import CLIError
@@ -92,7 +92,10 @@ def read_run_file(path: Path) -> Any:  # a RunFile
             raise RunFileError(path, where, _unknown_key(error["loc"])) from None
         got = error.get("input")
         shown = "" if isinstance(got, dict | list) else f" (got {got!r})"
-        raise RunFileError(path, where, f"{_expected(error['loc'], error['msg'])}{shown}") from None
+        said = error["msg"] if error["type"] == "missing" else _expected(error["loc"], error["msg"])
+        if (why := refusal(exc)) is not None:  # a validator of ours said why
+            said = f"{said}: {why}"
+        raise RunFileError(path, where, f"{said}{shown}") from None
     _check_names(path, run_file)
     return run_file
 

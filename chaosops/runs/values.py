@@ -10,7 +10,7 @@ from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BeforeValidator, Field, TypeAdapter
+from pydantic import BeforeValidator, Field, TypeAdapter, ValidationError
 
 from chaosops.agents.policies import SCRIPTED
 from chaosops.env.models import FailureType
@@ -68,7 +68,21 @@ def describe(value: Any) -> str:
         return f"{noun} from {low} to {high}"
     if low is not None:
         return f"{noun} >= {low}"
-    return noun if base in (int, float) else "a text"
+    if base is str:
+        return (
+            "a non-empty text"
+            if any(getattr(c, "min_length", 0) for c in constraints)
+            else "a text"
+        )
+    return noun if base in (int, float) else "a value"
+
+
+def refusal(exc: ValidationError) -> str | None:
+    """The reason a validator of ours gave (its ValueError's words), if one did."""
+    for error in exc.errors():
+        if error["type"] == "value_error":
+            return str(error.get("ctx", {}).get("error", error["msg"]))
+    return None
 
 
 def _text_of(value: Any) -> Callable[[str], Any]:
@@ -89,7 +103,11 @@ def flag_type(value: Any, parse: Callable[[str], Any] | None = None) -> Callable
     def convert(text: str) -> Any:
         try:
             return adapter.validate_python(read(text), strict=True)
-        except (ValueError, TypeError):  # pydantic's ValidationError is a ValueError
+        except ValidationError as exc:
+            why = refusal(exc)
+            said = f"expected {expected}, got {text!r}" + (f": {why}" if why else "")
+            raise argparse.ArgumentTypeError(said) from None
+        except (ValueError, TypeError):  # the text did not read as a value at all
             raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
 
     return convert
