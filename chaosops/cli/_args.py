@@ -196,6 +196,8 @@ def _add_run_parser(sub: Any) -> None:
         "trajectories.jsonl, summary.json and run.json to the output folder; print the table.",
     )
     add_options(run, run=True)
+    # eval's own, which a run's configuration reads too; and where the run goes
+    run.set_defaults(policies=None, json=None, chart=None, no_chart=False, point_latest=False)
 
 
 def _add_eval_parser(sub: Any) -> None:
@@ -209,6 +211,7 @@ def _add_eval_parser(sub: Any) -> None:
         "matplotlib is installed.",
     )
     add_options(ev, run=False)
+    ev.set_defaults(point_latest=False)
     ev.add_argument(
         "--config",
         type=v.run_file,

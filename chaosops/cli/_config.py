@@ -24,14 +24,14 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         policies = [args.policy]
     else:
         policies = list(dict.fromkeys(args.policies or ()))
-    named = getattr(args, "named_llms", {})
-    check_policies(policies, getattr(args, "role_policy", ()), named)
+    named = args.named_llms or {}
+    check_policies(policies, args.role_policy, named)
     config = _config(args, policies)
     return dataclasses.replace(
         config,
         named_llms=tuple(named.items()),
-        config_file=None if getattr(args, "config", None) is None else str(args.config),
-        name=getattr(args, "name", None),
+        config_file=None if args.config is None else str(args.config),
+        name=args.name,
     )
 
 
@@ -53,8 +53,8 @@ def _config(args: argparse.Namespace, policies: Sequence[str]) -> RunConfig:
         command=args.command,
         policies=tuple(policies),
         out=args.out,
-        point_latest=getattr(args, "point_latest", False),
-        role_policies=tuple(dict(getattr(args, "role_policy", ())).items()),
+        point_latest=args.point_latest,
+        role_policies=tuple(dict(args.role_policy).items()),
         paths=tuple(args.paths),
         episodes_per_type=args.episodes_per_type,
         seed_offset=args.seed_offset,
@@ -65,9 +65,9 @@ def _config(args: argparse.Namespace, policies: Sequence[str]) -> RunConfig:
         deadlines=Deadlines(args.turn_timeout, tuple(args.role_timeout)),
         llm=llm_settings_of(args),
         llm_max_failures=args.llm_max_failures,
-        max_policy_errors=getattr(args, "max_policy_errors", None),
-        samples=getattr(args, "samples", None) or 1,
-        scenarios=tuple(getattr(args, "scenarios", None) or ()),
+        max_policy_errors=args.max_policy_errors,
+        samples=args.samples or 1,
+        scenarios=tuple(args.scenarios or ()),
         telemetry=Telemetry(
             log_json=_log_target(args),
             metrics_port=args.metrics_port,
@@ -78,11 +78,11 @@ def _config(args: argparse.Namespace, policies: Sequence[str]) -> RunConfig:
         progress=not args.no_progress,
         ray=args.ray,
         workers=args.workers,
-        resume=getattr(args, "resume", False),
-        fsync=getattr(args, "fsync", False),
-        json=getattr(args, "json", None),
-        chart=getattr(args, "chart", None),
-        draw_chart=not getattr(args, "no_chart", False),
+        resume=args.resume,
+        fsync=args.fsync,
+        json=args.json,
+        chart=args.chart,
+        draw_chart=not args.no_chart,
     )
 
 
@@ -96,7 +96,7 @@ def llm_settings_of(args: argparse.Namespace) -> LLMSettings:
         model=args.llm_model,
         base_url=args.llm_base_url,
         api_key=args.llm_api_key,
-        api_key_env=getattr(args, "llm_api_key_env", None),
+        api_key_env=args.llm_api_key_env,
         temperature=args.temperature,
         top_p=args.top_p,
         seed=args.llm_seed,

@@ -16,11 +16,17 @@ from chaosops.evaluation import render_table, rows_to_json, write_pass_chart, wr
 from chaosops.outputs import EVAL_FILE, atomic_write_bytes
 from chaosops.role_figures import render_role_table
 from chaosops.runs.batches import stop_code, withheld_note
-from chaosops.runs.cluster import recipe
-from chaosops.runs.engine import Play, open_folders, open_play, play_all, same_plan, unplayed
+from chaosops.runs.engine import (
+    Play,
+    open_folders,
+    open_play,
+    play_all,
+    same_plan,
+    seat_players,
+    unplayed,
+)
 from chaosops.runs.errors import note
 from chaosops.runs.folder import played, refuse_existing
-from chaosops.runs.policies import prepare_llms, role_map_factory
 from chaosops.runs.session import Session
 from chaosops.samples import render_sample_table
 
@@ -84,12 +90,7 @@ def cmd_eval(config: RunConfig, entries: Sequence[RunConfig], session: Session) 
     plays = [open_play(entry, planned) for entry in entries]
     start_telemetry(config.telemetry, session)  # fails before anything is written
     for play in plays:
-        play.llms = prepare_llms(
-            play.config.llms_in_play, play.config.config_file, play.config.deadlines.longest
-        )
-        play.config = play.config.with_llms({n: p.settings for n, p in play.llms.items()})
-        play.factory = role_map_factory(play.config.policy_by_role, play.llms, planned)
-        play.recipe = recipe(play.config)
+        seat_players(play)
     own = [p for p in (json_path, chart) if p is not None]
     own += [path for play in plays for path in play.files]
     table_stream = configure_logs(config.telemetry.log_json, own, session)
@@ -114,7 +115,7 @@ def _report(
 
     json_path, chart, table_stream = where
     interrupted = stop.signum is not None or stop.reason is not None
-    episodes = sum(play.summary.data["episodes"] for play in plays)
+    episodes = sum(play.played.data["episodes"] for play in plays)
     if interrupted and not episodes:
         if stop.reason is not None:
             raise CLIError(
@@ -124,15 +125,15 @@ def _report(
             )
         note("interrupted before any episode finished; no evaluation written")
         return stop_code(stop)
-    rows = [row for play in plays for row in play.summary.rows]
+    rows = [row for play in plays for row in play.played.rows]
     title = (
         "chaosops eval (interrupted: finished episodes only)" if interrupted else "chaosops eval"
     )
     console = console_for(table_stream)
     console.print(render_table(rows, title=title))
-    roles = [figures for play in plays for figures in play.summary.roles]
+    roles = [figures for play in plays for figures in play.played.roles]
     console.print(render_role_table(roles, title="turns by role"))
-    if samples := [row for play in plays for row in play.summary.samples]:
+    if samples := [row for play in plays for row in play.played.samples]:
         console.print(render_sample_table(samples, title="samples"))
     for line in trouble(plays, progress):
         note(line)
@@ -155,7 +156,7 @@ def _payload(plays: Sequence[Play], episodes: int, rows: Any, interrupted: bool)
             for play in plays
         ],
         "rows": _rows_json(rows),
-        "samples": [row.to_json() for play in plays for row in play.summary.samples] or None,
+        "samples": [row.to_json() for play in plays for row in play.played.samples] or None,
     }
 
 

@@ -62,7 +62,8 @@ def _main(argv: list[str]) -> int:
             parser.error(f"missing command; choose from {', '.join([*_COMMANDS, 'mock-llm'])}")
         if args.command == "eval":
             return _dispatch(args, eval_entries(args, argv))
-        args = fill_from_run_record(apply_run_file(args, argv), argv)
+        if args.command in ("run", "serve"):  # the commands a run file and run.json feed
+            args = fill_from_run_record(apply_run_file(args, argv), argv)
         return _dispatch(_new_folder(args))
     except RunError as exc:
         return _report(exc)
@@ -89,7 +90,7 @@ def _new_folder(args: argparse.Namespace) -> argparse.Namespace:
     """A run without ``--out`` gets a folder of its own under runs/ (see _folders),
     named after the run's name (``--name``, a run file's ``name``) or its policy."""
     if args.command == "run" and args.out is None:
-        named = getattr(args, "name", None) or args.policy
+        named = args.name or args.policy
         args.out, args.point_latest = new_run_folder(named), True
     return args
 

@@ -31,7 +31,7 @@ def fill_from_run_record(args: argparse.Namespace, argv: Sequence[str]) -> argpa
     recorded = _recorded(args.out)
     if recorded is None:
         return args
-    given = given_options(argv) | getattr(args, "from_run_file", set())
+    given = given_options(argv) | args.from_run_file
     _restore_llms(args, recorded)
     _restore_flag_llm(args, recorded, given)
     if isinstance(recorded.get("scenarios"), list) and not args.paths:
@@ -54,7 +54,7 @@ def _restore_llms(args: argparse.Namespace, recorded: dict[str, Any]) -> None:
     """The named LLMs of a run begun with a run file, when not given again."""
 
     llms = recorded.get("llms")
-    if getattr(args, "named_llms", None) or not isinstance(llms, dict):
+    if args.named_llms or not isinstance(llms, dict):
         return
     try:
         args.named_llms = {

@@ -10,12 +10,10 @@ from chaosops.evaluation import render_table
 from chaosops.outputs import LOG_FILE, RUN_RECORD, OutputError, ResultsReader
 from chaosops.role_figures import render_role_table
 from chaosops.runs.batches import stop_code, withheld_note
-from chaosops.runs.cluster import recipe
-from chaosops.runs.engine import Play, open_folders, open_play, play_all, unplayed
+from chaosops.runs.engine import Play, open_folders, open_play, play_all, seat_players, unplayed
 from chaosops.runs.errors import note
 from chaosops.runs.folder import build_summary
 from chaosops.runs.plan import plan_episodes
-from chaosops.runs.policies import prepare_llms, role_map_factory
 from chaosops.runs.session import Session
 from chaosops.samples import render_sample_table
 
@@ -33,10 +31,8 @@ def cmd_run(config: RunConfig, session: Session) -> int:
     start_telemetry(config.telemetry, session)  # fails before anything is written
     # the LLM endpoints, then the log target, fail (one line naming it) before
     # the folder is made (and before an empty log file is left behind)
-    play.llms = prepare_llms(config.llms_in_play, config.config_file, config.deadlines.longest)
-    config = play.config = config.with_llms({n: p.settings for n, p in play.llms.items()})
-    play.factory = role_map_factory(config.policy_by_role, play.llms, play.planned)
-    play.recipe = recipe(config)
+    seat_players(play)
+    config = play.config
     log = config.telemetry.log_json
     # a log in the run's folder is opened once the folder is ours (locked):
     # a refused run leaves no file there; a log elsewhere fails first
@@ -74,7 +70,7 @@ def _point_latest(folder: Path) -> None:
 def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) -> int:
     """The table and the closing notes; the exit code."""
 
-    config, outputs, summary = play.config, play.outputs, play.summary.data
+    config, outputs, summary = play.config, play.outputs, play.played.data
     if stop.reason is not None:
         raise CLIError(
             f"{stop.reason}; {progress.done} episode(s) finished this run{withheld_note(stop)}, "
@@ -89,10 +85,10 @@ def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) 
         )
         return stop_code(stop)
     console = console_for(table)
-    console.print(render_table(play.summary.rows, title=f"chaosops run: {config.out}"))
-    console.print(render_role_table(play.summary.roles, title="turns by role"))
-    if play.summary.samples:
-        console.print(render_sample_table(play.summary.samples, title="samples"))
+    console.print(render_table(play.played.rows, title=f"chaosops run: {config.out}"))
+    console.print(render_role_table(play.played.roles, title="turns by role"))
+    if play.played.samples:
+        console.print(render_sample_table(play.played.samples, title="samples"))
     for line in trouble([play], progress):
         note(line)
     # run.json only when this run wrote it (a resumed run keeps the folder's)

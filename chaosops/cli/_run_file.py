@@ -142,7 +142,7 @@ def apply_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argparse.Na
     (``args.config``); its named LLMs go in ``args.named_llms``."""
 
     args.named_llms = {}
-    if getattr(args, "config", None) is None:
+    if args.config is None:
         return args
     path = args.config
     try:

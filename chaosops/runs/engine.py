@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import orjson
 
@@ -25,8 +25,10 @@ from chaosops.outputs import (
     atomic_write_bytes,
     scenario_fields,
 )
+from chaosops.summary import Summary
 
 from .batches import Batch, Remote, Stop, aexecute, plan_batches
+from .cluster import recipe
 from .config import RunConfig, traces_url
 from .errors import RunError, note, output_error
 from .folder import (
@@ -38,6 +40,7 @@ from .folder import (
     summarise,
 )
 from .plan import Plan, PlanKeys, plan_episodes
+from .policies import PolicyRecipe, prepare_llms, role_map_factory
 from .session import Session
 
 
@@ -73,19 +76,28 @@ class Tally:
 
 @dataclass
 class Play:
-    """One run configuration as it is played: its plan keys and output folder."""
+    """One run configuration as it is played: its plan keys and output folder
+    (:func:`open_play`), its players (:func:`seat_players`), what is done
+    (:func:`open_folders`) and, once played, its summary."""
 
     config: RunConfig
     planned: Plan
     keys: PlanKeys
-    outputs: Any  # chaosops.outputs.RunOutputs
-    recorded: dict[str, Any] | None = None  # the folder's run.json, when resumed
-    llms: dict[str, Any] = field(default_factory=dict)
-    factory: Any = None  # scenario -> role map
-    recipe: Any = None  # what Ray workers build the role maps from (with --ray)
+    outputs: RunOutputs
+    recorded: dict[str, Any] | None = None  # the folder's run record, when resumed
+    llms: dict[str, Any] = field(default_factory=dict)  # LLM policies by policy name
+    factory: Callable[[Any], Any] | None = None  # scenario -> role map
+    recipe: PolicyRecipe | None = None  # what Ray workers build the role maps from (--ray)
     done: bytearray = field(default_factory=bytearray)  # 1 at each plan index done
     wrote_run_record: bool = False
-    summary: Any = None  # _run_folder.Summary, once played
+    summary: Summary | None = None  # once played (see :attr:`played`)
+
+    @property
+    def played(self) -> Summary:
+        """The summary of the folder, once :func:`play_all` wrote it."""
+        if self.summary is None:
+            raise RuntimeError("the play has no summary before play_all() wrote it")
+        return self.summary
 
     def todo(self) -> int:
         """How many planned episodes are still to play."""
@@ -97,6 +109,17 @@ class Play:
         outputs = self.outputs
         return [outputs.results_path, outputs.trajectories_path, outputs.summary_path,
                 self.config.out / RUN_RECORD]  # fmt: skip
+
+
+def seat_players(play: Play) -> None:
+    """The play's players: its LLMs checked (each endpoint settles its answer
+    format, which the configuration then records), the role maps' factory,
+    and what Ray workers build the role maps from."""
+    config = play.config
+    play.llms = prepare_llms(config.llms_in_play, config.config_file, config.deadlines.longest)
+    play.config = config.with_llms({name: llm.settings for name, llm in play.llms.items()})
+    play.factory = role_map_factory(play.config.policy_by_role, play.llms, play.planned)
+    play.recipe = recipe(play.config)
 
 
 def same_plan(entries: Sequence[RunConfig]) -> Plan:
@@ -229,12 +252,14 @@ async def aplay_all(
     and SIGTERM stop the run (a command's, which owns its process)."""
 
     progress = progress if progress is not None else Tally()
+    if any(play.factory is None for play in plays):
+        raise RuntimeError("a play without its players: seat_players() (or a factory) first")
     try:
         batches = [
             batch
             for play in plays
             for batch in plan_batches(play.config.deadlines, play.planned,
-                                      play.done, play.factory,
+                                      play.done, cast(Callable[[Any], Any], play.factory),
                                       tag=play.config.label, model=play.config.models,
                                       remote=_remote(play))
         ]  # fmt: skip
@@ -294,7 +319,7 @@ def write_summary(play: Play) -> None:
     """The play's summary.json, of every record in its folder (read a line at a time)."""
 
     play.summary = summarise(ResultsReader(play.outputs.results_path), play.keys, play.config)
-    play.outputs.write_summary(play.summary.data)
+    play.outputs.write_summary(play.played.data)
 
 
 def unplayed(plays: Sequence[Play]) -> list[str]:
@@ -302,7 +327,7 @@ def unplayed(plays: Sequence[Play]) -> list[str]:
     had timed out, failed, or gave an answer that was no legal move."""
     lines = []
     for play in plays:
-        for f in play.summary.roles:
+        for f in play.played.roles:
             if f.turns and not f.legal:
                 who = f.played_by if not f.model else f"{f.played_by} ({f.model})"
                 lines.append(

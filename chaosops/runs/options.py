@@ -17,9 +17,9 @@ import argparse
 import dataclasses
 import os
 import typing
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from types import GenericAlias
+from types import GenericAlias, MappingProxyType
 from typing import Any
 
 from pydantic import Field
@@ -658,15 +658,39 @@ def options_of(groups: Sequence[str]) -> Iterator[Option]:
     return (option for option in OPTIONS if option.group in groups)
 
 
+MERGED: Mapping[str, Any] = MappingProxyType(
+    {"named_llms": None, "from_run_file": frozenset(), "scenarios": None, "llm_api_key_env": None}
+)
+"""What the merge adds to the parsed arguments (the run file's LLMs, the
+options it stood for, a resumed Python run's scenarios, the key's variable),
+declared on every parser that builds a run: none is read with a default."""
+
+
+def _declare_the_rest(parser: argparse.ArgumentParser, added: set[str]) -> None:
+    """Every option's attribute on ``parser``: those it has no flag for take
+    their default; then :data:`MERGED`'s."""
+    rest = {o.dest: ([] if o.repeatable else o.initial) for o in OPTIONS if o.dest not in added}
+    parser.set_defaults(**{k: (False if v is None and _switch(k) else v) for k, v in rest.items()})
+    parser.set_defaults(**MERGED)
+
+
+def _switch(dest: str) -> bool:
+    return any(o.switch for o in OPTIONS if o.dest == dest)
+
+
 def add_options(parser: argparse.ArgumentParser, *, run: bool) -> None:
     """Declare the table's options on ``chaosops run``'s parser, or (``run``
     false) on ``chaosops eval``'s, which chooses its players its own way."""
     groups = [_PLAN, _PACING, _WATCH] if not run else [_WHO, _PLAN, _PACING, _WATCH, _RUN]
+    added = set()
     for option in options_of(groups):
         option.add_to(parser)
+        added.add(option.dest)
     llm = parser.add_argument_group(_LLM)
     for option in options_of([_LLM]):
         option.add_to(llm)
+        added.add(option.dest)
+    _declare_the_rest(parser, added)
 
 
 SERVED = ("config", "policy", "role_policy", "turn_timeout", "role_timeout", "log_json",
@@ -677,12 +701,16 @@ leave, their deadlines, and how the server is watched (and the LLM group)."""
 
 def add_serve_options(parser: argparse.ArgumentParser) -> None:
     """Declare the options of :data:`SERVED` and the LLM group on ``chaosops serve``'s parser."""
+    added = set()
     for option in OPTIONS:
         if option.dest in SERVED:
             option.add_to(parser, serving=True)
+            added.add(option.dest)
     llm = parser.add_argument_group(_LLM)
     for option in options_of([_LLM]):
         option.add_to(llm, serving=True)
+        added.add(option.dest)
+    _declare_the_rest(parser, added)
 
 
 def recorded_values(config: Any) -> dict[str, Any]:

@@ -85,7 +85,7 @@ async def arun_to_folder(
     if log:
         actors.configure_logging(config.out / LOG_FILE)
     await aplay_all([play], config, Session())
-    return play.summary
+    return play.played
 
 
 def _deadlines(turn_timeout: TurnTimeout) -> Deadlines:
