@@ -50,7 +50,7 @@ class Lines(io.TextIOBase):
         return lines
 
 
-class Worker:
+class JobWorker:
     """One worker actor (made a Ray actor class by :func:`actor_class`).
 
     A plain actor, not an async one (Ray makes an actor async when it has a
@@ -167,4 +167,4 @@ class Jobs:
 
 
 def actor_class(ray: Any) -> Any:
-    return ray.remote(num_cpus=1, max_restarts=0)(Worker)
+    return ray.remote(num_cpus=1, max_restarts=0)(JobWorker)

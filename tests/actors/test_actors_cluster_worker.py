@@ -1,4 +1,4 @@
-"""A Ray worker's own loop (actors.worker_side.Worker), driven here without Ray:
+"""A Ray worker's own loop (actors.worker_side.JobWorker), driven here without Ray:
 the actor class is a plain class whose calls run its event loop."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class Job:
 
 
 def worker(job: Job, slots: int) -> Any:
-    return worker_side.Worker(0, lambda: job, {}, slots)
+    return worker_side.JobWorker(0, lambda: job, {}, slots)
 
 
 def drain(w: Any, jobs: list[tuple[int, Any]], held: set[int]) -> dict[int, Any]:
@@ -116,7 +116,7 @@ class FakeActor:
     call at a time (as Ray runs a plain actor's calls), in a thread of its own."""
 
     def __init__(self, job: Job, slots: int) -> None:
-        self.worker = worker_side.Worker(0, lambda: job, {}, slots)
+        self.worker = worker_side.JobWorker(0, lambda: job, {}, slots)
         self.lock = threading.Lock()
         self.run = self  # actor.run.remote(jobs)
 

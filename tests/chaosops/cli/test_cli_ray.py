@@ -113,7 +113,7 @@ def _named(processes: list[Any], word: str) -> list[Any]:
 
 def ray_workers() -> list[Any]:
     """This test's Ray worker actors."""
-    return _named(_ours(), "ray::_Worker")
+    return _named(_ours(), "ray::JobWorker")
 
 
 @pytest.fixture(scope="module")
