@@ -9,6 +9,7 @@ from typing import Any
 
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.outputs import RUN_RECORD, read_object
+from chaosops.runs.folder import read_run_record
 from chaosops.runs.options import LLM_FLAGS, RECORDED
 
 from ._args import given_options
@@ -88,5 +89,9 @@ def _latest_to_resume() -> Path:
 
 
 def _recorded(out: Path) -> dict[str, Any] | None:
-
-    return read_object(out / RUN_RECORD)
+    """The folder's run record, checked against its schema before anything is
+    taken from it (None: there is none, or it is no JSON object: the resume
+    check names that)."""
+    if read_object(out / RUN_RECORD) is None:
+        return None
+    return read_run_record(out / RUN_RECORD)

@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 import orjson
+from pydantic import Field, ValidationError, create_model
 
 from chaosops import __version__
 from chaosops._urls import shown_url
@@ -28,8 +29,9 @@ from chaosops.summary import summarise as summary_of
 
 from .config import RunConfig
 from .errors import RunError, output_error
-from .options import LLM_FLAGS, RECORDED, recorded_values
+from .options import LLM_FLAGS, RECORDED, Option, recorded_values
 from .plan import Plan, PlanKeys
+from .values import describe
 
 
 def summarise(
@@ -97,6 +99,37 @@ def plan_digest(plan: Plan) -> str:
     return hashlib.sha256(b"\n".join(entries)).hexdigest()[:16]
 
 
+def _recorded_type(option: Option) -> Any:
+    """What run.json holds of ``option``: its run-file type, or none (null)."""
+    if option.dest == "max_policy_errors":  # a count, or the share "P%" was read to
+        return int | float | None
+    kind = option.file_field()[0]
+    return kind | None
+
+
+def _record_fields() -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        str(o.recorded): (_recorded_type(o), Field(default=None)) for o in RECORDED
+    }
+    fields.update(
+        planned=(int, Field(ge=0)),
+        plan=(str, Field(min_length=1)),
+        scenarios=(list[dict[str, Any]] | None, Field(default=None)),  # a run from Python
+        llms=(dict[str, dict[str, Any]] | None, Field(default=None)),
+        config_file=(str | None, Field(default=None)),
+        version=(str | None, Field(default=None)),
+    )
+    return fields
+
+
+# run.json's schema, made from the options' table as the run file's model is
+RunRecord: Any = create_model(
+    "RunRecord",
+    __doc__="A run record (run.json): the options that decide a run's episodes.",
+    **_record_fields(),
+)
+
+
 def run_options(config: RunConfig, planned: Plan) -> dict[str, Any]:
     """The content of ``run.json``: what decides the episodes and their outcomes
     (not ``--concurrency``, the LLM endpoint, logging or progress)."""
@@ -107,6 +140,7 @@ def run_options(config: RunConfig, planned: Plan) -> dict[str, Any]:
     if llms := config.llms_in_play:
         options["llms"] = {name: settings_json(settings) for name, settings in llms.items()}
     options.update(config_file=config.config_file, version=__version__)
+    RunRecord.model_validate(options)  # what is written is what is read back
     return options
 
 
@@ -155,7 +189,7 @@ def check_resume(
     A folder without ``run.json`` (written before it existed) is checked against
     its results: their policy, and every recorded episode in the given plan.
     """
-    recorded = _read_run_record(out / RUN_RECORD)
+    recorded = read_run_record(out / RUN_RECORD)
     if recorded is not None:
         _check_options(out, recorded, options)
     if (out / RESULTS_FILE).exists():
@@ -170,7 +204,7 @@ def _refuse(out: Path, option: str, recorded: str, given: str) -> RunError:
     )
 
 
-def _read_run_record(path: Path) -> dict[str, Any] | None:
+def read_run_record(path: Path) -> dict[str, Any] | None:
     """The options ``run.json`` recorded; None when there is no such file."""
     try:
         data = path.read_bytes()
@@ -184,9 +218,21 @@ def _read_run_record(path: Path) -> dict[str, Any] | None:
         recorded = None
     if not isinstance(recorded, dict):
         raise RunError(
-            f"{path} is not a chaosops run file (expected the JSON object of the "
+            f"{path} is not a chaosops run record (expected the JSON object of the "
             "run's options); resume with a folder written by chaosops run"
         )
+    try:
+        RunRecord.model_validate(recorded)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        option = next((o for o in RECORDED if o.recorded == error["loc"][0]), None)
+        said = error["msg"] if option is None or option.kind is None else option.kind
+        said = f"expected {describe(said)}" if not isinstance(said, str) else said
+        raise RunError(
+            f"{path}: {where}: {said} (got {error.get('input')!r:.60}); the run record was "
+            "edited or damaged: resume a folder as chaosops run wrote it"
+        ) from None
     return recorded
 
 
