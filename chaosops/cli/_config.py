@@ -10,6 +10,7 @@ from typing import Any
 
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.runs.config import Deadlines, RunConfig, Telemetry, log_target
+from chaosops.runs.options import LLM_FLAGS
 from chaosops.runs.policies import known_policy, unknown_policy
 
 from ._errors import CLIError
@@ -92,26 +93,11 @@ def _log_target(args: argparse.Namespace) -> str | None:
 
 
 def llm_settings_of(args: argparse.Namespace) -> LLMSettings:
-    return LLMSettings(
-        model=args.llm_model,
-        base_url=args.llm_base_url,
-        api_key=args.llm_api_key,
-        api_key_env=args.llm_api_key_env,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        seed=args.llm_seed,
-        max_tokens=args.max_tokens,
-        answer=args.llm_answer,
-        system_prompt=args.llm_system_prompt,
-        retries=args.llm_retries,
-        history=args.llm_history,
-        max_in_flight=args.llm_max_in_flight,
-        max_answer_bytes=args.llm_max_answer_bytes,
-        # --llm-top-logprobs implies --llm-logprobs (servers reject it alone)
-        logprobs=args.llm_logprobs or args.llm_top_logprobs is not None,
-        top_logprobs=args.llm_top_logprobs,
-        extra_body=args.llm_extra_body,
-    )
+    """The flags' own LLM: each LLM option's value under its settings' key."""
+    given = {key: getattr(args, dest) for key, dest, _ in LLM_FLAGS}
+    # --llm-top-logprobs implies --llm-logprobs (servers reject it alone)
+    given["logprobs"] = given["logprobs"] or given["top_logprobs"] is not None
+    return LLMSettings(**given, api_key=args.llm_api_key, api_key_env=args.llm_api_key_env)
 
 
 def eval_entries(args: argparse.Namespace, argv: Sequence[str]) -> list[RunConfig]:

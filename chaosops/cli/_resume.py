@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from chaosops.agents.llm.settings import LLMSettings
-from chaosops.outputs import RUN_RECORD, read_object
+from chaosops.outputs import RUN_RECORD
 from chaosops.runs.folder import read_run_record
 from chaosops.runs.options import LLM_FLAGS, RECORDED
 
@@ -90,8 +90,5 @@ def _latest_to_resume() -> Path:
 
 def _recorded(out: Path) -> dict[str, Any] | None:
     """The folder's run record, checked against its schema before anything is
-    taken from it (None: there is none, or it is no JSON object: the resume
-    check names that)."""
-    if read_object(out / RUN_RECORD) is None:
-        return None
+    taken from it (None: there is none)."""
     return read_run_record(out / RUN_RECORD)

@@ -22,7 +22,7 @@ from chaosops._toml import FileProblem, read_toml
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.runs.options import LLM_FLAGS, OPTIONS
 from chaosops.runs.policies import known_policy, unknown_policy
-from chaosops.runs.values import POLICIES, describe, refusal
+from chaosops.runs.values import POLICIES, refusal
 
 from ._args import given_options
 from ._errors import CLIError
@@ -106,7 +106,7 @@ def _expected(loc: tuple[Any, ...], said: str) -> str:
     key = loc[2] if llm else loc[0]
     for option in OPTIONS:
         if option.kind is not None and (option.llm_key if llm else option.file_key) == key:
-            return f"expected {describe(option.kind)}"
+            return option.expected
     return said
 
 

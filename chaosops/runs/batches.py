@@ -7,12 +7,10 @@ import dataclasses
 import signal
 from array import array
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-import actors
 from chaosops.agents.runner import open_batch
 from chaosops.runs.workers import EpisodeJob, Outputs, open_cluster_batch
 
@@ -242,11 +240,6 @@ class _Keyed(Sequence[Any]):
 
     def __getitem__(self, index: Any) -> Any:
         return self.scenarios[index], self.keys[self.indices[index]]
-
-
-def execute(batches: Sequence[Batch], session: Session, **rules: Any) -> Stop:
-    """:func:`aexecute` in a fresh event loop."""
-    return actors.run(partial(aexecute, batches, session, **rules))
 
 
 async def aexecute(

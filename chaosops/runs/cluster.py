@@ -11,7 +11,7 @@ from typing import Any
 from actors.cluster import ClusterError, RayMissing, connect, import_ray
 
 from .config import RunConfig
-from .errors import RunError
+from .errors import RunError, first_of
 from .policies import PolicyRecipe
 
 
@@ -39,10 +39,9 @@ def on_cluster(config: RunConfig) -> Iterator[RunConfig]:
         lost = group.subgroup(ClusterError)
         if lost is None:
             raise
-        first: BaseException = lost
-        while isinstance(first, BaseExceptionGroup):
-            first = first.exceptions[0]
-        raise RunError(f"{first}; what finished is kept: run again with --resume", code=1) from None
+        raise RunError(
+            f"{first_of(lost)}; what finished is kept: run again with --resume", code=1
+        ) from None
 
 
 def recipe(config: RunConfig) -> Any:

@@ -64,11 +64,17 @@ def os_error_in(exc: BaseException) -> OSError | None:
     if isinstance(exc, BaseExceptionGroup):
         matched, rest = exc.split(OSError)
         if matched is not None and rest is None:
-            first: BaseException = matched
-            while isinstance(first, BaseExceptionGroup):
-                first = first.exceptions[0]
+            first = first_of(matched)
             return first if isinstance(first, OSError) else None
     return None
+
+
+def first_of(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The first exception of ``group``, through the groups nested in it."""
+    first: BaseException = group
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first
 
 
 def os_error_line(error: OSError) -> str:

@@ -31,7 +31,6 @@ from .config import RunConfig
 from .errors import RunError, output_error
 from .options import LLM_FLAGS, RECORDED, Option, recorded_values
 from .plan import Plan, PlanKeys
-from .values import describe
 
 
 def summarise(
@@ -227,8 +226,7 @@ def read_run_record(path: Path) -> dict[str, Any] | None:
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"])
         option = next((o for o in RECORDED if o.recorded == error["loc"][0]), None)
-        said = error["msg"] if option is None or option.kind is None else option.kind
-        said = f"expected {describe(said)}" if not isinstance(said, str) else said
+        said = error["msg"] if option is None or option.kind is None else option.expected
         raise RunError(
             f"{path}: {where}: {said} (got {error.get('input')!r:.60}); the run record was "
             "edited or damaged: resume a folder as chaosops run wrote it"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -88,6 +89,16 @@ class Option:
             return _settings_field(self.llm_key).default
         return self.default
 
+    @property
+    def unset(self) -> Any:
+        """The attribute's value when the option is not given."""
+        return [] if self.repeatable else False if self.switch else self.initial
+
+    @property
+    def expected(self) -> str:
+        """What a value must be, in the flags' and the files' words."""
+        return f"expected {v.describe(self.kind)}"
+
     def arg_type(self) -> Callable[[str], Any] | None:
         """The argparse type: the text read, then validated as :attr:`kind`."""
         if self.switch:
@@ -138,6 +149,7 @@ class Option:
         )
 
 
+@functools.cache  # read for each option of each parser: the hints are evaluated once a field
 def _settings_field(name: str) -> Any:
     """An LLM setting: its annotation (bounds included) and default."""
     field = next(f for f in dataclasses.fields(LLMSettings) if f.name == name)
@@ -669,13 +681,8 @@ declared on every parser that builds a run: none is read with a default."""
 def _declare_the_rest(parser: argparse.ArgumentParser, added: set[str]) -> None:
     """Every option's attribute on ``parser``: those it has no flag for take
     their default; then :data:`MERGED`'s."""
-    rest = {o.dest: ([] if o.repeatable else o.initial) for o in OPTIONS if o.dest not in added}
-    parser.set_defaults(**{k: (False if v is None and _switch(k) else v) for k, v in rest.items()})
-    parser.set_defaults(**MERGED)
-
-
-def _switch(dest: str) -> bool:
-    return any(o.switch for o in OPTIONS if o.dest == dest)
+    rest = {o.dest: o.unset for o in OPTIONS if o.dest not in added}
+    parser.set_defaults(**rest, **MERGED)
 
 
 def add_options(parser: argparse.ArgumentParser, *, run: bool) -> None:

@@ -24,9 +24,7 @@ TIERS: tuple[str, ...] = get_args(Tier)
 
 def _parts(value: Any) -> tuple[Any, list[Any], str | None]:
     """An annotation's base type, its constraints and its description (``X | None``: X's)."""
-    if get_origin(value) in (Union, UnionType):
-        kept = [arg for arg in get_args(value) if arg is not type(None)]
-        value = kept[0] if len(kept) == 1 else value
+    value = _given(value)
     if get_origin(value) is not Annotated:
         return value, [], None
     base, *extra = get_args(value)
@@ -117,7 +115,6 @@ Seconds = Annotated[
     float, Field(gt=0, allow_inf_nan=False, description="a positive number of seconds")
 ]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Share = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 Port = Annotated[int, Field(ge=0, le=65535)]
@@ -166,7 +163,6 @@ port = flag_type(Port)
 non_negative_int = flag_type(NonNegativeInt)
 seconds = flag_type(Seconds)
 non_negative = flag_type(NonNegative)
-integer = flag_type(int)
 
 
 def run_file(text: str) -> Path:
