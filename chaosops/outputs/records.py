@@ -43,7 +43,7 @@ _TOKEN_FIELDS = (
 )
 """Turn annotations copied into every trajectory record, null when the policy
 did not record them: what the LLM policy records of the server's answer
-(``LLMPolicy.__call__`` and ``_token_info`` in ``chaosops.agents.llm.policy``).
+(``LLMPolicy.__call__`` and ``_token_info`` in ``chaosops.agents.llm.completion``).
 Every record has the same keys, whatever the policy and the server returned: a
 reader that takes its columns from the first rows (``datasets.Dataset.from_list``,
 a JSON reader's first block) then loses none."""

@@ -36,6 +36,7 @@ import orjson
 import yarl
 
 from chaosops._urls import http_url_with_host, shown_url
+from chaosops.agents.llm.completion import NO_KEY, redact
 from chaosops.agents.llm.errors import (
     LLMDeadlineError,
     LLMEndpointError,
@@ -44,7 +45,6 @@ from chaosops.agents.llm.errors import (
 )
 from chaosops.agents.llm.settings import LLMSettings
 
-NO_KEY = "EMPTY"  # what local servers (vLLM, Ollama, the mock) accept as "no key"
 _MAX_RETRY_AFTER_S = 120.0
 ERROR_BODY_CHARS = 300
 """How much of an error response's body a failure quotes."""
@@ -72,12 +72,6 @@ def _valid_url(url: str) -> bool:
 def _without_credentials(url: str) -> str:
     """``url`` without a ``user:password@`` part: the key goes as a bearer token."""
     return str(yarl.URL(url).with_user(None))
-
-
-def redact(text: str, secret: str | None) -> str:
-    if secret and secret != NO_KEY and len(secret) >= 4:
-        text = text.replace(secret, "***")
-    return text
 
 
 def _loop_key() -> object:
