@@ -8,9 +8,10 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from chaosops.agents.hf.settings import HFSettings
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.runs.config import Deadlines, RunConfig, Telemetry, log_target
-from chaosops.runs.options import LLM_FLAGS
+from chaosops.runs.options import HF_FLAGS, LLM_FLAGS
 from chaosops.runs.policies import known_policy, unknown_policy
 
 from ._errors import CLIError
@@ -25,15 +26,19 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         policies = [args.policy]
     else:
         policies = list(dict.fromkeys(args.policies or ()))
-    named = args.named_llms or {}
-    check_policies(policies, args.role_policy, named)
-    config = _config(args, policies)
-    return dataclasses.replace(
-        config,
-        named_llms=tuple(named.items()),
+    named_llms, named_hf = args.named_llms or {}, args.named_hf or {}
+    check_policies(policies, args.role_policy, {**named_llms, **named_hf})
+    config = dataclasses.replace(
+        _config(args, policies),
+        named_llms=tuple(named_llms.items()),
+        named_hf=tuple(named_hf.items()),
         config_file=None if args.config is None else str(args.config),
         name=args.name,
     )
+    if config.hf is None and "hf" in [*policies, *config.policy_by_role.values()]:
+        raise CLIError("--policy hf: name the model with --hf-model PATH_OR_NAME (or [hf.hf] "
+                       "in the run file)")  # fmt: skip
+    return config
 
 
 def check_policies(
@@ -65,6 +70,7 @@ def _config(args: argparse.Namespace, policies: Sequence[str]) -> RunConfig:
         concurrency=args.concurrency,
         deadlines=Deadlines(args.turn_timeout, tuple(args.role_timeout)),
         llm=llm_settings_of(args),
+        hf=hf_settings_of(args),
         llm_max_failures=args.llm_max_failures,
         max_policy_errors=args.max_policy_errors,
         samples=args.samples or 1,
@@ -98,6 +104,12 @@ def llm_settings_of(args: argparse.Namespace) -> LLMSettings:
     # --llm-top-logprobs implies --llm-logprobs (servers reject it alone)
     given["logprobs"] = given["logprobs"] or given["top_logprobs"] is not None
     return LLMSettings(**given, api_key=args.llm_api_key, api_key_env=args.llm_api_key_env)
+
+
+def hf_settings_of(args: argparse.Namespace) -> HFSettings | None:
+    """The flags' own local model (None without ``--hf-model``)."""
+    given = {key: getattr(args, dest) for key, dest, _ in HF_FLAGS}
+    return None if given["model"] is None else HFSettings(**given)
 
 
 def eval_entries(args: argparse.Namespace, argv: Sequence[str]) -> list[RunConfig]:

@@ -19,8 +19,9 @@ from typing import Any
 from pydantic import ConfigDict, Field, ValidationError, create_model
 
 from chaosops._toml import FileProblem, read_toml
+from chaosops.agents.hf.settings import HFSettings
 from chaosops.agents.llm.settings import LLMSettings
-from chaosops.runs.options import LLM_FLAGS, OPTIONS
+from chaosops.runs.options import HF_FLAGS, LLM_FLAGS, OPTIONS
 from chaosops.runs.policies import known_policy, unknown_policy
 from chaosops.runs.values import POLICIES, refusal
 
@@ -32,15 +33,19 @@ _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 _FORBID = ConfigDict(extra="forbid", strict=True)
 
 
-def _keys(*, llm_table: bool = False, **extra: Any) -> dict[str, Any]:
-    """The fields of a run file's top level, or (``llm_table``) of an
-    ``[llm.NAME]`` table, read off the options; then ``extra``."""
+def _keys(*, table: str | None = None, **extra: Any) -> dict[str, Any]:
+    """The fields of a run file's top level, or of an ``[llm.NAME]`` or
+    ``[hf.NAME]`` table (``table``), read off the options; then ``extra``."""
     fields: dict[str, Any] = {}
     for option in OPTIONS:
-        key = option.llm_key if llm_table else option.file_key
-        if key is not None:
+        if (key := _key(option, table)) is not None:
             fields[key] = option.file_field()
     return {**fields, **extra}
+
+
+def _key(option: Any, table: str | None) -> str | None:
+    """The option's key at the top level (``table`` None) or in a model's table."""
+    return {None: option.file_key, "llm": option.llm_key, "hf": option.hf_key}[table]
 
 
 # Models made from the options' table: their fields are known at run time (Any to mypy).
@@ -49,13 +54,23 @@ LLMEntry: Any = create_model(
     __config__=_FORBID,
     __doc__="One ``[llm.NAME]`` table: an endpoint, its model and how to ask it, each "
     "key an LLMSettings field (its type, bounds and default).",
-    **_keys(llm_table=True, api_key_env=(str | None, Field(default=None, min_length=1))),
+    **_keys(table="llm", api_key_env=(str | None, Field(default=None, min_length=1))),
+)
+HFEntry: Any = create_model(
+    "HFEntry",
+    __config__=_FORBID,
+    __doc__="One ``[hf.NAME]`` table: a local checkpoint and how to play it, each key an "
+    "HFSettings field (its type, bounds and default).",
+    **_keys(table="hf"),
 )
 RunFile: Any = create_model(
     "RunFile",
     __config__=_FORBID,
     __doc__="A run file's top level (every key optional).",
-    **_keys(llm=(dict[str, LLMEntry], Field(default={}))),
+    **_keys(
+        llm=(dict[str, LLMEntry], Field(default={})),
+        hf=(dict[str, HFEntry], Field(default={})),
+    ),
 )
 
 # The options a run file's top level and its [llm.llm] set: (key, attribute, flags).
@@ -102,10 +117,10 @@ def read_run_file(path: Path) -> Any:  # a RunFile
 
 def _expected(loc: tuple[Any, ...], said: str) -> str:
     """What a value at ``loc`` must be, in the flags' words (pydantic's ``said`` else)."""
-    llm = loc[0] == "llm" and len(loc) >= 3
-    key = loc[2] if llm else loc[0]
+    table = loc[0] if loc[0] in ("llm", "hf") and len(loc) >= 3 else None
+    key = loc[2] if table else loc[0]
     for option in OPTIONS:
-        if option.kind is not None and (option.llm_key if llm else option.file_key) == key:
+        if option.kind is not None and _key(option, table) == key:
             return option.expected
     return said
 
@@ -114,34 +129,40 @@ def _unknown_key(loc: tuple[Any, ...]) -> str:
     """What to say of a key the run file does not know: the nearest it does."""
 
     key = str(loc[-1])
-    known = list((LLMEntry if loc[0] == "llm" and len(loc) == 3 else RunFile).model_fields)
+    tables = {"llm": LLMEntry, "hf": HFEntry}
+    known = list((tables[loc[0]] if loc[0] in tables and len(loc) == 3 else RunFile).model_fields)
     near = difflib.get_close_matches(key, known, n=1)
     hint = f"did you mean {near[0]!r}? " if near else ""
     return f"unknown key; {hint}the keys are {', '.join(known)}"
 
 
 def _check_names(path: Path, run_file: Any) -> None:
-    """LLM names a policy can name; policies that name something there is."""
+    """Model names a policy can name; policies that name something there is."""
 
-    for name in run_file.llm:
-        if name in POLICIES[:-1] or not _NAME.fullmatch(name):
-            raise RunFileError(
-                path,
-                f"llm.{name}",
-                "an LLM's name is ASCII letters, digits, '_', '.' or '-', and not a scripted "
-                f"policy's ({', '.join(POLICIES[:-1])})",
-            )
+    for table, own in (("llm", "an LLM"), ("hf", "a local model")):
+        taken = [p for p in POLICIES if p != table]  # [llm.llm] and [hf.hf]: the flags' own
+        for name in getattr(run_file, table):
+            clash = name in run_file.llm and table == "hf"
+            if name in taken or clash or not _NAME.fullmatch(name):
+                raise RunFileError(
+                    path,
+                    f"{table}.{name}",
+                    f"{own}'s name is ASCII letters, digits, '_', '.' or '-', not another "
+                    f"policy's ({', '.join(taken)}) nor an [llm] table's",
+                )
+    named = [*run_file.llm, *run_file.hf]
     chosen = [("policy", run_file.policy)] + [(f"roles.{r}", p) for r, p in run_file.roles.items()]
     for where, policy in chosen:
-        if policy is not None and not known_policy(policy, run_file.llm):
-            raise RunFileError(path, where, unknown_policy(policy, run_file.llm))
+        if policy is not None and not known_policy(policy, named):
+            raise RunFileError(path, where, unknown_policy(policy, named))
 
 
 def apply_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argparse.Namespace:
     """``args`` with the run file's values where the command line gave none
-    (``args.config``); its named LLMs go in ``args.named_llms``."""
+    (``args.config``); its named LLMs go in ``args.named_llms``, its named
+    local models in ``args.named_hf``."""
 
-    args.named_llms = {}
+    args.named_llms, args.named_hf = {}, {}
     if args.config is None:
         return args
     path = args.config
@@ -164,6 +185,11 @@ def apply_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argparse.Na
             _set_flag_llm(args, entry, given)
         else:
             args.named_llms[name] = llm_settings(entry, path, name)
+    for name, entry in run_file.hf.items():
+        if name == "hf":
+            _fill(args, {f: getattr(entry, f) for f in entry.model_fields_set}, HF_FLAGS, given)
+        else:
+            args.named_hf[name] = HFSettings(**entry.model_dump())
     return args
 
 

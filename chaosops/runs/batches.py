@@ -372,7 +372,7 @@ def _both(*observers: Callable[[Batch, Any], None] | None) -> Callable[[Batch, A
 
 
 def _endpoint_health(llms: Sequence[Any], max_failures: int) -> Callable[[], str | None] | None:
-    # The LLM policies' failures in a row (see LLMPolicy.failures_in_a_row).
+    # The model policies' failures in a row (LLMPolicy's and HFPolicy's failures_in_a_row).
     if not llms or max_failures <= 0:
         return None
 
@@ -380,7 +380,8 @@ def _endpoint_health(llms: Sequence[Any], max_failures: int) -> Callable[[], str
         for llm in llms:
             if llm.failures_in_a_row >= max_failures:
                 return (  # the last failure names the model and its endpoint
-                    f"{llm.failures_in_a_row} LLM calls in a row failed for good (last: "
+                    f"{llm.failures_in_a_row} {getattr(llm, 'calls', 'LLM calls')} in a row "
+                    f"failed for good (last: "
                     f"{llm.last_failure}): stopped by --llm-max-failures {max_failures}"
                 )
         return None

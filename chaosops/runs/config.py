@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.cluster import ClusterOptions
+from chaosops.agents.hf.settings import HFSettings
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.env.environment import DEFAULT_TURN_ORDER
 from chaosops.env.models import AgentRole
@@ -103,6 +104,8 @@ class RunConfig:
     point_latest: bool = False  # run: a folder of its own under runs/, runs/latest to it
     role_policies: tuple[tuple[str, str], ...] = ()  # --role-policy, over --policy
     named_llms: tuple[tuple[str, LLMSettings], ...] = ()  # the run file's [llm.NAME]
+    hf: HFSettings | None = None  # the flags' local model (--hf-model), when given
+    named_hf: tuple[tuple[str, HFSettings], ...] = ()  # the run file's [hf.NAME]
     config_file: str | None = None  # --config
     name: str | None = None  # --name: the outputs' policy, over the label below
     ray: str | None = None  # --ray ADDRESS: the episodes on Ray worker actors
@@ -136,28 +139,48 @@ class RunConfig:
             named_llms=tuple((name, llms.get(name, s)) for name, s in self.named_llms),
         )
 
+    def with_hf(self, loaded: Mapping[str, HFSettings]) -> RunConfig:
+        """This configuration with the local models' settings as loaded (their
+        weights' hash, device and answer format), by policy name."""
+        return dataclasses.replace(
+            self,
+            hf=loaded.get("hf", self.hf),
+            named_hf=tuple((name, loaded.get(name, s)) for name, s in self.named_hf),
+        )
+
     def llm_settings(self, name: str) -> LLMSettings | None:
         """The settings of the LLM a policy name names (``llm``: the flags'), else None."""
         return self.llm if name == "llm" else dict(self.named_llms).get(name)
 
+    def hf_settings(self, name: str) -> HFSettings | None:
+        """The settings of the local model a policy name names (``hf``: the flags'), else None."""
+        return self.hf if name == "hf" else dict(self.named_hf).get(name)
+
+    def model_settings(self, name: str) -> LLMSettings | HFSettings | None:
+        """The settings of the model (an LLM's or a local one's) a policy name names."""
+        return self.llm_settings(name) or self.hf_settings(name)
+
     @property
     def llms_in_play(self) -> dict[str, LLMSettings]:
         """The LLMs some role plays, by policy name, in turn order."""
-        chosen = {}
-        for name in self.policy_by_role.values():
-            if (settings := self.llm_settings(name)) is not None:
-                chosen[name] = settings
-        return chosen
+        return _in_play(self.policy_by_role, self.llm_settings)
+
+    @property
+    def hf_in_play(self) -> dict[str, HFSettings]:
+        """The local models some role plays, by policy name, in turn order."""
+        return _in_play(self.policy_by_role, self.hf_settings)
 
     @property
     def players(self) -> dict[str, dict[str, str | None]]:
         """What plays each role, as the outputs record it (see :func:`players_of`)."""
-        return players_of(self.policy_by_role, self.llm_settings)
+        return players_of(self.policy_by_role, self.model_settings)
 
     @property
     def models(self) -> str:
-        """The LLM models some role asks, in turn order, joined by ``+`` (empty: none)."""
-        return "+".join(dict.fromkeys(s.model for s in self.llms_in_play.values()))
+        """The models some role asks, in turn order, joined by ``+`` (empty: none)."""
+        played: list[LLMSettings | HFSettings] = [*self.llms_in_play.values()]
+        played += self.hf_in_play.values()
+        return "+".join(dict.fromkeys(s.model for s in played))
 
     @property
     def label(self) -> str:
@@ -170,18 +193,32 @@ class RunConfig:
         return "+".join([self.policy, *own])
 
 
+def _in_play(policy_by_role: Mapping[str, str], settings_of: Callable[[str], Any]) -> dict:
+    chosen = {}
+    for name in policy_by_role.values():
+        if (settings := settings_of(name)) is not None:
+            chosen[name] = settings
+    return chosen
+
+
 def players_of(
-    policy_by_role: Mapping[str, str], settings_of: Callable[[str], LLMSettings | None]
+    policy_by_role: Mapping[str, str],
+    settings_of: Callable[[str], LLMSettings | HFSettings | None],
 ) -> dict[str, dict[str, str | None]]:
-    """What plays each role, as the outputs record it: its policy and, for an
-    LLM (``settings_of(policy)`` not None), its model and the answer format it
-    is asked in."""
+    """What plays each role, as the outputs record it: its policy and, for a
+    model (``settings_of(policy)`` not None), its name and the answer format it
+    is asked in; for a local model also its weights' hash, dtype and device."""
     players: dict[str, dict[str, str | None]] = {}
     for role, name in policy_by_role.items():
         settings = settings_of(name)
         players[role] = {"policy": name, "model": getattr(settings, "model", None)}
         if settings is not None:
             players[role]["answer"] = settings.answer_format or settings.answer
+        if isinstance(settings, HFSettings):
+            players[role].update(
+                weights=settings.weights, dtype=settings.dtype,
+                device=settings.resolved_device or settings.device,
+            )  # fmt: skip
     return players
 
 

@@ -40,7 +40,7 @@ from .folder import (
     summarise,
 )
 from .plan import Plan, PlanKeys, plan_episodes
-from .policies import PolicyRecipe, prepare_llms, role_map_factory
+from .policies import PolicyRecipe, prepare_hf, prepare_llms, role_map_factory
 from .session import Session
 
 
@@ -116,8 +116,15 @@ def seat_players(play: Play) -> None:
     format, which the configuration then records), the role maps' factory,
     and what Ray workers build the role maps from."""
     config = play.config
+    if config.ray is not None and config.hf_in_play:
+        raise RunError(
+            "--ray: the hf policy batches its turns in this process's model; drop --ray, "
+            "or serve the model behind an endpoint for --policy llm"
+        )
     play.llms = prepare_llms(config.llms_in_play, config.config_file, config.deadlines.longest)
-    play.config = config.with_llms({name: llm.settings for name, llm in play.llms.items()})
+    play.llms |= prepare_hf(config.hf_in_play, config.config_file)
+    settled = {name: policy.settings for name, policy in play.llms.items()}
+    play.config = config.with_llms(settled).with_hf(settled)
     play.factory = role_map_factory(play.config.policy_by_role, play.llms, play.planned)
     play.recipe = recipe(play.config)
 

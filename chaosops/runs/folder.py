@@ -29,7 +29,7 @@ from chaosops.summary import summarise as summary_of
 
 from .config import RunConfig
 from .errors import RunError, output_error
-from .options import LLM_FLAGS, RECORDED, Option, recorded_values
+from .options import HF_FLAGS, LLM_FLAGS, RECORDED, Option, recorded_values
 from .plan import Plan, PlanKeys
 
 
@@ -61,6 +61,7 @@ def played(config: RunConfig) -> dict[str, Any]:
     return {
         "players": config.players,
         "llms": {name: settings_json(s) for name, s in config.llms_in_play.items()} or None,
+        "hf": {name: dataclasses.asdict(s) for name, s in config.hf_in_play.items()} or None,
     }
 
 
@@ -115,6 +116,7 @@ def _record_fields() -> dict[str, Any]:
         plan=(str, Field(min_length=1)),
         scenarios=(list[dict[str, Any]] | None, Field(default=None)),  # a run from Python
         llms=(dict[str, dict[str, Any]] | None, Field(default=None)),
+        hf=(dict[str, dict[str, Any]] | None, Field(default=None)),
         config_file=(str | None, Field(default=None)),
         version=(str | None, Field(default=None)),
     )
@@ -138,6 +140,8 @@ def run_options(config: RunConfig, planned: Plan) -> dict[str, Any]:
         options["scenarios"] = list(config.scenarios)
     if llms := config.llms_in_play:
         options["llms"] = {name: settings_json(settings) for name, settings in llms.items()}
+    if local := config.hf_in_play:
+        options["hf"] = {name: dataclasses.asdict(settings) for name, settings in local.items()}
     options.update(config_file=config.config_file, version=__version__)
     RunRecord.model_validate(options)  # what is written is what is read back
     return options
@@ -250,8 +254,9 @@ def _check_options(out: Path, recorded: dict[str, Any], options: Mapping[str, An
                 f"{now}{edited} ({given['planned']} episodes)",
             )
         raise _refuse(out, option, _shown(recorded[name]), _shown(given[name]))
-    if (differs := _llm_difference(recorded, given)) is not None:
-        raise _refuse(out, *differs)
+    for differs in (_llm_difference(recorded, given), _hf_difference(recorded, given)):
+        if differs is not None:
+            raise _refuse(out, *differs)
 
 
 def _check_results(out: Path, options: Mapping[str, Any], keys: PlanKeys, label: str) -> None:
@@ -304,6 +309,32 @@ def _llm_difference(
             if old != new:
                 option = _FLAG_OF[field] if name == "llm" else f"the run file's llm.{name}.{field}"
                 return option, _shown(old), _shown(new)
+    return None
+
+
+# what a local model's answers depend on (the device aside: a run may move machines)
+_HF_DECIDES = (
+    "model", "weights", "dtype", "temperature", "top_p", "seed", "max_new_tokens", "answer",
+    "system_prompt",
+)  # fmt: skip
+_HF_FLAG_OF = MappingProxyType({field: options[0] for field, _, options in HF_FLAGS})
+
+
+def _hf_difference(
+    recorded: Mapping[str, Any], given: Mapping[str, Any]
+) -> tuple[str, str, str] | None:
+    """The first setting of a local model in play that differs: (option, recorded, given);
+    other weights under the same path are other weights (``weights``: their files' hash)."""
+    before, now = recorded.get("hf") or {}, given.get("hf") or {}
+    for name in sorted(set(before) & set(now)):
+        for field in _HF_DECIDES:
+            old, new = before[name].get(field), now[name].get(field)
+            if old != new:
+                flag = _HF_FLAG_OF.get(field, "--hf-model")
+                where = flag if name == "hf" else f"the run file's hf.{name}.{field}"
+                if field == "weights":
+                    where = f"{where}'s weights (their files' hash)"
+                return where, _shown(old), _shown(new)
     return None
 
 

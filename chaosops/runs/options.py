@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import Field
 
+from chaosops.agents.hf.settings import HFSettings
 from chaosops.agents.llm.settings import ANSWERS, LLMSettings
 
 from . import values as v
@@ -44,7 +45,8 @@ class Option:
     with ``by_role`` a table role -> value (``ROLE=VALUE`` on the command
     line). ``llm_key`` marks a setting of an ``[llm.NAME]`` entry (its type,
     bounds and default: :class:`LLMSettings`'), ``[llm.llm]`` being the
-    flags' own LLM. ``recorded`` is the run record's field and ``record``
+    flags' own LLM; ``hf_key`` likewise a setting of an ``[hf.NAME]`` entry
+    (:class:`HFSettings`). ``recorded`` is the run record's field and ``record``
     reads it off the run's configuration; ``restore`` turns it back into the
     flag's value on ``--resume`` (None: not restored), and ``must_match``
     makes ``--resume`` refuse a run given another value.
@@ -64,6 +66,7 @@ class Option:
     switch: bool = False
     file_key: str | None = None
     llm_key: str | None = None
+    hf_key: str | None = None
     recorded: str | None = None
     record: Callable[[Any], Any] | None = None
     restore: Callable[[Any], Any] | None = None
@@ -76,17 +79,24 @@ class Option:
         return self.flags[0] if self.flags else f"{self.metavar} (the suites)"
 
     @property
-    def kind(self) -> Any:
-        """The annotation one value is validated as (an LLM setting's: its field's)."""
+    def setting(self) -> _Setting | None:
+        """The model setting this option sets (an LLM's or a local model's), or None."""
         if self.llm_key is not None:
-            return _settings_field(self.llm_key).annotation
-        return self.value
+            return _settings_field(LLMSettings, self.llm_key)
+        if self.hf_key is not None:
+            return _settings_field(HFSettings, self.hf_key)
+        return None
+
+    @property
+    def kind(self) -> Any:
+        """The annotation one value is validated as (a model setting's: its field's)."""
+        return self.value if self.setting is None else self.setting.annotation
 
     @property
     def initial(self) -> Any:
-        """The default (an LLM setting's: its field's)."""
-        if self.llm_key is not None and self.default is None:
-            return _settings_field(self.llm_key).default
+        """The default (a model setting's: its field's)."""
+        if self.setting is not None and self.default is None:
+            return self.setting.default
         return self.default
 
     @property
@@ -111,10 +121,10 @@ class Option:
 
     def file_field(self) -> tuple[Any, Any]:
         """The run-file key's type and default, as pydantic reads them."""
-        if self.llm_key is not None:  # as LLMSettings takes it: model is required
-            setting = _settings_field(self.llm_key).default
-            required = setting is dataclasses.MISSING
-            return (self.kind, Field() if required else Field(default=setting))
+        if self.setting is not None:  # as the settings take it: model is required
+            default = self.setting.default
+            required = default is dataclasses.MISSING
+            return (self.kind, Field() if required else Field(default=default))
         kind = str if self.kind is None else self.kind
         if self.switch:
             return (bool | None, Field(default=None))
@@ -149,18 +159,18 @@ class Option:
         )
 
 
-@functools.cache  # read for each option of each parser: the hints are evaluated once a field
-def _settings_field(name: str) -> Any:
-    """An LLM setting: its annotation (bounds included) and default."""
-    field = next(f for f in dataclasses.fields(LLMSettings) if f.name == name)
-    hints = typing.get_type_hints(LLMSettings, include_extras=True)
-    return _Setting(hints[name], field.default)
-
-
 @dataclass(frozen=True, slots=True)
 class _Setting:
     annotation: Any
     default: Any
+
+
+@functools.cache  # read for each option of each parser: the hints are evaluated once a field
+def _settings_field(settings: type, name: str) -> _Setting:
+    """A model setting: its annotation (bounds included) and default."""
+    field = next(f for f in dataclasses.fields(settings) if f.name == name)
+    hints = typing.get_type_hints(settings, include_extras=True)
+    return _Setting(hints[name], field.default)
 
 
 def _run_default(name: str) -> Any:
@@ -180,6 +190,17 @@ def _same(value: Any) -> Any:
     return value
 
 
+def _flag_hf(name: str) -> Callable[[Any], Any]:
+    """A setting of the flags' local model, recorded when a role plays ``hf``."""
+
+    def record(config: Any) -> Any:
+        if "hf" not in config.policy_by_role.values() or config.hf is None:
+            return ABSENT
+        return getattr(config.hf, name)
+
+    return record
+
+
 def _flag_llm(name: str) -> Callable[[Any], Any]:
     """A setting of the flags' LLM, recorded when a role plays ``llm``."""
 
@@ -196,6 +217,7 @@ _PLAN = "what to play"
 _PACING = "how it is played"
 _WATCH = "how it is watched"
 _LLM = "LLM policy (the llm policy of --policy or --policies)"
+_HF = "local model policy (the hf policy of --policy or --policies)"
 _RUN = "run"
 
 OPTIONS: tuple[Option, ...] = (
@@ -623,6 +645,93 @@ OPTIONS: tuple[Option, ...] = (
         llm_key="extra_body",
     ),
     Option(
+        ("--hf-model",),
+        "hf_model",
+        group=_HF,
+        metavar="PATH_OR_NAME",
+        help="the transformers checkpoint the hf policy plays: a folder, or a hub name "
+        "already in the local cache (the hf extra)",
+        hf_key="model",
+    ),
+    Option(
+        ("--hf-batch",),
+        "hf_batch",
+        group=_HF,
+        metavar="N",
+        help="turns pending across episodes answered by one generate call, at most (default 16)",
+        hf_key="batch",
+    ),
+    Option(
+        ("--hf-batch-wait-ms",),
+        "hf_batch_wait_ms",
+        group=_HF,
+        metavar="MS",
+        help="how long a batch waits for more turns after its first (default 5)",
+        hf_key="batch_wait_ms",
+    ),
+    Option(
+        ("--hf-dtype",),
+        "hf_dtype",
+        group=_HF,
+        help="the weights' dtype: auto (the checkpoint's), float32, bfloat16 or float16",
+        hf_key="dtype",
+    ),
+    Option(
+        ("--hf-device",),
+        "hf_device",
+        group=_HF,
+        help="cpu, cuda, cuda:N, mps, or auto (default: an accelerator, else the CPU)",
+        hf_key="device",
+    ),
+    Option(
+        ("--hf-max-new-tokens",),
+        "hf_max_new_tokens",
+        group=_HF,
+        metavar="N",
+        help="the most tokens one answer generates (default 256)",
+        hf_key="max_new_tokens",
+    ),
+    Option(
+        ("--hf-temperature",),
+        "hf_temperature",
+        group=_HF,
+        metavar="T",
+        help="sampling temperature, 0 to 2 (default 0: greedy decoding)",
+        hf_key="temperature",
+    ),
+    Option(
+        ("--hf-top-p",),
+        "hf_top_p",
+        group=_HF,
+        metavar="P",
+        help="nucleus sampling, above 0 up to 1 (with a temperature above 0)",
+        hf_key="top_p",
+    ),
+    Option(
+        ("--hf-seed",),
+        "hf_seed",
+        group=_HF,
+        metavar="N",
+        help="torch's seed, set once the model is loaded",
+        hf_key="seed",
+    ),
+    Option(
+        ("--hf-answer",),
+        "hf_answer",
+        group=_HF,
+        help="tools (the take_action tool, rendered by the chat template), json (a JSON "
+        "object the prompt describes), or auto (default: tools when the template renders "
+        "tools)",
+        hf_key="answer",
+    ),
+    Option(
+        ("--hf-system-prompt",),
+        "hf_system_prompt",
+        group=_HF,
+        help="system (default) or user: fold the role prompt into the first user message",
+        hf_key="system_prompt",
+    ),
+    Option(
         ("--config",),
         "config",
         group=_RUN,
@@ -671,8 +780,9 @@ def options_of(groups: Sequence[str]) -> Iterator[Option]:
 
 
 MERGED: Mapping[str, Any] = MappingProxyType(
-    {"named_llms": None, "from_run_file": frozenset(), "scenarios": None, "llm_api_key_env": None}
-)
+    {"named_llms": None, "named_hf": None, "from_run_file": frozenset(), "scenarios": None,
+     "llm_api_key_env": None}
+)  # fmt: skip
 """What the merge adds to the parsed arguments (the run file's LLMs, the
 options it stood for, a resumed Python run's scenarios, the key's variable),
 declared on every parser that builds a run: none is read with a default."""
@@ -693,10 +803,11 @@ def add_options(parser: argparse.ArgumentParser, *, run: bool) -> None:
     for option in options_of(groups):
         option.add_to(parser)
         added.add(option.dest)
-    llm = parser.add_argument_group(_LLM)
-    for option in options_of([_LLM]):
-        option.add_to(llm)
-        added.add(option.dest)
+    for group in (_LLM, _HF):
+        models = parser.add_argument_group(group)
+        for option in options_of([group]):
+            option.add_to(models)
+            added.add(option.dest)
     _declare_the_rest(parser, added)
 
 
@@ -713,10 +824,11 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         if option.dest in SERVED:
             option.add_to(parser, serving=True)
             added.add(option.dest)
-    llm = parser.add_argument_group(_LLM)
-    for option in options_of([_LLM]):
-        option.add_to(llm, serving=True)
-        added.add(option.dest)
+    for group in (_LLM, _HF):
+        models = parser.add_argument_group(group)
+        for option in options_of([group]):
+            option.add_to(models, serving=True)
+            added.add(option.dest)
     _declare_the_rest(parser, added)
 
 
@@ -730,3 +842,9 @@ LLM_FLAGS = tuple(
     (str(option.llm_key), option.dest, option.flags) for option in OPTIONS if option.llm_key
 )
 """The settings of ``[llm.llm]``, the flags' own LLM: (key, attribute, flags)."""
+
+
+HF_FLAGS = tuple(
+    (str(option.hf_key), option.dest, option.flags) for option in OPTIONS if option.hf_key
+)
+"""The settings of ``[hf.hf]``, the flags' own local model: (key, attribute, flags)."""

@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 
 from chaosops._urls import http_url_with_host, shown_url
+from chaosops.agents.hf.settings import HFSettings
 from chaosops.agents.llm.errors import AnswerRefused, LLMEndpointError, LLMRequestError
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.agents.policies import SCRIPTED, scripted_policy
@@ -191,6 +192,25 @@ async def _negotiate_and_close(policy: Any, where: str, seconds: float | None) -
         await policy.aclose()
 
 
+def prepare_hf(models: Mapping[str, HFSettings], run_file: str | None = None) -> dict[str, Any]:
+    """A local model's policy per name of ``models`` (the ones some role plays),
+    each loaded before any episode starts: a device this machine lacks, a path
+    that holds no model, a model without a chat template or a missing ``hf``
+    extra is a :class:`RunError` (exit 2) naming the value."""
+    policies = {}
+    for name, settings in models.items():
+        where = "--hf-model" if name == "hf" else f"{run_file}: hf.{name}.model"
+        try:
+            from chaosops.agents.hf import HFModelError, HFPolicy  # torch: loaded when one plays
+
+            policies[name] = HFPolicy.load(settings)
+        except HFModelError as exc:
+            raise RunError(f"{where} {exc}") from None
+        except ImportError as exc:
+            raise RunError(f"{where} {settings.model}: {exc}") from None
+    return policies
+
+
 @dataclass(frozen=True)
 class PolicyRecipe:
     """What a Ray worker builds the role maps from: each role's policy name and
@@ -236,10 +256,10 @@ class _WorkerPolicies:
 
 
 def known_policy(name: str, llms: Collection[str]) -> bool:
-    """A scripted policy, ``llm``, a named LLM, or ``module:attribute``."""
+    """A scripted policy, ``llm``, ``hf``, a named model, or ``module:attribute``."""
     return name in POLICIES or name in llms or ":" in name
 
 
 def unknown_policy(name: str, llms: Collection[str]) -> str:
-    named = f", an LLM of the run file ({', '.join(llms)})" if llms else ""
+    named = f", a model of the run file ({', '.join(llms)})" if llms else ""
     return f"unknown policy {name!r}; choose from {', '.join(POLICIES)}{named}, or module:attribute"

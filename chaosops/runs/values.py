@@ -17,7 +17,7 @@ from chaosops.env.models import FailureType
 
 Role = Literal["sre", "oversight", "dev", "manager"]
 Tier = Literal["easy", "medium", "hard"]
-POLICIES: tuple[str, ...] = (*SCRIPTED, "llm")
+POLICIES: tuple[str, ...] = (*SCRIPTED, "llm", "hf")
 ROLES: tuple[str, ...] = get_args(Role)
 TIERS: tuple[str, ...] = get_args(Tier)
 

@@ -36,6 +36,7 @@ __all__ = [
     "action_from_dict",
     "action_tool",
     "parse_action",
+    "text_tool_calls",
 ]
 
 MAX_PARSE_CHARS = 20_000
@@ -291,3 +292,17 @@ def parse_action(
         if first_error is None and ("action_type" in obj or "action" in obj):
             first_error = error
     return None, first_error or "no JSON action object in the answer"
+
+
+def text_tool_calls(text: str | None) -> list[dict[str, Any]]:
+    """The tool calls a chat template's model writes into its text (Hermes and
+    Qwen between ``<tool_call>`` tags, Llama 3 as a bare object): each JSON
+    object with a ``name`` and ``arguments`` (or ``parameters``), as an
+    OpenAI tool call."""
+    calls = []
+    for obj in _candidates((text or "")[:MAX_PARSE_CHARS]):
+        arguments = obj.get("arguments", obj.get("parameters"))
+        if isinstance(obj.get("name"), str) and isinstance(arguments, dict | str):
+            calls.append({"type": "function", "function": {"name": obj["name"],
+                                                           "arguments": arguments}})  # fmt: skip
+    return calls

@@ -1,0 +1,198 @@
+"""A transformers checkpoint loaded in this process: its chat template, and
+batches of prompts generated with left padding.
+
+Loading checks what a run needs before any episode starts (the device, the
+checkpoint, a chat template) and says what is wrong in one line
+(:class:`HFModelError`). torch and transformers are imported here only: the
+``hf`` extra (torch installed first, as docs/training.md says).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from chaosops._extras import require
+from chaosops.agents.llm.parse import action_tool
+
+from .settings import HFSettings
+
+__all__ = ["Generation", "HFModelError", "LocalModel", "weights_hash"]
+
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
+"""The files a checkpoint's weights are in (what its hash reads)."""
+
+_PROBE = [{"role": "user", "content": "probe"}]
+_PROBE_TOOL = action_tool({"type": "object", "properties": {}})
+
+
+class HFModelError(ValueError):
+    """The model cannot be loaded or played as asked (one line: what and why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """One prompt's answer: its text, token counts, and whether it hit the limit."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cut: bool
+
+
+class LocalModel:
+    """A causal LM and its tokenizer, in evaluation mode while it generates.
+
+    Built by :meth:`load` from a checkpoint, or by :meth:`of` from objects in
+    memory (a model being trained: its mode is restored after each batch).
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, settings: HFSettings) -> None:
+        self.torch = require("torch", "hf", "the hf policy")
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise HFModelError(
+                f"{settings.model}: the tokenizer has no chat template; the hf policy sends "
+                "chat messages (set tokenizer.chat_template, or use an instruction-tuned model)"
+            )
+        tokenizer.padding_side = "left"  # the answers of a batch start at one column
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        self.model, self.tokenizer = model, tokenizer
+        self.device = str(next(model.parameters()).device)
+        self.renders_tools = _renders_tools(tokenizer)
+        answer = settings.answer if settings.answer != "auto" else None
+        if answer == "tools" and not self.renders_tools:
+            raise HFModelError(
+                f"{settings.model}: --hf-answer tools, but the chat template does not render "
+                "tools; use json or auto"
+            )
+        settled = answer or ("tools" if self.renders_tools else "json")
+        self.settings = dataclasses.replace(settings, resolved_device=self.device, settled=settled)
+
+    @classmethod
+    def of(cls, model: Any, tokenizer: Any, settings: HFSettings) -> LocalModel:
+        return cls(model, tokenizer, settings)
+
+    @classmethod
+    def load(cls, settings: HFSettings) -> LocalModel:
+        """The checkpoint ``settings.model`` on its device; :class:`HFModelError` when
+        the device does not exist, the path holds no model, or it has no chat template."""
+        torch = require("torch", "hf", "the hf policy")
+        transformers = require("transformers", "hf", "the hf policy")
+        device = _device(torch, settings.device)
+        name = settings.model
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(name)
+            model = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=settings.dtype)
+        except (OSError, ValueError, KeyError) as exc:
+            raise HFModelError(f"{name}: no causal language model loads from it ({_short(exc)})"
+                               ) from None  # fmt: skip
+        model.to(device)
+        if settings.seed is not None:
+            torch.manual_seed(settings.seed)
+        loaded = cls(model, tokenizer, settings)
+        loaded.settings = dataclasses.replace(loaded.settings, weights=weights_hash(name))
+        return loaded
+
+    def prompt(self, messages: list[dict[str, Any]], tool: dict[str, Any] | None) -> str:
+        """The chat template's text of ``messages`` (with ``tool`` offered), ready to answer."""
+        return str(self.tokenizer.apply_chat_template(
+            messages, tools=[tool] if tool is not None else None, tokenize=False,
+            add_generation_prompt=True,
+        ))  # fmt: skip
+
+    def generate(self, prompts: list[str]) -> list[Generation]:
+        """One answer per prompt, from one ``generate`` call over the batch."""
+        torch, s = self.torch, self.settings
+        encoded = self.tokenizer(prompts, return_tensors="pt", padding=True,
+                                 add_special_tokens=False).to(self.device)  # fmt: skip
+        sampling: dict[str, Any] = {"do_sample": bool(s.temperature)}
+        if s.temperature:
+            sampling.update(temperature=s.temperature, top_p=s.top_p or 1.0)
+        training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                out = self.model.generate(
+                    **encoded, max_new_tokens=s.max_new_tokens,
+                    pad_token_id=self.tokenizer.pad_token_id, **sampling,
+                )  # fmt: skip
+        finally:
+            self.model.train(training)
+        width = encoded["input_ids"].shape[1]
+        lengths = encoded["attention_mask"].sum(dim=1).tolist()
+        return [self._read(row[width:].tolist(), n) for row, n in zip(out, lengths, strict=True)]
+
+    def _read(self, ids: list[int], prompt_tokens: int) -> Generation:
+        stops = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id} - {None}
+        stopped = next((i for i, t in enumerate(ids) if t in stops), None)
+        answer = ids if stopped is None else ids[:stopped]
+        text = self.tokenizer.decode(answer, skip_special_tokens=True)
+        cut = stopped is None and len(ids) >= self.settings.max_new_tokens
+        return Generation(text, prompt_tokens, len(answer), cut)
+
+
+def _renders_tools(tokenizer: Any) -> bool:
+    """Whether the chat template writes offered tools into the prompt."""
+    try:
+        plain = tokenizer.apply_chat_template(_PROBE, tokenize=False)
+        offered = tokenizer.apply_chat_template(_PROBE, tools=[_PROBE_TOOL], tokenize=False)
+    except Exception:  # a template that fails on tools does not render them
+        return False
+    return bool(offered != plain)
+
+
+def _device(torch: Any, name: str) -> str:
+    """``name`` as a device this machine has (``auto``: an accelerator, else the CPU)."""
+    if name == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        mps = getattr(torch.backends, "mps", None)
+        return "mps" if mps is not None and mps.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise HFModelError(f"device {name!r} is no device; expected cpu, cuda, cuda:N, "
+                           "mps or auto") from None  # fmt: skip
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if (device.index or 0) >= count:
+            raise HFModelError(f"device {name!r}: this machine has {count} CUDA device(s)")
+    elif device.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            raise HFModelError(f"device {name!r}: MPS is not available on this machine")
+    elif device.type != "cpu":
+        raise HFModelError(f"device {name!r}: expected cpu, cuda, cuda:N, mps or auto")
+    return name
+
+
+def weights_hash(model: str) -> str | None:
+    """SHA-256 (16 hex digits) of a checkpoint's weight files, names and bytes,
+    in name order; for a hub name, of the copy in the local cache. None when
+    no weight file is found."""
+    folder = Path(model)
+    if not folder.is_dir():
+        hub = require("huggingface_hub", "hf", "the hf policy")
+        try:
+            folder = Path(hub.snapshot_download(model, local_files_only=True))
+        except Exception:  # not cached as a snapshot: nothing to hash
+            return None
+    files = sorted({f for pattern in WEIGHT_FILES for f in folder.glob(pattern)})
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 160 else text[:157] + "..."

@@ -1,0 +1,142 @@
+"""A policy played by a transformers model in this process, batched across episodes.
+
+Each turn renders the view as the LLM policy does (:mod:`chaosops.agents.llm.render`),
+offers the turn's ``take_action`` tool (:mod:`chaosops.agents.llm.moves`) when
+the answer format is ``tools``, and reads the generation through the LLM
+policy's own reading of a completion (:mod:`chaosops.agents.llm.completion`).
+Generation runs on the :class:`~chaosops.agents.hf.batcher.Batcher`'s thread:
+the event loop never blocks, and the turns pending across episodes share one
+``generate`` call. A turn cut at its deadline stops waiting; its answer, when
+it comes, is thrown away.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from actors import current_turn
+from chaosops.agents.llm.completion import interpret
+from chaosops.agents.llm.moves import moves_for
+from chaosops.agents.llm.parse import text_tool_calls
+from chaosops.agents.llm.render import build_messages, fold_system_prompt
+from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation
+
+from .batcher import Batcher
+from .local import Generation, LocalModel
+from .settings import HFSettings
+
+__all__ = ["HFGenerateError", "HFPolicy"]
+
+
+class HFGenerateError(RuntimeError):
+    """A batch's ``generate`` failed (out of memory, say): the turn plays the fallback."""
+
+
+class HFPolicy:
+    """An async policy ``(obs, role) -> ChaosOpsAction`` answered by a local model.
+
+    Build it with :meth:`load` (a checkpoint, as ``--policy hf`` does) or
+    :meth:`from_model` (a model in memory, as :class:`chaosops.train.EvalCallback`
+    does). ``batch_sizes`` counts the ``generate`` calls by batch size;
+    ``failures_in_a_row`` and ``last_failure`` say as the LLM policy's do
+    whether generation keeps failing (the run's ``--llm-max-failures``).
+    """
+
+    calls = "generate calls"  # what the run's stop line says failed
+
+    def __init__(self, local: LocalModel) -> None:
+        self.local = local
+        s = local.settings
+        self._batcher: Batcher[str, Generation] = Batcher(
+            local.generate, max_batch=s.batch, wait_s=s.batch_wait_ms / 1000.0,
+            name=f"chaosops-hf-{s.model}",
+        )  # fmt: skip
+        self.failures_in_a_row = 0
+        self.last_failure: str | None = None
+        self.answers_without_logprobs = 0  # the LLM policy's count: logprobs are not asked here
+
+    @classmethod
+    def load(cls, settings: HFSettings) -> HFPolicy:
+        """The policy of the checkpoint ``settings.model`` (:class:`HFModelError` if unplayable)."""
+        return cls(LocalModel.load(settings))
+
+    @classmethod
+    def from_model(cls, model: Any, tokenizer: Any, **settings: Any) -> HFPolicy:
+        """The policy of a model and tokenizer in memory; ``settings`` as
+        :class:`HFSettings` takes them (``model`` defaults to the model's name)."""
+        settings.setdefault("model", getattr(model, "name_or_path", "") or "in-memory")
+        return cls(LocalModel.of(model, tokenizer, HFSettings(**settings)))
+
+    @property
+    def settings(self) -> HFSettings:
+        return self.local.settings
+
+    @property
+    def model(self) -> str:
+        return self.settings.model
+
+    @property
+    def batch_sizes(self) -> dict[int, int]:
+        return dict(self._batcher.sizes)
+
+    def __repr__(self) -> str:
+        s = self.settings
+        return f"HFPolicy(model={s.model!r}, device={s.resolved_device!r}, batch={s.batch})"
+
+    def for_episode(self) -> HFPolicy:
+        return self
+
+    async def aclose(self) -> None:
+        """Nothing per event loop: the model stays loaded for the next run."""
+
+    def close(self) -> None:
+        """Stop the generation thread."""
+        self._batcher.close()
+
+    async def __call__(self, obs: ChaosOpsObservation, role: AgentRole | str) -> ChaosOpsAction:
+        role = AgentRole(getattr(role, "value", role))
+        messages = build_messages(obs, role)
+        if self.settings.system_prompt == "user":
+            messages = fold_system_prompt(messages)
+        tools = self.settings.answer_format == "tools"
+        tool = moves_for(obs, role).tool if tools else None
+        turn = _current_turn()
+        if turn is not None:
+            turn.annotate(prompt=messages)
+        started = time.perf_counter()
+        try:
+            answer = await self._batcher.submit(self.local.prompt(messages, tool))
+        except Exception as exc:
+            self.failures_in_a_row += 1
+            self.last_failure = f"generate failed: {type(exc).__name__}: {exc}"[:300]
+            raise HFGenerateError(self.last_failure) from exc
+        self.failures_in_a_row = 0
+        info: dict[str, Any] = {"latency_ms": round((time.perf_counter() - started) * 1e3, 3)}
+        action = interpret(_completion(answer, self.settings.model, tools), obs, role, info)
+        if turn is not None:
+            turn.annotate(**info)
+        return action
+
+
+def _completion(answer: Generation, model: str, tools: bool) -> dict[str, Any]:
+    """A generation as a chat completion, as a server would have sent it."""
+    calls = text_tool_calls(answer.text) if tools else []
+    message = {"content": None if calls else answer.text, "tool_calls": calls or None}
+    return {
+        "model": model,
+        "choices": [{"message": message, "finish_reason": "length" if answer.cut else "stop"}],
+        "usage": {
+            "prompt_tokens": answer.prompt_tokens,
+            "completion_tokens": answer.completion_tokens,
+            "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+        },
+    }
+
+
+def _current_turn() -> Any | None:
+    """The runtime's turn context, or None outside a turn."""
+    try:
+        return current_turn()
+    except (LookupError, RuntimeError):
+        return None
