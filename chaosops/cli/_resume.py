@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from chaosops.agents.hf.settings import HFSettings
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.outputs import RUN_RECORD
 from chaosops.runs.folder import read_run_record
-from chaosops.runs.options import LLM_FLAGS, RECORDED
+from chaosops.runs.options import HF_FLAGS, LLM_FLAGS, RECORDED
 
 from ._args import given_options
 from ._errors import CLIError
@@ -35,6 +36,7 @@ def fill_from_run_record(args: argparse.Namespace, argv: Sequence[str]) -> argpa
     given = given_options(argv) | args.from_run_file
     _restore_llms(args, recorded)
     _restore_flag_llm(args, recorded, given)
+    _restore_hf(args, recorded, given)
     if isinstance(recorded.get("scenarios"), list) and not args.paths:
         args.scenarios = recorded["scenarios"]  # a run from Python lists its scenarios
     for option in RECORDED:
@@ -78,6 +80,25 @@ def _restore_flag_llm(args: argparse.Namespace, recorded: dict[str, Any], given:
             setattr(args, attribute, fields[field])
     if fields.get("api_key_env") and "--llm-api-key" not in given:
         args.llm_api_key_env = fields["api_key_env"]
+
+
+def _restore_hf(args: argparse.Namespace, recorded: dict[str, Any], given: set[str]) -> None:
+    """The local models as recorded: the ``hf`` policy's settings where the
+    command line does not give them again, and the run file's named ones."""
+
+    models = recorded.get("hf")
+    if not isinstance(models, dict):
+        return
+    own = models.get("hf")
+    for field, attribute, options in HF_FLAGS:
+        if isinstance(own, dict) and field in own and not given.intersection(options):
+            setattr(args, attribute, own[field])
+    if not args.named_hf:
+        try:
+            args.named_hf = {name: HFSettings(**fields) for name, fields in models.items()
+                             if name != "hf"}  # fmt: skip
+        except (TypeError, ValueError):
+            args.named_hf = {}  # not ours: the policy check names what is missing
 
 
 def _latest_to_resume() -> Path:

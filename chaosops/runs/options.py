@@ -96,7 +96,8 @@ class Option:
     def initial(self) -> Any:
         """The default (a model setting's: its field's)."""
         if self.setting is not None and self.default is None:
-            return self.setting.default
+            default = self.setting.default
+            return None if default is dataclasses.MISSING else default  # required: unset
         return self.default
 
     @property

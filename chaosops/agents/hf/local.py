@@ -52,11 +52,7 @@ class LocalModel:
 
     def __init__(self, model: Any, tokenizer: Any, settings: HFSettings) -> None:
         self.torch = require("torch", "hf", "the hf policy")
-        if getattr(tokenizer, "chat_template", None) is None:
-            raise HFModelError(
-                f"{settings.model}: the tokenizer has no chat template; the hf policy sends "
-                "chat messages (set tokenizer.chat_template, or use an instruction-tuned model)"
-            )
+        _check_template(tokenizer, settings)
         tokenizer.padding_side = "left"  # the answers of a batch start at one column
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -84,10 +80,14 @@ class LocalModel:
         transformers = require("transformers", "hf", "the hf policy")
         device = _device(torch, settings.device)
         name = settings.model
+        transformers.utils.logging.disable_progress_bar()  # the run's output is one line a fault
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(name)
+            _check_template(tokenizer, settings)  # before the weights: the cheaper refusal
             model = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=settings.dtype)
         except (OSError, ValueError, KeyError) as exc:
+            if isinstance(exc, HFModelError):
+                raise
             raise HFModelError(f"{name}: no causal language model loads from it ({_short(exc)})"
                                ) from None  # fmt: skip
         model.to(device)
@@ -133,6 +133,14 @@ class LocalModel:
         text = self.tokenizer.decode(answer, skip_special_tokens=True)
         cut = stopped is None and len(ids) >= self.settings.max_new_tokens
         return Generation(text, prompt_tokens, len(answer), cut)
+
+
+def _check_template(tokenizer: Any, settings: HFSettings) -> None:
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise HFModelError(
+            f"{settings.model}: the tokenizer has no chat template; the hf policy sends "
+            "chat messages (set tokenizer.chat_template, or use an instruction-tuned model)"
+        )
 
 
 def _renders_tools(tokenizer: Any) -> bool:
