@@ -43,11 +43,12 @@ def run_to_folder(
     turn_timeout: TurnTimeout = None,
     resume: bool = False,
     log: bool = True,
+    samples: int = 1,
 ) -> Summary:
     """Synchronous :func:`arun_to_folder`."""
     run = functools.partial(
         arun_to_folder, out, scenarios, policies, name=name, concurrency=concurrency,
-        turn_timeout=turn_timeout, resume=resume, log=log,
+        turn_timeout=turn_timeout, resume=resume, log=log, samples=samples,
     )  # fmt: skip
     return actors.run(run)
 
@@ -62,6 +63,7 @@ async def arun_to_folder(
     turn_timeout: TurnTimeout = None,
     resume: bool = False,
     log: bool = True,
+    samples: int = 1,
 ) -> Summary:
     """Play ``scenarios`` with ``policies`` (a role map or a factory, as
     :func:`~chaosops.agents.runner.arun_batch` takes) into the run folder
@@ -73,11 +75,12 @@ async def arun_to_folder(
     folder's ``log.jsonl`` for the run (where ``watch`` and ``view`` see the
     episodes in flight), as ``chaosops run`` does; it replaces a logging set
     up before. Signals are left to the caller: Ctrl-C raises as it would.
+    ``samples`` plays each scenario that many times (pass@k, as ``--samples``).
     """
     config = RunConfig(
         command="run", policies=(name,), out=Path(out), concurrency=concurrency,
         scenarios=tuple(scenario_fields(s) for s in scenarios),
-        deadlines=_deadlines(turn_timeout), resume=resume, progress=False,
+        deadlines=_deadlines(turn_timeout), resume=resume, progress=False, samples=samples,
     )  # fmt: skip
     play = open_play(config, plan_episodes(config))
     play.factory = _factory(policies)

@@ -4,6 +4,8 @@
   its prompt and the columns :meth:`chaosops.train.trl.ChaosOpsToolEnv.reset` reads.
 * :class:`chaosops.train.trl.ChaosOpsToolEnv` is TRL's ``environment_factory``.
 * :func:`chaosops.train.pettingzoo.aec_env` is the PettingZoo AEC environment.
+* :class:`EvalCallback` plays a held-out suite with the model being trained
+  every N steps and logs its figures (:func:`evaluate_model` does one).
 * :func:`sft_dataset` turns run folders into supervised rows in the format
   of GRPO's rollouts; :mod:`chaosops.train.rewards` holds reward functions
   for TRL's ``reward_funcs`` (the team's return, the trained role's credit,
@@ -14,16 +16,33 @@ See docs/training.md.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from chaosops.env.rules import IllegalMove
 
 from .data import dataset, row_of, rows, tool_system_prompt
+from .evaluate import evaluate_model
 from .rewards import legal_share, role_credit, team_return
 from .sft import call_tool, sft_dataset, sft_rows, tool_call, tool_schemas
 
+if TYPE_CHECKING:
+    from .callback import EvalCallback
+
+
+def __getattr__(name: str) -> Any:
+    if name == "EvalCallback":  # a transformers TrainerCallback: loaded when asked for
+        from .callback import EvalCallback
+
+        return EvalCallback
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
+    "EvalCallback",
     "IllegalMove",
     "call_tool",
     "dataset",
+    "evaluate_model",
     "legal_share",
     "role_credit",
     "row_of",

@@ -1,0 +1,97 @@
+"""A model in memory evaluated on held-out scenarios through the runtime, and
+the trainer callback that does it every N steps.
+
+The model plays through :class:`~chaosops.agents.hf.HFPolicy` (the same
+prompts, batching and parsing as ``chaosops run --policy hf``), the roles it
+does not play by the heuristic. The figures are those of a run folder:
+success (the share of episodes resolved), pass@k over ``samples`` plays of
+each scenario, the mean team return, and the legal share (the model's turns
+that played a move of its own: not unread, late or failed).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from chaosops.agents.policies import scripted_policy
+from chaosops.env.models import AgentRole
+from chaosops.env.world_sim import Scenario
+from chaosops.outputs import parse_run_key
+from chaosops.outputs.files import ResultsReader
+from chaosops.runs.python import run_to_folder
+from chaosops.samples import pass_at_k
+
+__all__ = ["due_every", "evaluate_model", "figures_of"]
+
+
+def evaluate_model(
+    model: Any,
+    tokenizer: Any,
+    scenarios: Sequence[Scenario],
+    *,
+    role: str | None = None,
+    samples: int = 1,
+    out: str | Path | None = None,
+    name: str = "model",
+    turn_timeout: float | None = None,
+    concurrency: int = 16,
+    **settings: Any,
+) -> dict[str, float]:
+    """Play ``scenarios`` (each ``samples`` times) with the model in the role
+    ``role`` (None: all four) and the heuristic in the others; its figures
+    (:func:`figures_of`). ``out`` keeps the run folder (``chaosops view``
+    shows it); ``settings`` go to :class:`~chaosops.agents.hf.HFSettings`
+    (``max_new_tokens``, ``batch``, ``temperature``...)."""
+    from chaosops.agents.hf import HFPolicy  # torch: loaded when a model plays
+
+    policy = HFPolicy.from_model(model, tokenizer, **settings)
+    played = list(AgentRole) if role is None else [AgentRole(role)]
+
+    def players(scenario: Scenario) -> Mapping[AgentRole | str, Any]:
+        others = scripted_policy("heuristic", scenario)
+        return {r: policy if r in played else others for r in AgentRole}
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="chaosops-eval-") as scratch:
+            folder = Path(out) if out is not None else Path(scratch) / "run"
+            run_to_folder(folder, scenarios, players, name=name, concurrency=concurrency,
+                          turn_timeout=turn_timeout, log=False, samples=samples)  # fmt: skip
+            return figures_of(folder, played, samples)
+    finally:
+        policy.close()
+
+
+def figures_of(folder: Path, roles: Sequence[AgentRole], k: int) -> dict[str, float]:
+    """A run folder's success, pass@k, mean return and the legal share of ``roles``' turns."""
+    resolved: dict[Any, list[bool]] = defaultdict(list)
+    returns: list[float] = []
+    turns = legal = 0
+    played = {r.value for r in roles}
+    for record in ResultsReader(folder):
+        key = parse_run_key(record["run_key"])
+        resolved[key[1] if key else record["run_key"]].append(bool(record["resolved"]))
+        returns.append(float(record["cumulative_reward"]))
+        for step in record["steps"]:
+            if step["role"] in played:
+                turns += 1
+                legal += not (step.get("parse_error") or step.get("timed_out") or step.get("error"))
+    episodes = sum(len(r) for r in resolved.values())
+    if not episodes:
+        return {}
+    passes = [pass_at_k(len(r), sum(r), min(k, len(r))) for r in resolved.values()]
+    return {
+        "success": sum(map(sum, resolved.values())) / episodes,
+        f"pass@{k}": sum(passes) / len(passes),
+        "mean_return": sum(returns) / episodes,
+        "legal_share": legal / turns if turns else 0.0,
+        "episodes": float(episodes),
+    }
+
+
+def due_every(steps: int) -> Callable[[int, int], bool]:
+    """Whether a step is due: each ``steps``-th, and the last."""
+    return lambda step, last: step == last or (steps > 0 and step % steps == 0)
