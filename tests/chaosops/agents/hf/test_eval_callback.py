@@ -42,6 +42,7 @@ def test_the_callback_logs_held_out_figures_into_the_trainer(
     trainer, tokenizer = _trainer(scripted, tmp_path / "trainer", steps=3)
     callback = EvalCallback(tokenizer, HELD_OUT, every=2, role="sre", out=tmp_path / "evals",
                             max_new_tokens=4, device="cpu").attach(trainer)  # fmt: skip
+    assert callback in trainer.callback_handler.callbacks
     trainer.train()
     logged = [entry for entry in trainer.state.log_history if "eval/success" in entry]
     assert [entry["step"] for entry in logged] == [2, 3]  # every 2nd step, and the last
