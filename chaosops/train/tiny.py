@@ -65,12 +65,14 @@ def chaosops_text() -> list[str]:
     return [system_prompt(role) for role in AgentRole] + [json.dumps(tool_schemas())]
 
 
-def write_tiny_checkpoint(folder: str | Path, width: int = 64, seed: int = 0) -> Path:
+def write_tiny_checkpoint(
+    folder: str | Path, width: int = 64, seed: int = 0, vocab_size: int = 512
+) -> Path:
     """A tiny model and its tokenizer saved to ``folder`` (random weights from
     ``seed``), loadable with ``--policy hf --hf-model FOLDER``."""
     torch = require("torch", "train", "chaosops.train.write_tiny_checkpoint")
     torch.manual_seed(seed)
-    tokenizer = tiny_tokenizer(chaosops_text(), vocab_size=512)
+    tokenizer = tiny_tokenizer(chaosops_text(), vocab_size=vocab_size)
     folder = Path(folder)
     tiny_model(tokenizer, width).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
