@@ -11,26 +11,39 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from chaosops._extras import require
 from chaosops.agents.llm.parse import action_tool
 
 from .settings import HFSettings
 
-__all__ = ["Generation", "HFModelError", "LocalModel", "weights_hash"]
+__all__ = ["Generation", "HFModelError", "LocalModel", "Prompt", "weights_hash"]
 
 WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 """The files a checkpoint's weights are in (what its hash reads)."""
 
 _PROBE = [{"role": "user", "content": "probe"}]
+_KEPT = 16  # system messages whose tokens, and keys and values, are kept
+_MIN_SHARED = 32  # a shorter system message is not worth a cached prefix
 _PROBE_TOOL = action_tool({"type": "object", "properties": {}})
 
 
 class HFModelError(ValueError):
     """The model cannot be loaded or played as asked (one line: what and why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """A turn's prompt as tokens; its first ``shared`` are the system message's."""
+
+    ids: tuple[int, ...]
+    shared: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +65,16 @@ class LocalModel:
 
     def __init__(self, model: Any, tokenizer: Any, settings: HFSettings) -> None:
         self.torch = require("torch", "hf", "the hf policy")
+        self.transformers = require("transformers", "hf", "the hf policy")
         _check_template(tokenizer, settings)
         tokenizer.padding_side = "left"  # the answers of a batch start at one column
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         self.model, self.tokenizer = model, tokenizer
         self.device = str(next(model.parameters()).device)
+        # the system messages' tokens (the loop's) and keys and values (the thread's)
+        self._heads: OrderedDict[bytes, tuple[int, ...]] = OrderedDict()
+        self._prefixes: OrderedDict[tuple[int, ...], Any] = OrderedDict()
         self.renders_tools = _renders_tools(tokenizer)
         answer = settings.answer if settings.answer != "auto" else None
         if answer == "tools" and not self.renders_tools:
@@ -97,34 +114,90 @@ class LocalModel:
         loaded.settings = dataclasses.replace(loaded.settings, weights=weights_hash(name))
         return loaded
 
-    def prompt(self, messages: list[dict[str, Any]], tool: dict[str, Any] | None) -> str:
-        """The chat template's text of ``messages`` (with ``tool`` offered), ready to answer."""
-        return str(self.tokenizer.apply_chat_template(
-            messages, tools=[tool] if tool is not None else None, tokenize=False,
-            add_generation_prompt=True,
-        ))  # fmt: skip
+    def prompt(self, messages: list[dict[str, Any]], tool: dict[str, Any] | None) -> Prompt:
+        """The chat template's tokens of ``messages`` (with ``tool`` offered),
+        ready to answer, and how many of them the system message's rendering takes."""
+        tools = [tool] if tool is not None else None
+        text = self.tokenizer.apply_chat_template(
+            messages, tools=tools, tokenize=False, add_generation_prompt=True
+        )
+        ids = tuple(self.tokenizer(str(text), add_special_tokens=False)["input_ids"])
+        head = self._head(messages[0], tools) if messages[0]["role"] == "system" else ()
+        return Prompt(ids, len(head) if ids[: len(head)] == head else 0)
 
-    def generate(self, prompts: list[str]) -> list[Generation]:
-        """One answer per prompt, from one ``generate`` call over the batch."""
-        torch, s = self.torch, self.settings
-        encoded = self.tokenizer(prompts, return_tensors="pt", padding=True,
-                                 add_special_tokens=False).to(self.device)  # fmt: skip
-        sampling: dict[str, Any] = {"do_sample": bool(s.temperature)}
-        if s.temperature:
-            sampling.update(temperature=s.temperature, top_p=s.top_p or 1.0)
+    def _head(self, system: dict[str, Any], tools: list[dict[str, Any]] | None) -> tuple[int, ...]:
+        """The tokens of the system message alone (with the tools the template puts there)."""
+        key = orjson.dumps([system, tools])
+        if (head := self._heads.get(key)) is None:
+            text = self.tokenizer.apply_chat_template([system], tools=tools, tokenize=False)
+            head = tuple(self.tokenizer(str(text), add_special_tokens=False)["input_ids"])
+            self._heads[key] = head
+            while len(self._heads) > _KEPT:
+                self._heads.popitem(last=False)
+        return head
+
+    def generate(self, prompts: list[Prompt]) -> list[Generation]:
+        """One answer per prompt. Prompts that open with the same system message
+        share one ``generate`` call, which starts from that message's keys and
+        values, computed once and kept (the same role's turns reuse them)."""
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for index, prompt in enumerate(prompts):
+            shared = prompt.ids[: prompt.shared] if prompt.shared >= _MIN_SHARED else ()
+            groups.setdefault(shared, []).append(index)
+        answers: list[Generation | None] = [None] * len(prompts)
         training = self.model.training
         self.model.eval()
         try:
-            with torch.inference_mode():
-                out = self.model.generate(
-                    **encoded, max_new_tokens=s.max_new_tokens,
-                    pad_token_id=self.tokenizer.pad_token_id, **sampling,
-                )  # fmt: skip
+            with self.torch.inference_mode():
+                for shared, indices in groups.items():
+                    rest = [prompts[i].ids[len(shared) :] for i in indices]
+                    for i, answer in zip(indices, self._generate(shared, rest), strict=True):
+                        answers[i] = answer
         finally:
             self.model.train(training)
-        width = encoded["input_ids"].shape[1]
-        lengths = encoded["attention_mask"].sum(dim=1).tolist()
-        return [self._read(row[width:].tolist(), n) for row, n in zip(out, lengths, strict=True)]
+        return [a for a in answers if a is not None]
+
+    def _generate(self, shared: tuple[int, ...], rest: list[tuple[int, ...]]) -> list[Generation]:
+        """Answers to ``shared + r`` for each ``r`` of ``rest``: each row is the
+        shared tokens, padding, then its own (positions skip the padding)."""
+        torch, s = self.torch, self.settings
+        width = max(map(len, rest))
+        pad = self.tokenizer.pad_token_id
+        rows = [[*shared, *[pad] * (width - len(r)), *r] for r in rest]
+        mask = [[1] * len(shared) + [0] * (width - len(r)) + [1] * len(r) for r in rest]
+        extra: dict[str, Any] = {"do_sample": bool(s.temperature)}
+        if s.temperature:
+            extra.update(temperature=s.temperature, top_p=s.top_p or 1.0)
+        extra["cache"] = self._cache(shared, len(rest), len(shared) + width + s.max_new_tokens)
+        out = self.model.generate(
+            input_ids=torch.tensor(rows, device=self.device),
+            attention_mask=torch.tensor(mask, device=self.device),
+            max_new_tokens=s.max_new_tokens, pad_token_id=pad, **extra,
+        )  # fmt: skip
+        start = len(shared) + width
+        return [self._read(row[start:].tolist(), len(shared) + len(r))
+                for row, r in zip(out, rest, strict=True)]  # fmt: skip
+
+    def _cache(self, shared: tuple[int, ...], rows: int, length: int) -> Any:
+        """A cache of ``length`` positions for ``rows`` rows, preallocated (a
+        growing cache copies itself at every token), holding ``shared``'s keys
+        and values in each row."""
+        cache = self.transformers.StaticCache(config=self.model.config, max_cache_len=length)
+        if shared:
+            for index, layer in enumerate(self._prefix(shared).layers):
+                keys, values = layer.keys.repeat(rows, 1, 1, 1), layer.values.repeat(rows, 1, 1, 1)
+                cache.update(keys, values, index)
+        return cache
+
+    def _prefix(self, shared: tuple[int, ...]) -> Any:
+        """The keys and values of ``shared`` (one row), computed once and kept."""
+        if (cache := self._prefixes.get(shared)) is None:
+            ids = self.torch.tensor([shared], device=self.device)
+            cache = self.model(input_ids=ids, use_cache=True).cache
+            self._prefixes[shared] = cache
+            while len(self._prefixes) > _KEPT:
+                self._prefixes.popitem(last=False)
+        return cache
 
     def _read(self, ids: list[int], prompt_tokens: int) -> Generation:
         stops = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id} - {None}

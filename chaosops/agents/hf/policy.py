@@ -23,7 +23,7 @@ from chaosops.agents.llm.render import build_messages, fold_system_prompt
 from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation
 
 from .batcher import Batcher
-from .local import Generation, LocalModel
+from .local import Generation, LocalModel, Prompt
 from .settings import HFSettings
 
 __all__ = ["HFGenerateError", "HFPolicy"]
@@ -48,7 +48,7 @@ class HFPolicy:
     def __init__(self, local: LocalModel) -> None:
         self.local = local
         s = local.settings
-        self._batcher: Batcher[str, Generation] = Batcher(
+        self._batcher: Batcher[Prompt, Generation] = Batcher(
             local.generate, max_batch=s.batch, wait_s=s.batch_wait_ms / 1000.0,
             name=f"chaosops-hf-{s.model}",
         )  # fmt: skip
