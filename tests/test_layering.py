@@ -240,6 +240,7 @@ LAZY_IMPORTS = (
     "ray",  # the ray extra
     "openenv", "chaosops.serve", "chaosops.train.remote",  # the serve extra
     "datasets", "matplotlib", "opentelemetry",  # the train, plot and otel extras
+    "chaosops.train.callback",  # a transformers TrainerCallback: the train extra
     "uvloop", "fcntl",  # not on every platform
     "uvicorn", "starlette", "chaosops.viewer.web", "prometheus_client",  # slow to import
     "chaosops.mock_llm", "chaosops.agents.llm.policy", "chaosops.agents.llm.http",  # load those

@@ -35,7 +35,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         config_file=None if args.config is None else str(args.config),
         name=args.name,
     )
-    if config.hf is None and "hf" in [*policies, *config.policy_by_role.values()]:
+    if config.hf is None and "hf" in [*policies, *dict(args.role_policy).values()]:
         raise CLIError("--policy hf: name the model with --hf-model PATH_OR_NAME (or [hf.hf] "
                        "in the run file)")  # fmt: skip
     return config

@@ -147,8 +147,9 @@ def _check_names(path: Path, run_file: Any) -> None:
                 raise RunFileError(
                     path,
                     f"{table}.{name}",
-                    f"{own}'s name is ASCII letters, digits, '_', '.' or '-', not another "
-                    f"policy's ({', '.join(taken)}) nor an [llm] table's",
+                    f"{own}'s name is ASCII letters, digits, '_', '.' or '-', and not a "
+                    f"scripted policy's nor another kind's ({', '.join(taken)}), nor an "
+                    "[llm] table's",
                 )
     named = [*run_file.llm, *run_file.hf]
     chosen = [("policy", run_file.policy)] + [(f"roles.{r}", p) for r, p in run_file.roles.items()]

@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 
 from chaosops._urls import http_url_with_host, shown_url
-from chaosops.agents.hf.settings import HFSettings
+from chaosops.agents.hf import HFModelError, HFPolicy, HFSettings
 from chaosops.agents.llm.errors import AnswerRefused, LLMEndpointError, LLMRequestError
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.agents.policies import SCRIPTED, scripted_policy
@@ -201,8 +201,6 @@ def prepare_hf(models: Mapping[str, HFSettings], run_file: str | None = None) ->
     for name, settings in models.items():
         where = "--hf-model" if name == "hf" else f"{run_file}: hf.{name}.model"
         try:
-            from chaosops.agents.hf import HFModelError, HFPolicy  # torch: loaded when one plays
-
             policies[name] = HFPolicy.load(settings)
         except HFModelError as exc:
             raise RunError(f"{where} {exc}") from None

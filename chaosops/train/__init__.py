@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     if name == "EvalCallback":  # a transformers TrainerCallback: loaded when asked for
-        from .callback import EvalCallback
+        from chaosops.train.callback import EvalCallback  # transformers: the train extra
 
         return EvalCallback
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from chaosops.agents.hf import HFPolicy
 from chaosops.agents.policies import scripted_policy
 from chaosops.env.models import AgentRole
 from chaosops.env.world_sim import Scenario
@@ -46,8 +47,6 @@ def evaluate_model(
     (:func:`figures_of`). ``out`` keeps the run folder (``chaosops view``
     shows it); ``settings`` go to :class:`~chaosops.agents.hf.HFSettings`
     (``max_new_tokens``, ``batch``, ``temperature``...)."""
-    from chaosops.agents.hf import HFPolicy  # torch: loaded when a model plays
-
     policy = HFPolicy.from_model(model, tokenizer, **settings)
     played = list(AgentRole) if role is None else [AgentRole(role)]
 

@@ -19,9 +19,9 @@ from .sft import tool_schemas
 
 __all__ = ["NAMES", "tiny_model", "tiny_tokenizer", "write_tiny_checkpoint"]
 
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-CALL_TAGS = ["<tool_call>", "</tool_call>"]  # ordinary added tokens: parsing reads them
-NAMES = [failure.value for failure in FailureType] + list(SERVICE_NAMES)
+SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+CALL_TAGS = ("<tool_call>", "</tool_call>")  # ordinary added tokens: parsing reads them
+NAMES = (*(failure.value for failure in FailureType), *SERVICE_NAMES)
 """One token for each failure type and service, so that naming one is one
 choice: BPE pieces let a small model write blends such as "bad_cost_push"."""
 
@@ -36,14 +36,14 @@ def tiny_tokenizer(corpus: list[str], vocab_size: int = 2048) -> Any:
     bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = tokenizers.decoders.ByteLevel()
     trainer = tokenizers.trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL,
+        vocab_size=vocab_size, special_tokens=list(SPECIAL),
         initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
     )  # fmt: skip
     bpe.train_from_iterator(corpus, trainer)
     tokenizer = transformers.PreTrainedTokenizerFast(
         tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>"
     )
-    tokenizer.add_tokens(CALL_TAGS + NAMES)
+    tokenizer.add_tokens([*CALL_TAGS, *NAMES])
     tokenizer.chat_template = templates.qwen2_5_chat_template
     return templates.add_response_schema(tokenizer)
 

@@ -28,10 +28,9 @@ __all__ = ["Generation", "HFModelError", "LocalModel", "Prompt", "weights_hash"]
 WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 """The files a checkpoint's weights are in (what its hash reads)."""
 
-_PROBE = [{"role": "user", "content": "probe"}]
+_PROBE = ({"role": "user", "content": "probe"},)
 _KEPT = 16  # system messages whose tokens, and keys and values, are kept
 _MIN_SHARED = 32  # a shorter system message is not worth a cached prefix
-_PROBE_TOOL = action_tool({"type": "object", "properties": {}})
 
 
 class HFModelError(ValueError):
@@ -79,8 +78,8 @@ class LocalModel:
         answer = settings.answer if settings.answer != "auto" else None
         if answer == "tools" and not self.renders_tools:
             raise HFModelError(
-                f"{settings.model}: --hf-answer tools, but the chat template does not render "
-                "tools; use json or auto"
+                f"{settings.model}: answer 'tools', but the chat template does not render "
+                "tools; answer 'json' or 'auto'"
             )
         settled = answer or ("tools" if self.renders_tools else "json")
         self.settings = dataclasses.replace(settings, resolved_device=self.device, settled=settled)
@@ -219,8 +218,9 @@ def _check_template(tokenizer: Any, settings: HFSettings) -> None:
 def _renders_tools(tokenizer: Any) -> bool:
     """Whether the chat template writes offered tools into the prompt."""
     try:
-        plain = tokenizer.apply_chat_template(_PROBE, tokenize=False)
-        offered = tokenizer.apply_chat_template(_PROBE, tools=[_PROBE_TOOL], tokenize=False)
+        plain = tokenizer.apply_chat_template(list(_PROBE), tokenize=False)
+        tool = action_tool({"type": "object", "properties": {}})
+        offered = tokenizer.apply_chat_template(list(_PROBE), tools=[tool], tokenize=False)
     except Exception:  # a template that fails on tools does not render them
         return False
     return bool(offered != plain)
