@@ -1,9 +1,10 @@
 """SFT then GRPO on ChaosOps, on this machine's CPU, with a model built here.
 
-Nothing is downloaded: the tokenizer is trained on the spot on ChaosOps text
-(byte-level BPE, so any text encodes), the chat template is the Qwen2.5 one
-TRL ships (it renders tools and tool calls, and TRL parses the calls back),
-and the model is a small Qwen2 with random weights. The run:
+Nothing is downloaded (``chaosops.train.tiny``): the tokenizer is trained on
+the spot on ChaosOps text (byte-level BPE, so any text encodes), the chat
+template is the Qwen2.5 one TRL ships (it renders tools and tool calls, and
+TRL parses the calls back), and the model is a small Qwen2 with random
+weights. The run:
 
 1. plays an oracle SRE with heuristic teammates on training seeds (the
    canonical scenarios with ``--seed-offset`` added) into a run folder, and
@@ -12,8 +13,12 @@ and the model is a small Qwen2 with random weights. The run:
 2. evaluates on the canonical scenarios, held out: no training row is one;
 3. trains GRPO with ``ChaosOpsToolEnv(reward="credit")`` and the legal-move
    share as a small format term, on the training seeds, evaluating every
-   ``--eval-every`` steps and at the end;
-4. draws the curve (``--plot``, matplotlib) and writes its data (curve.json).
+   ``--eval-every`` steps and at the end; ``chaosops.train.EvalCallback``
+   plays held-out canonical scenarios through the runtime at the same steps
+   (``--runtime-scenarios``), each a run folder under ``OUT/runtime``;
+4. saves the trained model in ``OUT/final`` (``chaosops eval --policies
+   heuristic,hf --hf-model OUT/final``), draws the curve (``--plot``,
+   matplotlib) and writes its data (curve.json).
 
 Needs the ``train`` extra. Usage::
 
@@ -33,43 +38,30 @@ import time
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM, TrainerCallback
+from transformers import Qwen2ForCausalLM, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
-from trl.chat_template_utils import add_response_schema, parse_response, qwen2_5_chat_template
+from trl.chat_template_utils import parse_response
 
 from chaosops.agents.policies import scripted_policy
-from chaosops.env.models import SERVICE_NAMES, AgentRole, FailureType
+from chaosops.env.models import AgentRole
 from chaosops.runs import run_to_folder
 from chaosops.scenarios import canonical_suite_paths, load_scenarios
 from chaosops.stats import mean_interval
-from chaosops.train import call_tool, dataset, legal_share, rows, sft_dataset, tool_schemas
+from chaosops.train import (
+    EvalCallback,
+    call_tool,
+    dataset,
+    evaluate_model,
+    legal_share,
+    rows,
+    sft_dataset,
+    tool_schemas,
+)
+from chaosops.train.tiny import tiny_model, tiny_tokenizer
 from chaosops.train.trl import ChaosOpsToolEnv
 
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-CALL_TAGS = ["<tool_call>", "</tool_call>"]  # ordinary added tokens: parsing reads them
-# One token for each failure type and service, so that naming one is one choice:
-# BPE pieces let a small model write blends such as "bad_cost_push".
-NAMES = [failure.value for failure in FailureType] + list(SERVICE_NAMES)
 SCHEMAS = tool_schemas()
 TOOLS = {schema["function"]["name"] for schema in SCHEMAS}
-
-
-def build_tokenizer(corpus: list[str], vocab_size: int = 2048) -> PreTrainedTokenizerFast:
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )  # fmt: skip
-    bpe.train_from_iterator(corpus, trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>"
-    )
-    tokenizer.add_tokens(CALL_TAGS + NAMES)
-    tokenizer.chat_template = qwen2_5_chat_template
-    return add_response_schema(tokenizer)
 
 
 def corpus_of(examples: list[dict]) -> list[str]:
@@ -80,16 +72,6 @@ def corpus_of(examples: list[dict]) -> list[str]:
             texts.append(message.get("content") or "")
             texts += [json.dumps(call["function"]) for call in message.get("tool_calls") or []]
     return texts
-
-
-def build_model(tokenizer: PreTrainedTokenizerFast, width: int) -> Qwen2ForCausalLM:
-    config = Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=width, intermediate_size=2 * width,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        max_position_embeddings=8192, tie_word_embeddings=True,
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-    )  # fmt: skip
-    return Qwen2ForCausalLM(config)
 
 
 def oracle_demonstrations(folder: Path, seed_offset: int) -> list[dict]:
@@ -250,8 +232,8 @@ class Curve(TrainerCallback):
               f"{point['calls']:.2f}, failed {point['failed']:.2f}", flush=True)  # fmt: skip
 
 
-def grpo(model, tokenizer, args, log: list[dict], out: Path, curve: Curve | None = None
-         ) -> Qwen2ForCausalLM:  # fmt: skip
+def grpo(model, tokenizer, args, log: list[dict], out: Path, curve: Curve | None = None,
+         runtime: EvalCallback | None = None) -> Qwen2ForCausalLM:  # fmt: skip
     """GRPO from the SFT model; the trained model. The SFT model is saved
     first: TRL builds the KL term's reference model from a checkpoint."""
     model.save_pretrained(out / "sft")
@@ -271,8 +253,33 @@ def grpo(model, tokenizer, args, log: list[dict], out: Path, curve: Curve | None
         environment_factory=functools.partial(ChaosOpsToolEnv, reward="credit"),
         callbacks=[curve or Curve(log, [], None, 0)],
     )  # fmt: skip
+    if runtime is not None:
+        runtime.attach(trainer)
     trainer.train()
     return trainer.model
+
+
+def runtime_eval(model, tokenizer, args, out: Path) -> EvalCallback | None:
+    """The held-out canonical scenarios played through the runtime (the SRE
+    the model, its teammates the heuristic), after SFT and then every
+    ``--eval-every`` GRPO steps by the callback, each a run folder in
+    ``out/runtime``: the prompts ``chaosops run --policy hf`` sends, not the
+    rollouts' conversation."""
+    if not args.runtime_scenarios:
+        return None
+    held_out = [s for path in canonical_suite_paths() for s in load_scenarios(path)]
+    held_out = held_out[: args.runtime_scenarios]
+    settings = {"max_new_tokens": 48, "device": "cpu"}
+    figures = evaluate_model(model, tokenizer, held_out, role="sre", out=out / "runtime" / "step-0",
+                             **settings)  # fmt: skip
+    print("runtime eval after SFT: " + _figures(figures), flush=True)
+    model.train()
+    return EvalCallback(tokenizer, held_out, every=args.eval_every or args.steps, role="sre",
+                        out=out / "runtime", **settings)  # fmt: skip
+
+
+def _figures(figures: dict) -> str:
+    return ", ".join(f"{name} {value:.2f}" for name, value in figures.items())
 
 
 def plot(log: list[dict], reports: list[dict], path: str) -> None:
@@ -319,6 +326,9 @@ def options() -> argparse.ArgumentParser:
     parser.add_argument("--eval-rows", type=int, default=55, help="held-out rows (55)")
     parser.add_argument("--eval-every", type=int, default=20, help="GRPO steps between "
                         "held-out evaluations (20; 0: before and after only)")  # fmt: skip
+    parser.add_argument("--runtime-scenarios", type=int, default=12,
+                        help="held-out canonical scenarios played through the runtime with "
+                        "the model as the SRE (12; 0: none)")  # fmt: skip
     parser.add_argument("--out", default=None, help="output folder (default: a temp one)")
     parser.add_argument("--plot", default=None, help="PNG of the reward curve")
     return parser
@@ -332,8 +342,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(args.out or scratch)
         examples = oracle_demonstrations(out / "oracle-run", args.seed_offset)
-        tokenizer = build_tokenizer(corpus_of(examples))
-        model = build_model(tokenizer, args.width)
+        tokenizer = tiny_tokenizer(corpus_of(examples))
+        model = tiny_model(tokenizer, args.width)
         log: list[dict] = []
         print(f"{len(examples)} SFT rows; model {model.num_parameters() / 1e6:.2f} M "
               f"parameters, vocabulary {len(tokenizer)}", flush=True)  # fmt: skip
@@ -345,8 +355,14 @@ def main() -> None:
 
         reports = [{**held_out_eval(model, "after SFT"), "step": 0}]
         curve = Curve(log, reports, held_out_eval, args.eval_every)
-        model = grpo(model, tokenizer, args, log, out, curve)
-        (out / "curve.json").write_text(json.dumps({"log": log, "eval": reports}, indent=1))
+        runtime = runtime_eval(model, tokenizer, args, out)
+        model = grpo(model, tokenizer, args, log, out, curve, runtime)
+        model.save_pretrained(out / "final")  # chaosops eval --policies heuristic,hf --hf-model
+        tokenizer.save_pretrained(out / "final")
+        runs = runtime.reports if runtime is not None else []
+        (out / "curve.json").write_text(
+            json.dumps({"log": log, "eval": reports, "runtime": runs}, indent=1)
+        )
         if args.plot:
             plot(log, reports, args.plot)
     gain, half = paired_gain(reports[0]["credits"], reports[-1]["credits"])

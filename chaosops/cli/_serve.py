@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
@@ -19,11 +20,11 @@ from chaosops._extras import missing_extra
 from chaosops.env.models import AgentRole
 from chaosops.outputs import OutputError
 from chaosops.runs.config import Deadlines, RunConfig, Telemetry, log_target
-from chaosops.runs.policies import prepare_llms, role_map_factory
+from chaosops.runs.policies import prepare_models, role_map_factory
 from chaosops.runs.session import Session
 from chaosops.untrusted import printable
 
-from ._config import check_policies, llm_settings_of
+from ._config import check_policies, hf_settings_of, llm_settings_of
 from ._errors import CLIError, output_error
 from ._folders import new_run_folder, point_latest
 from ._telemetry import finish, start_telemetry
@@ -48,8 +49,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     telemetry, session = config.telemetry, Session()
     try:
         start_telemetry(telemetry, session)  # each fails, one line, before anything is written
-        llms = prepare_llms(config.llms_in_play, config.config_file, config.deadlines.longest)
-        config = config.with_llms({name: llm.settings for name, llm in llms.items()})
+        llms, config = prepare_models(config)
         rules = TableRules(
             role_map_factory(config.policy_by_role, llms, ()),
             deadlines=timeouts_by_role(config.deadlines.for_suite(None), AgentRole),
@@ -57,8 +57,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             client_timeout=args.client_timeout, max_misses=args.client_misses or None,
             fields={"policy": SERVED, "model": config.models},
         )  # fmt: skip
-        return _serve(args, config.out, rules, llms, telemetry, session, uvicorn, ServedRuns,
-                      build_app)  # fmt: skip
+        stack = ServerStack(uvicorn, ServedRuns, build_app)
+        return _serve(args, config.out, rules=rules, llms=llms, telemetry=telemetry,
+                      session=session, stack=stack)  # fmt: skip
     finally:
         finish(telemetry, session)
 
@@ -83,14 +84,24 @@ def _without_openenv_web_interface() -> Iterator[None]:
             del sys.modules["gradio"]
 
 
-def _serve(args: argparse.Namespace, out: Any, rules: Any, llms: dict[str, Any],
-           telemetry: Telemetry, session: Session, uvicorn: Any, served_runs: Any,
-           build_app: Any) -> int:  # fmt: skip
+@dataclass(frozen=True)
+class ServerStack:
+    """What serves: uvicorn, the served run folder's class, the app's builder
+    (imported with the serve extra; a test gives an app that cannot start)."""
+
+    uvicorn: Any
+    served_runs: Any
+    build_app: Any
+
+
+def _serve(args: argparse.Namespace, out: Any, *, rules: Any, llms: dict[str, Any],
+           telemetry: Telemetry, session: Session, stack: ServerStack) -> int:  # fmt: skip
     """Open the run folder and its log, then serve until Ctrl-C (exit 130) or
     SIGTERM (exit 143), each writing what was served before the exit."""
+    uvicorn = stack.uvicorn
     sock = listening_socket(args.host, args.port)
     try:
-        runs = served_runs(out, announce=_say).open()
+        runs = stack.served_runs(out, announce=_say).open()
     except OutputError as exc:
         sock.close()
         raise output_error(exc, resumable=False) from None  # a server starts afresh
@@ -98,7 +109,7 @@ def _serve(args: argparse.Namespace, out: Any, rules: Any, llms: dict[str, Any],
     if args.out is None:
         point_latest(out)
     idle = None if args.idle_timeout == 0 else args.idle_timeout
-    app = build_app(rules, max_sessions=args.max_sessions, idle_timeout=idle, runs=runs)
+    app = stack.build_app(rules, max_sessions=args.max_sessions, idle_timeout=idle, runs=runs)
     for llm in llms.values():  # their HTTP sessions belong to the server's loop
         app.router.on_shutdown.append(llm.aclose)
     url = url_of(args.host, sock)
@@ -171,12 +182,13 @@ def _close(runs: Any) -> None:
 def _config(args: argparse.Namespace, out: Path) -> RunConfig:
     """What the server plays for the roles clients leave, as a run's
     configuration: the same players, in the same order, as ``chaosops run``."""
-    check_policies([args.policy], args.role_policy, args.named_llms)
+    check_policies([args.policy], args.role_policy, {**args.named_llms, **args.named_hf})
     return RunConfig(
         command="serve", policies=(args.policy,), out=out,
         role_policies=tuple(dict(args.role_policy).items()),
         deadlines=Deadlines(args.turn_timeout, tuple(args.role_timeout)),
         llm=llm_settings_of(args), named_llms=tuple(args.named_llms.items()),
+        hf=hf_settings_of(args), named_hf=tuple(args.named_hf.items()),
         config_file=None if args.config is None else str(args.config),
         telemetry=Telemetry(
             log_json=log_target(args.log_json, out), metrics_port=args.metrics_port,

@@ -40,7 +40,7 @@ from .folder import (
     summarise,
 )
 from .plan import Plan, PlanKeys, plan_episodes
-from .policies import PolicyRecipe, prepare_hf, prepare_llms, role_map_factory
+from .policies import PolicyRecipe, prepare_models, role_map_factory
 from .session import Session
 
 
@@ -85,7 +85,7 @@ class Play:
     keys: PlanKeys
     outputs: RunOutputs
     recorded: dict[str, Any] | None = None  # the folder's run record, when resumed
-    llms: dict[str, Any] = field(default_factory=dict)  # LLM policies by policy name
+    llms: dict[str, Any] = field(default_factory=dict)  # model policies (LLM, hf) by name
     factory: Callable[[Any], Any] | None = None  # scenario -> role map
     recipe: PolicyRecipe | None = None  # what Ray workers build the role maps from (--ray)
     done: bytearray = field(default_factory=bytearray)  # 1 at each plan index done
@@ -121,10 +121,7 @@ def seat_players(play: Play) -> None:
             "--ray: the hf policy batches its turns in this process's model; drop --ray, "
             "or serve the model behind an endpoint for --policy llm"
         )
-    play.llms = prepare_llms(config.llms_in_play, config.config_file, config.deadlines.longest)
-    play.llms |= prepare_hf(config.hf_in_play, config.config_file)
-    settled = {name: policy.settings for name, policy in play.llms.items()}
-    play.config = config.with_llms(settled).with_hf(settled)
+    play.llms, play.config = prepare_models(config)
     play.factory = role_map_factory(play.config.policy_by_role, play.llms, play.planned)
     play.recipe = recipe(play.config)
 

@@ -20,6 +20,7 @@ from chaosops.agents.llm.settings import LLMSettings
 from chaosops.agents.policies import SCRIPTED, scripted_policy
 from chaosops.env.models import AgentRole
 
+from .config import RunConfig
 from .errors import RunError, note, one_line
 from .values import POLICIES
 
@@ -207,6 +208,16 @@ def prepare_hf(models: Mapping[str, HFSettings], run_file: str | None = None) ->
         except ImportError as exc:
             raise RunError(f"{where} {settings.model}: {exc}") from None
     return policies
+
+
+def prepare_models(config: RunConfig) -> tuple[dict[str, Any], RunConfig]:
+    """The model policies some role of ``config`` plays, by policy name (each
+    LLM's endpoint checked and its answer format settled, each local model
+    loaded), and the configuration with what they settled, for its records."""
+    policies = prepare_llms(config.llms_in_play, config.config_file, config.deadlines.longest)
+    policies |= prepare_hf(config.hf_in_play, config.config_file)
+    settled = {name: policy.settings for name, policy in policies.items()}
+    return policies, config.with_llms(settled).with_hf(settled)
 
 
 @dataclass(frozen=True)

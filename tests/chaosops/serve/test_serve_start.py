@@ -21,7 +21,7 @@ import argparse, contextlib, sys
 import uvicorn
 from starlette.applications import Starlette
 from chaosops.runs.config import Telemetry
-from chaosops.cli._serve import _serve
+from chaosops.cli._serve import ServerStack, _serve
 from chaosops.runs.session import Session
 from chaosops.serve import ServedRuns
 
@@ -35,7 +35,8 @@ def build_app(rules, **options):
 
 out = sys.argv[1]
 args = argparse.Namespace(host="127.0.0.1", port=0, out=out, idle_timeout=0, max_sessions=1)
-code = _serve(args, out, None, {}, Telemetry(), Session(), uvicorn, ServedRuns, build_app)
+code = _serve(args, out, rules=None, llms={}, telemetry=Telemetry(), session=Session(),
+              stack=ServerStack(uvicorn, ServedRuns, build_app))
 print(f"returned {code}")
 """
 
