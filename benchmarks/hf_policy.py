@@ -43,19 +43,22 @@ def turns_per_second(policy: HFPolicy, concurrency: int, folder: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--width", type=int, default=128)
+    parser.add_argument("--vocab", type=int, default=2048, help="the tokenizer's (the example's)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--concurrency", type=int, nargs="*", default=[1, 4, 16, 64])
     args = parser.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as scratch:
-        model = write_tiny_checkpoint(Path(scratch) / "model", width=args.width)
+        model = write_tiny_checkpoint(Path(scratch) / "model", width=args.width,
+                                      vocab_size=args.vocab)  # fmt: skip
         sides = {
             size: HFPolicy.load(HFSettings(model=str(model), batch=size, device="cpu",
                                            max_new_tokens=args.max_new_tokens))
             for size in (1, 16)
         }  # fmt: skip
-        print(f"model: Qwen2 width {args.width}, 2 layers; {args.max_new_tokens} new tokens "
+        print(f"model: Qwen2 width {args.width}, 2 layers, vocabulary {args.vocab}; "
+              f"{args.max_new_tokens} new tokens "
               f"a turn; torch {torch.__version__}, 1 thread")  # fmt: skip
         print("concurrency  unbatched turns/s  batched turns/s  ratio (median)")
         for concurrency in args.concurrency:

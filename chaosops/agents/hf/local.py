@@ -136,56 +136,64 @@ class LocalModel:
         return head
 
     def generate(self, prompts: list[Prompt]) -> list[Generation]:
-        """One answer per prompt. Prompts that open with the same system message
-        share one ``generate`` call, which starts from that message's keys and
-        values, computed once and kept (the same role's turns reuse them)."""
-        groups: dict[tuple[int, ...], list[int]] = {}
-        for index, prompt in enumerate(prompts):
-            shared = prompt.ids[: prompt.shared] if prompt.shared >= _MIN_SHARED else ()
-            groups.setdefault(shared, []).append(index)
-        answers: list[Generation | None] = [None] * len(prompts)
+        """One answer per prompt, from one ``generate`` call. Each prompt's
+        system message starts from its keys and values, computed once and kept
+        (a role's turns share them); only the rest of the prompts is computed."""
         training = self.model.training
         self.model.eval()
         try:
             with self.torch.inference_mode():
-                for shared, indices in groups.items():
-                    rest = [prompts[i].ids[len(shared) :] for i in indices]
-                    for i, answer in zip(indices, self._generate(shared, rest), strict=True):
-                        answers[i] = answer
+                return self._generate(prompts)
         finally:
             self.model.train(training)
-        return [a for a in answers if a is not None]
 
-    def _generate(self, shared: tuple[int, ...], rest: list[tuple[int, ...]]) -> list[Generation]:
-        """Answers to ``shared + r`` for each ``r`` of ``rest``: each row is the
-        shared tokens, padding, then its own (positions skip the padding)."""
-        torch, s = self.torch, self.settings
-        width = max(map(len, rest))
-        pad = self.tokenizer.pad_token_id
-        rows = [[*shared, *[pad] * (width - len(r)), *r] for r in rest]
-        mask = [[1] * len(shared) + [0] * (width - len(r)) + [1] * len(r) for r in rest]
+    def _generate(self, prompts: list[Prompt]) -> list[Generation]:
+        """Each row is its system message (right-aligned in the widest one's
+        room), padding, then its own tokens (right-aligned too); the attention
+        mask hides the padding, and positions skip it."""
+        torch, s, pad = self.torch, self.settings, self.tokenizer.pad_token_id
+        shared = [p.ids[: p.shared] if p.shared >= _MIN_SHARED else () for p in prompts]
+        rest = [p.ids[len(head) :] for p, head in zip(prompts, shared, strict=True)]
+        room, width = max(map(len, shared)), max(map(len, rest))
+
+        def aligned(head: tuple[int, ...], own: tuple[int, ...]) -> tuple[list[int], list[int]]:
+            gaps = (room - len(head), width - len(own))
+            row = [*[pad] * gaps[0], *head, *[pad] * gaps[1], *own]
+            return row, [0] * gaps[0] + [1] * len(head) + [0] * gaps[1] + [1] * len(own)
+
+        rows, mask = zip(*(aligned(h, r) for h, r in zip(shared, rest, strict=True)), strict=True)
         extra: dict[str, Any] = {"do_sample": bool(s.temperature)}
         if s.temperature:
             extra.update(temperature=s.temperature, top_p=s.top_p or 1.0)
-        extra["cache"] = self._cache(shared, len(rest), len(shared) + width + s.max_new_tokens)
         out = self.model.generate(
             input_ids=torch.tensor(rows, device=self.device),
             attention_mask=torch.tensor(mask, device=self.device),
+            cache=self._cache(shared, room + width + s.max_new_tokens),
             max_new_tokens=s.max_new_tokens, pad_token_id=pad, **extra,
         )  # fmt: skip
-        start = len(shared) + width
-        return [self._read(row[start:].tolist(), len(shared) + len(r))
-                for row, r in zip(out, rest, strict=True)]  # fmt: skip
+        return [self._read(row[room + width :].tolist(), len(p.ids))
+                for row, p in zip(out, prompts, strict=True)]  # fmt: skip
 
-    def _cache(self, shared: tuple[int, ...], rows: int, length: int) -> Any:
-        """A cache of ``length`` positions for ``rows`` rows, preallocated (a
-        growing cache copies itself at every token), holding ``shared``'s keys
-        and values in each row."""
+    def _cache(self, shared: list[tuple[int, ...]], length: int) -> Any:
+        """A cache of ``length`` positions a row, preallocated (a growing cache
+        copies itself at every token), holding each row's system message's
+        keys and values right-aligned in the room of the widest."""
         cache = self.transformers.StaticCache(config=self.model.config, max_cache_len=length)
-        if shared:
-            for index, layer in enumerate(self._prefix(shared).layers):
-                keys, values = layer.keys.repeat(rows, 1, 1, 1), layer.values.repeat(rows, 1, 1, 1)
-                cache.update(keys, values, index)
+        room = max(map(len, shared))
+        if not room:
+            return cache
+        kept = {head: self._prefix(head).layers for head in set(shared) if head}
+        for index in range(len(next(iter(kept.values())))):
+            some = next(iter(kept.values()))[index]
+            keys = some.keys.new_zeros((len(shared), some.keys.shape[1], room, some.keys.shape[3]))
+            values = some.values.new_zeros(
+                (len(shared), some.values.shape[1], room, some.values.shape[3])
+            )
+            for row, head in enumerate(shared):
+                if head:
+                    keys[row, :, room - len(head) :] = kept[head][index].keys[0]
+                    values[row, :, room - len(head) :] = kept[head][index].values[0]
+            cache.update(keys, values, index)
         return cache
 
     def _prefix(self, shared: tuple[int, ...]) -> Any:
