@@ -9,6 +9,7 @@ checkpoint, a chat template) and says what is wrong in one line
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 from collections import OrderedDict
@@ -138,7 +139,7 @@ class LocalModel:
     def generate(self, prompts: list[Prompt]) -> list[Generation]:
         """One answer per prompt, from one ``generate`` call. Each prompt's
         system message starts from its keys and values, computed once and kept
-        (a role's turns share them); only the rest of the prompts is computed."""
+        (a role's turns share them); only the rest of the prompt is computed."""
         training = self.model.training
         self.model.eval()
         try:
@@ -148,51 +149,48 @@ class LocalModel:
             self.model.train(training)
 
     def _generate(self, prompts: list[Prompt]) -> list[Generation]:
-        """Each row is its system message (right-aligned in the widest one's
-        room), padding, then its own tokens (right-aligned too); the attention
-        mask hides the padding, and positions skip it."""
+        """Each prompt but its last token is computed alone (no padding to
+        mask), from its system message's kept keys and values; then the batch
+        decodes together, each row right-aligned behind left padding."""
         torch, s, pad = self.torch, self.settings, self.tokenizer.pad_token_id
-        shared = [p.ids[: p.shared] if p.shared >= _MIN_SHARED else () for p in prompts]
-        rest = [p.ids[len(head) :] for p, head in zip(prompts, shared, strict=True)]
-        room, width = max(map(len, shared)), max(map(len, rest))
-
-        def aligned(head: tuple[int, ...], own: tuple[int, ...]) -> tuple[list[int], list[int]]:
-            gaps = (room - len(head), width - len(own))
-            row = [*[pad] * gaps[0], *head, *[pad] * gaps[1], *own]
-            return row, [0] * gaps[0] + [1] * len(head) + [0] * gaps[1] + [1] * len(own)
-
-        rows, mask = zip(*(aligned(h, r) for h, r in zip(shared, rest, strict=True)), strict=True)
+        room = max(len(p.ids) for p in prompts) - 1
+        rows = [[pad] * (room + 1 - len(p.ids)) + list(p.ids) for p in prompts]
+        mask = [[0] * (room + 1 - len(p.ids)) + [1] * len(p.ids) for p in prompts]
         extra: dict[str, Any] = {"do_sample": bool(s.temperature)}
         if s.temperature:
             extra.update(temperature=s.temperature, top_p=s.top_p or 1.0)
         out = self.model.generate(
             input_ids=torch.tensor(rows, device=self.device),
             attention_mask=torch.tensor(mask, device=self.device),
-            cache=self._cache(shared, room + width + s.max_new_tokens),
+            cache=self._cache([self._alone(p) for p in prompts], room, room + 1 + s.max_new_tokens),
             max_new_tokens=s.max_new_tokens, pad_token_id=pad, **extra,
         )  # fmt: skip
-        return [self._read(row[room + width :].tolist(), len(p.ids))
+        return [self._read(row[room + 1 :].tolist(), len(p.ids))
                 for row, p in zip(out, prompts, strict=True)]  # fmt: skip
 
-    def _cache(self, shared: list[tuple[int, ...]], length: int) -> Any:
+    def _alone(self, prompt: Prompt) -> Any:
+        """The keys and values of the prompt but its last token, for one row."""
+        head = prompt.ids[: prompt.shared] if prompt.shared >= _MIN_SHARED else ()
+        cache = copy.deepcopy(self._prefix(head)) if head else None
+        rest = prompt.ids[len(head) : -1]
+        if rest or cache is None:
+            ids = self.torch.tensor([rest], device=self.device)
+            cache = self.model(input_ids=ids, cache=cache, use_cache=True).cache
+        return cache
+
+    def _cache(self, alone: list[Any], room: int, length: int) -> Any:
         """A cache of ``length`` positions a row, preallocated (a growing cache
-        copies itself at every token), holding each row's system message's
-        keys and values right-aligned in the room of the widest."""
+        copies itself at every token), holding each row's keys and values
+        computed alone, right-aligned in the first ``room`` positions."""
         cache = self.transformers.StaticCache(config=self.model.config, max_cache_len=length)
-        room = max(map(len, shared))
-        if not room:
-            return cache
-        kept = {head: self._prefix(head).layers for head in set(shared) if head}
-        for index in range(len(next(iter(kept.values())))):
-            some = next(iter(kept.values()))[index]
-            keys = some.keys.new_zeros((len(shared), some.keys.shape[1], room, some.keys.shape[3]))
-            values = some.values.new_zeros(
-                (len(shared), some.values.shape[1], room, some.values.shape[3])
-            )
-            for row, head in enumerate(shared):
-                if head:
-                    keys[row, :, room - len(head) :] = kept[head][index].keys[0]
-                    values[row, :, room - len(head) :] = kept[head][index].values[0]
+        for index, first in enumerate(alone[0].layers):
+            shape = (len(alone), first.keys.shape[1], room)
+            keys = first.keys.new_zeros((*shape, first.keys.shape[3]))
+            values = first.values.new_zeros((*shape, first.values.shape[3]))
+            for row, own in enumerate(alone):
+                layer = own.layers[index]
+                keys[row, :, room - layer.keys.shape[2] :] = layer.keys[0]
+                values[row, :, room - layer.values.shape[2] :] = layer.values[0]
             cache.update(keys, values, index)
         return cache
 
