@@ -1,8 +1,9 @@
 """Turns per second of ``--policy hf`` at concurrency 1, 4, 16 and 64: turns
 pending across episodes batched into one ``generate`` (``--hf-batch`` 16, the default)
 against one turn at a time (``--hf-batch 1``), on the CPU, with a small
-Qwen2 built on the spot (random weights: every answer runs to
-``--max-new-tokens``, so each turn costs the same whatever it says).
+Qwen2 built on the spot and the GRPO example's 2,048-token vocabulary
+(random weights: every answer runs to ``--max-new-tokens``, so each turn
+costs the same whatever it says).
 
 The two sides alternate, each measured ``--repeats`` times, and the medians
 are compared (this machine's speed drifts). Usage::
