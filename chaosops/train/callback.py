@@ -25,8 +25,9 @@ class EvalCallback(TrainerCallback):
 
     Give it the trainer (``EvalCallback(..., trainer=trainer)`` or
     :meth:`attach`) to log through ``trainer.log``, so that every reporting
-    integration sees the figures; without one they go into
-    ``state.log_history``. With ``out`` each evaluation is kept as a run
+    integration sees the figures: on a step that logs, right after the step's
+    own log (a log in between would take its place); without a trainer they
+    go into ``state.log_history``. With ``out`` each evaluation is kept as a run
     folder ``out/step-N`` (``chaosops view out/step-*`` compares them).
     Keep the training rows off these scenarios: ``chaosops.train.dataset(
     seed_offset=...)`` for training, the canonical suites here.
@@ -49,6 +50,7 @@ class EvalCallback(TrainerCallback):
         self.due = due_every(every)
         self.trainer = trainer
         self.reports: list[dict[str, float]] = []
+        self._pending: dict[str, float] | None = None  # figures waiting for the step's log
 
     def attach(self, trainer: Any) -> EvalCallback:
         """Add this callback to ``trainer``, logging through it."""
@@ -68,7 +70,15 @@ class EvalCallback(TrainerCallback):
         )  # fmt: skip
         logs = {f"eval/{name}": value for name, value in figures.items()}
         self.reports.append({"step": step, **logs})
-        if self.trainer is not None:
-            self.trainer.log(logs)
-        else:
+        if self.trainer is None:
             state.log_history.append({**logs, "step": step})
+        elif control.should_log:  # after the step's own log, which a log now would swallow
+            self._pending = logs
+        else:
+            self.trainer.log(logs)
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None,
+               **kwargs: Any) -> None:  # fmt: skip
+        pending, self._pending = self._pending, None
+        if pending is not None and self.trainer is not None:
+            self.trainer.log(pending)

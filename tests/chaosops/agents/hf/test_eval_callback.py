@@ -46,6 +46,8 @@ def test_the_callback_logs_held_out_figures_into_the_trainer(
     trainer.train()
     logged = [entry for entry in trainer.state.log_history if "eval/success" in entry]
     assert [entry["step"] for entry in logged] == [2, 3]  # every 2nd step, and the last
+    losses = [entry["step"] for entry in trainer.state.log_history if "loss" in entry]
+    assert losses == [1, 2, 3]  # the steps' own logs are kept
     for entry in logged:
         assert entry["eval/legal_share"] == 1.0  # the scripted model's calls are moves
         assert entry["eval/episodes"] == len(HELD_OUT)
