@@ -8,6 +8,7 @@ Qwen2 with random weights. The GRPO example trains one; the tests and
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,8 @@ choice: BPE pieces let a small model write blends such as "bad_cost_push"."""
 
 def tiny_tokenizer(corpus: list[str], vocab_size: int = 2048) -> Any:
     """A byte-level BPE tokenizer trained on ``corpus`` (any text encodes), with
-    the Qwen2.5 chat template and TRL's response schema for it."""
+    the Qwen2.5 chat template and TRL's response schema for it (which TRL
+    reads off the object: a reloaded checkpoint's tokenizer needs it again)."""
     tokenizers = require("tokenizers", "train", "chaosops.train.tiny_tokenizer")
     transformers = require("transformers", "train", "chaosops.train.tiny_tokenizer")
     templates = require("trl.chat_template_utils", "train", "chaosops.train.tiny_tokenizer")
@@ -45,7 +47,18 @@ def tiny_tokenizer(corpus: list[str], vocab_size: int = 2048) -> Any:
     )
     tokenizer.add_tokens([*CALL_TAGS, *NAMES])
     tokenizer.chat_template = templates.qwen2_5_chat_template
-    return templates.add_response_schema(tokenizer)
+    return templates.add_response_schema(_as_reloaded(tokenizer, transformers))
+
+
+def _as_reloaded(tokenizer: Any, transformers: Any) -> Any:
+    """``tokenizer`` as a Qwen2 checkpoint gives it back. Beside a Qwen2
+    config, transformers reads it as a ``Qwen2Tokenizer``, which splits
+    whitespace otherwise than the object built here: a model trained with
+    that object would meet other tokens in its own checkpoint."""
+    with tempfile.TemporaryDirectory() as folder:
+        tokenizer.save_pretrained(folder)
+        transformers.Qwen2Config().save_pretrained(folder)
+        return transformers.AutoTokenizer.from_pretrained(folder)
 
 
 def tiny_model(tokenizer: Any, width: int = 64, layers: int = 2) -> Any:
