@@ -254,8 +254,8 @@ def _check_options(out: Path, recorded: dict[str, Any], options: Mapping[str, An
                 f"{now}{edited} ({given['planned']} episodes)",
             )
         raise _refuse(out, option, _shown(recorded[name]), _shown(given[name]))
-    for differs in (_llm_difference(recorded, given), _hf_difference(recorded, given)):
-        if differs is not None:
+    for kind in _DECIDES:
+        if (differs := _model_difference(recorded, given, kind)) is not None:
             raise _refuse(out, *differs)
 
 
@@ -287,54 +287,51 @@ def _check_results(out: Path, options: Mapping[str, Any], keys: PlanKeys, label:
         )
 
 
-# what an LLM's answers depend on, and where they come from: a resumed run
-# must ask the same endpoint the same way
-_LLM_DECIDES = (
-    "base_url", "model", "temperature", "top_p", "seed", "max_tokens", "answer", "history",
-    "system_prompt",
+@dataclasses.dataclass(frozen=True)
+class _Decides:
+    """What a model kind's answers depend on: its run record's table, the
+    settings a resumed run must match, and the flags that set them."""
+
+    record: str  # the run record's key: name -> settings
+    own: str  # the name of the flags' own model of this kind
+    fields: tuple[str, ...]
+    flag_of: Mapping[str, str]
+
+
+# a resumed run must ask the same endpoint the same way, and play the same
+# weights the same way (the device aside: a run may move machines)
+_DECIDES = (
+    _Decides("llms", "llm", (
+        "base_url", "model", "temperature", "top_p", "seed", "max_tokens", "answer", "history",
+        "system_prompt",
+    ), MappingProxyType({field: options[0] for field, _, options in LLM_FLAGS})),
+    _Decides("hf", "hf", (
+        "model", "weights", "dtype", "temperature", "top_p", "seed", "max_new_tokens", "answer",
+        "system_prompt",
+    ), MappingProxyType({field: options[0] for field, _, options in HF_FLAGS})),
 )  # fmt: skip
-_FLAG_OF = MappingProxyType({field: options[0] for field, _, options in LLM_FLAGS})
 
 
-def _llm_difference(
-    recorded: Mapping[str, Any], given: Mapping[str, Any]
+def _model_difference(
+    recorded: Mapping[str, Any], given: Mapping[str, Any], kind: _Decides
 ) -> tuple[str, str, str] | None:
-    """The first setting of an LLM in play that differs: (option, recorded, given)."""
-    before, now = recorded.get("llms") or {}, given.get("llms") or {}
+    """The first setting of a model of ``kind`` in play that differs:
+    (option, recorded, given); other weights under the same path are other
+    weights (``weights``: their files' hash, set by no flag of its own)."""
+    before, now = recorded.get(kind.record) or {}, given.get(kind.record) or {}
     for name in sorted(set(before) & set(now)):
-        for field in _LLM_DECIDES:
+        for field in kind.fields:
             old, new = before[name].get(field), now[name].get(field)
             if old != new and field == "base_url":  # never a password in a message
                 old, new = (None if u is None else shown_url(u) for u in (old, new))
-            if old != new:
-                option = _FLAG_OF[field] if name == "llm" else f"the run file's llm.{name}.{field}"
-                return option, _shown(old), _shown(new)
-    return None
-
-
-# what a local model's answers depend on (the device aside: a run may move machines)
-_HF_DECIDES = (
-    "model", "weights", "dtype", "temperature", "top_p", "seed", "max_new_tokens", "answer",
-    "system_prompt",
-)  # fmt: skip
-_HF_FLAG_OF = MappingProxyType({field: options[0] for field, _, options in HF_FLAGS})
-
-
-def _hf_difference(
-    recorded: Mapping[str, Any], given: Mapping[str, Any]
-) -> tuple[str, str, str] | None:
-    """The first setting of a local model in play that differs: (option, recorded, given);
-    other weights under the same path are other weights (``weights``: their files' hash)."""
-    before, now = recorded.get("hf") or {}, given.get("hf") or {}
-    for name in sorted(set(before) & set(now)):
-        for field in _HF_DECIDES:
-            old, new = before[name].get(field), now[name].get(field)
-            if old != new:
-                flag = _HF_FLAG_OF.get(field, "--hf-model")
-                where = flag if name == "hf" else f"the run file's hf.{name}.{field}"
-                if field == "weights":
-                    where = f"{where}'s weights (their files' hash)"
-                return where, _shown(old), _shown(new)
+            if old == new:
+                continue
+            where = kind.flag_of.get(field, kind.flag_of["model"])
+            if name != kind.own:
+                where = f"the run file's {kind.own}.{name}.{field}"
+            if field == "weights":
+                where = f"{where}'s weights (their files' hash)"
+            return where, _shown(old), _shown(new)
     return None
 
 

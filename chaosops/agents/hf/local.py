@@ -59,8 +59,8 @@ class Generation:
 class LocalModel:
     """A causal LM and its tokenizer, in evaluation mode while it generates.
 
-    Built by :meth:`load` from a checkpoint, or by :meth:`of` from objects in
-    memory (a model being trained: its mode is restored after each batch).
+    Built by :meth:`load` from a checkpoint, or from objects in memory (a
+    model being trained: its mode is restored after each batch).
     """
 
     def __init__(self, model: Any, tokenizer: Any, settings: HFSettings) -> None:
@@ -84,10 +84,6 @@ class LocalModel:
             )
         settled = answer or ("tools" if self.renders_tools else "json")
         self.settings = dataclasses.replace(settings, resolved_device=self.device, settled=settled)
-
-    @classmethod
-    def of(cls, model: Any, tokenizer: Any, settings: HFSettings) -> LocalModel:
-        return cls(model, tokenizer, settings)
 
     @classmethod
     def load(cls, settings: HFSettings) -> LocalModel:

@@ -15,8 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from actors import current_turn
-from chaosops.agents.llm.completion import interpret
+from chaosops.agents.llm.completion import annotate, interpret, turn_or_none
 from chaosops.agents.llm.moves import moves_for
 from chaosops.agents.llm.parse import text_tool_calls
 from chaosops.agents.llm.render import build_messages, fold_system_prompt
@@ -66,7 +65,7 @@ class HFPolicy:
         """The policy of a model and tokenizer in memory; ``settings`` as
         :class:`HFSettings` takes them (``model`` defaults to the model's name)."""
         settings.setdefault("model", getattr(model, "name_or_path", "") or "in-memory")
-        return cls(LocalModel.of(model, tokenizer, HFSettings(**settings)))
+        return cls(LocalModel(model, tokenizer, HFSettings(**settings)))
 
     @property
     def settings(self) -> HFSettings:
@@ -101,9 +100,8 @@ class HFPolicy:
             messages = fold_system_prompt(messages)
         tools = self.settings.answer_format == "tools"
         tool = moves_for(obs, role).tool if tools else None
-        turn = _current_turn()
-        if turn is not None:
-            turn.annotate(prompt=messages)
+        turn = turn_or_none()
+        annotate(turn, prompt=messages)
         started = time.perf_counter()
         try:
             answer = await self._batcher.submit(self.local.prompt(messages, tool))
@@ -114,8 +112,7 @@ class HFPolicy:
         self.failures_in_a_row = 0
         info: dict[str, Any] = {"latency_ms": round((time.perf_counter() - started) * 1e3, 3)}
         action = interpret(_completion(answer, self.settings.model, tools), obs, role, info)
-        if turn is not None:
-            turn.annotate(**info)
+        annotate(turn, **info)
         return action
 
 
@@ -132,11 +129,3 @@ def _completion(answer: Generation, model: str, tools: bool) -> dict[str, Any]:
             "total_tokens": answer.prompt_tokens + answer.completion_tokens,
         },
     }
-
-
-def _current_turn() -> Any | None:
-    """The runtime's turn context, or None outside a turn."""
-    try:
-        return current_turn()
-    except (LookupError, RuntimeError):
-        return None

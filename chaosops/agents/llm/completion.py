@@ -13,12 +13,15 @@ from typing import Any
 
 import orjson
 
-from actors import get_logger, json_safe
+from actors import current_turn, get_logger, json_safe
 from chaosops.agents.llm.parse import parse_action, tool_call_parts
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsObservation
 from chaosops.env.rules import view_problem
 
-__all__ = ["MAX_KEPT_COMPLETION", "NO_KEY", "cut_answer", "interpret", "read_completion", "redact"]
+__all__ = [
+    "MAX_KEPT_COMPLETION", "NO_KEY", "annotate", "cut_answer", "interpret", "read_completion",
+    "redact", "turn_or_none",
+]  # fmt: skip
 
 _RAW_LOG_CHARS = 500
 
@@ -32,6 +35,20 @@ def redact(text: str, secret: str | None) -> str:
     if secret and secret != NO_KEY and len(secret) >= 4:
         text = text.replace(secret, "***")
     return text
+
+
+def turn_or_none() -> Any | None:
+    """The runtime's turn context, or None outside a turn."""
+    try:
+        return current_turn()
+    except (LookupError, RuntimeError):
+        return None
+
+
+def annotate(turn: Any | None, **fields: Any) -> None:
+    """Record ``fields`` on the turn, if there is one."""
+    if turn is not None and hasattr(turn, "annotate"):
+        turn.annotate(**fields)
 
 
 def interpret(

@@ -20,9 +20,11 @@ from typing import Any, cast
 
 import anyio
 
-from actors import current_turn, get_logger
+from actors import get_logger
 from chaosops._urls import shown_url
+from chaosops.agents.llm.completion import annotate as _annotate
 from chaosops.agents.llm.completion import interpret
+from chaosops.agents.llm.completion import turn_or_none as _current_turn  # a test's hook
 from chaosops.agents.llm.http import (
     ChatClient,
     LLMDeadlineError,
@@ -61,21 +63,6 @@ __all__ = [
     "check_endpoint",
     "retry_after_seconds",
 ]
-
-_RAW_LOG_CHARS = 500
-
-
-def _current_turn() -> Any | None:
-    """The runtime's turn context, or None outside a turn."""
-    try:
-        return current_turn()
-    except (LookupError, RuntimeError):
-        return None
-
-
-def _annotate(turn: Any | None, **fields: Any) -> None:
-    if turn is not None and hasattr(turn, "annotate"):
-        turn.annotate(**fields)
 
 
 class LLMPolicy:
