@@ -8,10 +8,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chaosops.agents.hf.settings import HFSettings
-from chaosops.agents.llm.settings import LLMSettings
 from chaosops.runs.config import Deadlines, RunConfig, Telemetry, log_target
-from chaosops.runs.options import HF_FLAGS, LLM_FLAGS
+from chaosops.runs.kinds import KIND_NAMES, KINDS
+from chaosops.runs.options import flags_of
 from chaosops.runs.policies import known_policy, unknown_policy
 
 from ._errors import CLIError
@@ -26,18 +25,17 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         policies = [args.policy]
     else:
         policies = list(dict.fromkeys(args.policies or ()))
-    named_llms, named_hf = args.named_llms or {}, args.named_hf or {}
-    check_policies(policies, args.role_policy, {**named_llms, **named_hf})
+    check_policies(policies, args.role_policy, args.named_models or {})
     config = dataclasses.replace(
         _config(args, policies),
-        named_llms=tuple(named_llms.items()),
-        named_hf=tuple(named_hf.items()),
         config_file=None if args.config is None else str(args.config),
         name=args.name,
     )
-    if config.hf is None and "hf" in [*policies, *dict(args.role_policy).values()]:
-        raise CLIError("--policy hf: name the model with --hf-model PATH_OR_NAME (or [hf.hf] "
-                       "in the run file)")  # fmt: skip
+    for name in [*policies, *dict(args.role_policy).values()]:
+        if name in KIND_NAMES and config.model_settings(name) is None:
+            flag = next(flags[0] for key, _, flags in flags_of(name) if key == "model")
+            raise CLIError(f"--policy {name}: name the model with {flag} PATH_OR_NAME "
+                           f"(or [{name}.{name}] in the run file)")  # fmt: skip
     return config
 
 
@@ -69,8 +67,7 @@ def _config(args: argparse.Namespace, policies: Sequence[str]) -> RunConfig:
         limit=args.limit,
         concurrency=args.concurrency,
         deadlines=Deadlines(args.turn_timeout, tuple(args.role_timeout)),
-        llm=llm_settings_of(args),
-        hf=hf_settings_of(args),
+        models=models_of(args),
         llm_max_failures=args.llm_max_failures,
         max_policy_errors=args.max_policy_errors,
         samples=args.samples or 1,
@@ -98,18 +95,19 @@ def _log_target(args: argparse.Namespace) -> str | None:
     return log_target(args.log_json, args.out if args.command == "run" else None)
 
 
-def llm_settings_of(args: argparse.Namespace) -> LLMSettings:
-    """The flags' own LLM: each LLM option's value under its settings' key."""
-    given = {key: getattr(args, dest) for key, dest, _ in LLM_FLAGS}
-    # --llm-top-logprobs implies --llm-logprobs (servers reject it alone)
-    given["logprobs"] = given["logprobs"] or given["top_logprobs"] is not None
-    return LLMSettings(**given, api_key=args.llm_api_key, api_key_env=args.llm_api_key_env)
-
-
-def hf_settings_of(args: argparse.Namespace) -> HFSettings | None:
-    """The flags' own local model (None without ``--hf-model``)."""
-    given = {key: getattr(args, dest) for key, dest, _ in HF_FLAGS}
-    return None if given["model"] is None else HFSettings(**given)
+def models_of(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
+    """Every model a policy name names: each kind's own, from its flags (when
+    they name a model), then the run file's (``args.named_models``)."""
+    own = []
+    for kind in KINDS:
+        settings = kind.own({key: getattr(args, dest) for key, dest, _ in flags_of(kind.name)})
+        if settings is not None and kind.name == "llm":  # a key: the flag's, or a variable's
+            settings = dataclasses.replace(
+                settings, api_key=args.llm_api_key, api_key_env=args.llm_api_key_env
+            )
+        if settings is not None:
+            own.append((kind.name, settings))
+    return (*own, *(args.named_models or {}).items())
 
 
 def eval_entries(args: argparse.Namespace, argv: Sequence[str]) -> list[RunConfig]:

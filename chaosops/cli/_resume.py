@@ -7,11 +7,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from chaosops.agents.hf.settings import HFSettings
-from chaosops.agents.llm.settings import LLMSettings
 from chaosops.outputs import RUN_RECORD
 from chaosops.runs.folder import read_run_record
-from chaosops.runs.options import HF_FLAGS, LLM_FLAGS, RECORDED
+from chaosops.runs.kinds import KINDS, ModelKind
+from chaosops.runs.options import RECORDED, flags_of
 
 from ._args import given_options
 from ._errors import CLIError
@@ -34,9 +33,9 @@ def fill_from_run_record(args: argparse.Namespace, argv: Sequence[str]) -> argpa
     if recorded is None:
         return args
     given = given_options(argv) | args.from_run_file
-    _restore_llms(args, recorded)
-    _restore_flag_llm(args, recorded, given)
-    _restore_hf(args, recorded, given)
+    for kind in KINDS:
+        _restore_models(args, kind, recorded.get(kind.recorded), given)
+    _restore_key(args, recorded, given)
     if isinstance(recorded.get("scenarios"), list) and not args.paths:
         args.scenarios = recorded["scenarios"]  # a run from Python lists its scenarios
     for option in RECORDED:
@@ -53,52 +52,34 @@ def fill_from_run_record(args: argparse.Namespace, argv: Sequence[str]) -> argpa
     return args
 
 
-def _restore_llms(args: argparse.Namespace, recorded: dict[str, Any]) -> None:
-    """The named LLMs of a run begun with a run file, when not given again."""
-
-    llms = recorded.get("llms")
-    if args.named_llms or not isinstance(llms, dict):
-        return
-    try:
-        args.named_llms = {
-            name: LLMSettings(**fields) for name, fields in llms.items() if name != "llm"
-        }
-    except (TypeError, ValueError):
-        args.named_llms = {}  # not ours: the policy check names what is missing
-
-
-def _restore_flag_llm(args: argparse.Namespace, recorded: dict[str, Any], given: set[str]) -> None:
-    """The ``llm`` policy's settings as recorded, its endpoint included, where
-    the command line does not give them again (a given one is compared)."""
-
-    llms = recorded.get("llms")
-    fields = llms.get("llm") if isinstance(llms, dict) else None
-    if not isinstance(fields, dict):
-        return
-    for field, attribute, options in LLM_FLAGS:
-        if field in fields and not given.intersection(options):
-            setattr(args, attribute, fields[field])
-    if fields.get("api_key_env") and "--llm-api-key" not in given:
-        args.llm_api_key_env = fields["api_key_env"]
-
-
-def _restore_hf(args: argparse.Namespace, recorded: dict[str, Any], given: set[str]) -> None:
-    """The local models as recorded: the ``hf`` policy's settings where the
-    command line does not give them again, and the run file's named ones."""
-
-    models = recorded.get("hf")
+def _restore_models(
+    args: argparse.Namespace, kind: ModelKind, models: Any, given: set[str]
+) -> None:
+    """The models of ``kind`` as recorded: the settings of the kind's own model
+    where the command line does not give them again (a given one is
+    compared), and the run file's named ones, when it is not given again."""
     if not isinstance(models, dict):
         return
-    own = models.get("hf")
-    for field, attribute, options in HF_FLAGS:
+    own = models.get(kind.name)
+    for field, attribute, options in flags_of(kind.name):
         if isinstance(own, dict) and field in own and not given.intersection(options):
             setattr(args, attribute, own[field])
-    if not args.named_hf:
-        try:
-            args.named_hf = {name: HFSettings(**fields) for name, fields in models.items()
-                             if name != "hf"}  # fmt: skip
-        except (TypeError, ValueError):
-            args.named_hf = {}  # not ours: the policy check names what is missing
+    if any(isinstance(s, kind.settings) for s in (args.named_models or {}).values()):
+        return  # the run file gave them again
+    try:
+        named = {name: kind.settings(**fields) for name, fields in models.items()
+                 if name != kind.name}  # fmt: skip
+    except (TypeError, ValueError):
+        return  # not ours: the policy check names what is missing
+    args.named_models = {**(args.named_models or {}), **named}
+
+
+def _restore_key(args: argparse.Namespace, recorded: dict[str, Any], given: set[str]) -> None:
+    """Where the flags' own LLM's key was read from (never the key itself)."""
+    llms = recorded.get("llms")
+    own = llms.get("llm") if isinstance(llms, dict) else None
+    if isinstance(own, dict) and own.get("api_key_env") and "--llm-api-key" not in given:
+        args.llm_api_key_env = own["api_key_env"]
 
 
 def _latest_to_resume() -> Path:

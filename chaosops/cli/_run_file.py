@@ -1,7 +1,8 @@
 """``--config run.toml``: a run file, read into the command line's namespace.
 
-A run file holds what a run's options hold, plus named LLM endpoints
-(``[llm.NAME]``) that ``policy`` and ``[roles]`` can name. Options given on
+A run file holds what a run's options hold, plus named models of each kind
+(``[llm.NAME]`` endpoints, ``[hf.NAME]`` checkpoints) that ``policy`` and
+``[roles]`` can name. Options given on
 the command line override the file; ``--role-policy`` and ``--role-timeout``
 override it role by role. See ``examples/run.toml``.
 """
@@ -14,14 +15,14 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import GenericAlias, MappingProxyType
 from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationError, create_model
 
 from chaosops._toml import FileProblem, read_toml
-from chaosops.agents.hf.settings import HFSettings
-from chaosops.agents.llm.settings import LLMSettings
-from chaosops.runs.options import HF_FLAGS, LLM_FLAGS, OPTIONS
+from chaosops.runs.kinds import KINDS
+from chaosops.runs.options import OPTIONS, flags_of
 from chaosops.runs.policies import known_policy, unknown_policy
 from chaosops.runs.values import POLICIES, refusal
 
@@ -33,44 +34,44 @@ _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 _FORBID = ConfigDict(extra="forbid", strict=True)
 
 
-def _keys(*, table: str | None = None, **extra: Any) -> dict[str, Any]:
-    """The fields of a run file's top level, or of an ``[llm.NAME]`` or
-    ``[hf.NAME]`` table (``table``), read off the options; then ``extra``."""
+def _keys(*, table: str | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The fields of a run file's top level, or of a model kind's ``[TABLE.NAME]``
+    tables (``table``), read off the options; then ``extra``."""
     fields: dict[str, Any] = {}
     for option in OPTIONS:
-        if (key := _key(option, table)) is not None:
+        if (key := option.table_key(table)) is not None:
             fields[key] = option.file_field()
-    return {**fields, **extra}
+    return {**fields, **(extra or {})}
 
 
-def _key(option: Any, table: str | None) -> str | None:
-    """The option's key at the top level (``table`` None) or in a model's table."""
-    return {None: option.file_key, "llm": option.llm_key, "hf": option.hf_key}[table]
+# an LLM's key is never in a file: its table names the variable that holds it
+_KEY_VARIABLE = MappingProxyType({"api_key_env": (str | None, Field(default=None, min_length=1))})
+
+
+def _entry(kind: Any) -> Any:
+    """The model of one ``[KIND.NAME]`` table, made from the options' table."""
+    extra = _KEY_VARIABLE if kind.name == "llm" else {}
+    return create_model(
+        f"{kind.settings.__name__}Entry",
+        __config__=_FORBID,
+        __doc__=f"One ``[{kind.name}.NAME]`` table: {kind.noun} and how to play it, each key "
+        f"a {kind.settings.__name__} field (its type, bounds and default).",
+        **_keys(table=kind.name, extra=extra),
+    )
+
+
+def _tables(entry: Any) -> tuple[Any, Any]:
+    """A run file's ``[KIND.NAME]`` tables: name -> one entry."""
+    return (GenericAlias(dict, (str, entry)), Field(default={}))
 
 
 # Models made from the options' table: their fields are known at run time (Any to mypy).
-LLMEntry: Any = create_model(
-    "LLMEntry",
-    __config__=_FORBID,
-    __doc__="One ``[llm.NAME]`` table: an endpoint, its model and how to ask it, each "
-    "key an LLMSettings field (its type, bounds and default).",
-    **_keys(table="llm", api_key_env=(str | None, Field(default=None, min_length=1))),
-)
-HFEntry: Any = create_model(
-    "HFEntry",
-    __config__=_FORBID,
-    __doc__="One ``[hf.NAME]`` table: a local checkpoint and how to play it, each key an "
-    "HFSettings field (its type, bounds and default).",
-    **_keys(table="hf"),
-)
+ENTRIES: Mapping[str, Any] = MappingProxyType({kind.name: _entry(kind) for kind in KINDS})
 RunFile: Any = create_model(
     "RunFile",
     __config__=_FORBID,
     __doc__="A run file's top level (every key optional).",
-    **_keys(
-        llm=(dict[str, LLMEntry], Field(default={})),
-        hf=(dict[str, HFEntry], Field(default={})),
-    ),
+    **_keys(extra={name: _tables(entry) for name, entry in ENTRIES.items()}),
 )
 
 # The options a run file's top level and its [llm.llm] set: (key, attribute, flags).
@@ -117,10 +118,10 @@ def read_run_file(path: Path) -> Any:  # a RunFile
 
 def _expected(loc: tuple[Any, ...], said: str) -> str:
     """What a value at ``loc`` must be, in the flags' words (pydantic's ``said`` else)."""
-    table = loc[0] if loc[0] in ("llm", "hf") and len(loc) >= 3 else None
+    table = loc[0] if loc[0] in ENTRIES and len(loc) >= 3 else None
     key = loc[2] if table else loc[0]
     for option in OPTIONS:
-        if option.kind is not None and _key(option, table) == key:
+        if option.kind is not None and option.table_key(table) == key:
             return option.expected
     return said
 
@@ -129,8 +130,7 @@ def _unknown_key(loc: tuple[Any, ...]) -> str:
     """What to say of a key the run file does not know: the nearest it does."""
 
     key = str(loc[-1])
-    tables = {"llm": LLMEntry, "hf": HFEntry}
-    known = list((tables[loc[0]] if loc[0] in tables and len(loc) == 3 else RunFile).model_fields)
+    known = list((ENTRIES[loc[0]] if loc[0] in ENTRIES and len(loc) == 3 else RunFile).model_fields)
     near = difflib.get_close_matches(key, known, n=1)
     hint = f"did you mean {near[0]!r}? " if near else ""
     return f"unknown key; {hint}the keys are {', '.join(known)}"
@@ -139,19 +139,19 @@ def _unknown_key(loc: tuple[Any, ...]) -> str:
 def _check_names(path: Path, run_file: Any) -> None:
     """Model names a policy can name; policies that name something there is."""
 
-    for table, own in (("llm", "an LLM"), ("hf", "a local model")):
-        taken = [p for p in POLICIES if p != table]  # [llm.llm] and [hf.hf]: the flags' own
-        for name in getattr(run_file, table):
-            clash = name in run_file.llm and table == "hf"
-            if name in taken or clash or not _NAME.fullmatch(name):
+    named: list[str] = []
+    for kind in KINDS:
+        taken = [p for p in POLICIES if p != kind.name]  # [llm.llm], [hf.hf]: the flags' own
+        for name in getattr(run_file, kind.name):
+            if name in taken or name in named or not _NAME.fullmatch(name):
                 raise RunFileError(
                     path,
-                    f"{table}.{name}",
-                    f"{own}'s name is ASCII letters, digits, '_', '.' or '-', and not a "
-                    f"scripted policy's nor another kind's ({', '.join(taken)}), nor an "
-                    "[llm] table's",
+                    f"{kind.name}.{name}",
+                    f"{kind.noun}'s name is ASCII letters, digits, '_', '.' or '-', and not a "
+                    f"scripted policy's nor another kind's ({', '.join(taken)}), nor another "
+                    "table's",
                 )
-    named = [*run_file.llm, *run_file.hf]
+            named.append(name)
     chosen = [("policy", run_file.policy)] + [(f"roles.{r}", p) for r, p in run_file.roles.items()]
     for where, policy in chosen:
         if policy is not None and not known_policy(policy, named):
@@ -160,10 +160,9 @@ def _check_names(path: Path, run_file: Any) -> None:
 
 def apply_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argparse.Namespace:
     """``args`` with the run file's values where the command line gave none
-    (``args.config``); its named LLMs go in ``args.named_llms``, its named
-    local models in ``args.named_hf``."""
+    (``args.config``); its named models, of every kind, go in ``args.named_models``."""
 
-    args.named_llms, args.named_hf = {}, {}
+    args.named_models = {}
     if args.config is None:
         return args
     path = args.config
@@ -181,16 +180,14 @@ def apply_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argparse.Na
     top = {key: getattr(run_file, key) for key, _, _ in _TOP}
     _fill(args, {key: value for key, value in top.items() if value is not None and value != {}},
           _TOP, given)  # fmt: skip
-    for name, entry in run_file.llm.items():
-        if name == "llm":
-            _set_flag_llm(args, entry, given)
-        else:
-            args.named_llms[name] = llm_settings(entry, path, name)
-    for name, entry in run_file.hf.items():
-        if name == "hf":
-            _fill(args, {f: getattr(entry, f) for f in entry.model_fields_set}, HF_FLAGS, given)
-        else:
-            args.named_hf[name] = HFSettings(**entry.model_dump())
+    for kind in KINDS:
+        for name, entry in getattr(run_file, kind.name).items():
+            if name == kind.name:  # the flags' own model of the kind
+                values = {field: getattr(entry, field) for field in entry.model_fields_set}
+                _fill(args, values, flags_of(kind.name), given)
+            else:
+                args.named_models[name] = kind.settings(**entry.model_dump())
+    _read_keys_from(args, run_file, given)
     return args
 
 
@@ -217,19 +214,15 @@ def _fill(
         args.from_run_file.update(options)
 
 
-def _set_flag_llm(args: argparse.Namespace, entry: Any, given: set[str]) -> None:
-    _fill(args, {field: getattr(entry, field) for field in entry.model_fields_set}, LLM_FLAGS,
-          given)  # fmt: skip
-    if entry.api_key_env is not None and "--llm-api-key" not in given:
-        _check_key(entry.api_key_env, Path(args.config), "llm")
-        args.llm_api_key_env = entry.api_key_env
-
-
-def llm_settings(entry: Any, path: Path, name: str) -> LLMSettings:
-    """The settings of a named LLM (its key is read from ``api_key_env`` when used)."""
-    if entry.api_key_env is not None:
-        _check_key(entry.api_key_env, path, name)
-    return LLMSettings(**entry.model_dump())
+def _read_keys_from(args: argparse.Namespace, run_file: Any, given: set[str]) -> None:
+    """The LLMs' keys: each table's ``api_key_env`` must be set where it is used
+    (the flags' own LLM's, unless ``--llm-api-key`` gives the key)."""
+    for name, entry in run_file.llm.items():
+        if entry.api_key_env is None or (name == "llm" and "--llm-api-key" in given):
+            continue
+        _check_key(entry.api_key_env, Path(args.config), name)
+        if name == "llm":
+            args.llm_api_key_env = entry.api_key_env
 
 
 def _check_key(variable: str, path: Path, name: str) -> None:

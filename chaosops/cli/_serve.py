@@ -24,7 +24,7 @@ from chaosops.runs.policies import prepare_models, role_map_factory
 from chaosops.runs.session import Session
 from chaosops.untrusted import printable
 
-from ._config import check_policies, hf_settings_of, llm_settings_of
+from ._config import check_policies, models_of
 from ._errors import CLIError, output_error
 from ._folders import new_run_folder, point_latest
 from ._telemetry import finish, start_telemetry
@@ -55,7 +55,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             deadlines=timeouts_by_role(config.deadlines.for_suite(None), AgentRole),
             players={AgentRole(role): player for role, player in config.players.items()},
             client_timeout=args.client_timeout, max_misses=args.client_misses or None,
-            fields={"policy": SERVED, "model": config.models},
+            fields={"policy": SERVED, "model": config.models_played},
         )  # fmt: skip
         stack = ServerStack(uvicorn, ServedRuns, build_app)
         return _serve(args, config.out, rules=rules, llms=llms, telemetry=telemetry,
@@ -182,13 +182,12 @@ def _close(runs: Any) -> None:
 def _config(args: argparse.Namespace, out: Path) -> RunConfig:
     """What the server plays for the roles clients leave, as a run's
     configuration: the same players, in the same order, as ``chaosops run``."""
-    check_policies([args.policy], args.role_policy, {**args.named_llms, **args.named_hf})
+    check_policies([args.policy], args.role_policy, args.named_models)
     return RunConfig(
         command="serve", policies=(args.policy,), out=out,
         role_policies=tuple(dict(args.role_policy).items()),
         deadlines=Deadlines(args.turn_timeout, tuple(args.role_timeout)),
-        llm=llm_settings_of(args), named_llms=tuple(args.named_llms.items()),
-        hf=hf_settings_of(args), named_hf=tuple(args.named_hf.items()),
+        models=models_of(args),
         config_file=None if args.config is None else str(args.config),
         telemetry=Telemetry(
             log_json=log_target(args.log_json, out), metrics_port=args.metrics_port,

@@ -11,7 +11,9 @@ scenarios with policies from Python into a run folder. Every failure is a
 
 Modules: ``config`` (the run configuration), ``options`` and ``values`` (the
 options of a run, declared once, and their value types), ``plan`` (suites,
-planned episodes, deadlines), ``policies`` (policy factories, LLM setup),
+planned episodes, deadlines), ``kinds`` (the model kinds a policy can play,
+each declared once), ``models`` (their models made ready: endpoints checked,
+checkpoints loaded), ``policies`` (policy factories),
 ``folder`` (what a run folder records, checks before writing), ``engine``
 (plays into their folders), ``batches`` (batch execution, stop rules),
 ``stopping`` (signals while a run stops), ``cluster`` (Ray), ``session``,

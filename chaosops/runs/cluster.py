@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from actors.cluster import ClusterError, RayMissing, connect, import_ray
+from chaosops.agents.llm.settings import LLMSettings
 
 from .config import RunConfig
 from .errors import RunError, first_of
@@ -49,4 +50,4 @@ def recipe(config: RunConfig) -> Any:
     if config.ray is None:
         return None
 
-    return PolicyRecipe.of(config.policy_by_role, config.llms_in_play, config.workers or 1)
+    return PolicyRecipe.of(config.policy_by_role, config.in_play(LLMSettings), config.workers or 1)

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from actors.cluster import ClusterOptions
-from chaosops.agents.hf.settings import HFSettings
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.env.environment import DEFAULT_TURN_ORDER
 from chaosops.env.models import AgentRole
 from chaosops.outputs import LOG_FILE
 
 from .errors import RunError
+from .kinds import kind_of
 
 TurnTimeout = float | dict[Any, float] | None
 """What one batch runs under: seconds for every role, per role, or no deadline."""
@@ -89,7 +89,8 @@ class RunConfig:
     limit: int | None = None  # --limit: the first N of the plan
     concurrency: int = 64
     deadlines: Deadlines = field(default_factory=Deadlines)
-    llm: LLMSettings = field(default_factory=lambda: LLMSettings(model="chaosops-mock"))
+    # each model a policy name names: the flags' own (llm; hf with a model), the run file's
+    models: tuple[tuple[str, Any], ...] = (("llm", LLMSettings(model="chaosops-mock")),)
     llm_max_failures: int = 10
     max_policy_errors: int | float | None = None  # errors in a row, or a share of the turns
     samples: int = 1  # --samples: each scenario played this often
@@ -103,9 +104,6 @@ class RunConfig:
     draw_chart: bool = True  # eval
     point_latest: bool = False  # run: a folder of its own under runs/, runs/latest to it
     role_policies: tuple[tuple[str, str], ...] = ()  # --role-policy, over --policy
-    named_llms: tuple[tuple[str, LLMSettings], ...] = ()  # the run file's [llm.NAME]
-    hf: HFSettings | None = None  # the flags' local model (--hf-model), when given
-    named_hf: tuple[tuple[str, HFSettings], ...] = ()  # the run file's [hf.NAME]
     config_file: str | None = None  # --config
     name: str | None = None  # --name: the outputs' policy, over the label below
     ray: str | None = None  # --ray ADDRESS: the episodes on Ray worker actors
@@ -130,45 +128,29 @@ class RunConfig:
         chosen = dict(self.role_policies)
         return {role.value: chosen.get(role.value, self.policy) for role in DEFAULT_TURN_ORDER}
 
-    def with_llms(self, llms: Mapping[str, LLMSettings]) -> RunConfig:
-        """This configuration with the settings of the LLMs in ``llms`` (by
-        policy name) replaced: those the endpoints settled (``negotiated``)."""
-        return dataclasses.replace(
-            self,
-            llm=llms.get("llm", self.llm),
-            named_llms=tuple((name, llms.get(name, s)) for name, s in self.named_llms),
-        )
+    def with_models(self, settled: Mapping[str, Any]) -> RunConfig:
+        """This configuration with the settings of the models in ``settled`` (by
+        policy name) replaced: as they were made ready (an endpoint's answer
+        format, a checkpoint's weights' hash and device)."""
+        models = tuple((name, settled.get(name, s)) for name, s in self.models)
+        return dataclasses.replace(self, models=models)
 
-    def with_hf(self, loaded: Mapping[str, HFSettings]) -> RunConfig:
-        """This configuration with the local models' settings as loaded (their
-        weights' hash, device and answer format), by policy name."""
-        return dataclasses.replace(
-            self,
-            hf=loaded.get("hf", self.hf),
-            named_hf=tuple((name, loaded.get(name, s)) for name, s in self.named_hf),
-        )
-
-    def llm_settings(self, name: str) -> LLMSettings | None:
-        """The settings of the LLM a policy name names (``llm``: the flags'), else None."""
-        return self.llm if name == "llm" else dict(self.named_llms).get(name)
-
-    def hf_settings(self, name: str) -> HFSettings | None:
-        """The settings of the local model a policy name names (``hf``: the flags'), else None."""
-        return self.hf if name == "hf" else dict(self.named_hf).get(name)
-
-    def model_settings(self, name: str) -> LLMSettings | HFSettings | None:
-        """The settings of the model (an LLM's or a local one's) a policy name names."""
-        return self.llm_settings(name) or self.hf_settings(name)
+    def model_settings(self, name: str) -> Any:
+        """The settings of the model a policy name names, else None."""
+        return dict(self.models).get(name)
 
     @property
-    def llms_in_play(self) -> dict[str, LLMSettings]:
-        """The LLMs some role plays, by policy name, in turn order."""
-        return _in_play(self.policy_by_role, self.llm_settings)
+    def models_in_play(self) -> dict[str, Any]:
+        """The models some role plays, by policy name, in turn order."""
+        chosen = {}
+        for name in self.policy_by_role.values():
+            if (settings := self.model_settings(name)) is not None:
+                chosen[name] = settings
+        return chosen
 
-    @property
-    def hf_in_play(self) -> dict[str, HFSettings]:
-        """The local models some role plays, by policy name, in turn order."""
-        return _in_play(self.policy_by_role, self.hf_settings)
+    def in_play(self, settings: type) -> dict[str, Any]:
+        """The models of one kind (its settings class) some role plays, by policy name."""
+        return {n: s for n, s in self.models_in_play.items() if isinstance(s, settings)}
 
     @property
     def players(self) -> dict[str, dict[str, str | None]]:
@@ -176,11 +158,9 @@ class RunConfig:
         return players_of(self.policy_by_role, self.model_settings)
 
     @property
-    def models(self) -> str:
+    def models_played(self) -> str:
         """The models some role asks, in turn order, joined by ``+`` (empty: none)."""
-        played: list[LLMSettings | HFSettings] = [*self.llms_in_play.values()]
-        played += self.hf_in_play.values()
-        return "+".join(dict.fromkeys(s.model for s in played))
+        return "+".join(dict.fromkeys(s.model for s in self.models_in_play.values()))
 
     @property
     def label(self) -> str:
@@ -193,32 +173,19 @@ class RunConfig:
         return "+".join([self.policy, *own])
 
 
-def _in_play(policy_by_role: Mapping[str, str], settings_of: Callable[[str], Any]) -> dict:
-    chosen = {}
-    for name in policy_by_role.values():
-        if (settings := settings_of(name)) is not None:
-            chosen[name] = settings
-    return chosen
-
-
 def players_of(
-    policy_by_role: Mapping[str, str],
-    settings_of: Callable[[str], LLMSettings | HFSettings | None],
+    policy_by_role: Mapping[str, str], settings_of: Callable[[str], Any]
 ) -> dict[str, dict[str, str | None]]:
     """What plays each role, as the outputs record it: its policy and, for a
-    model (``settings_of(policy)`` not None), its name and the answer format it
-    is asked in; for a local model also its weights' hash, dtype and device."""
+    model (``settings_of(policy)`` not None), its name, the answer format it
+    is asked in and what its kind adds (a local model's weights, dtype, device)."""
     players: dict[str, dict[str, str | None]] = {}
     for role, name in policy_by_role.items():
         settings = settings_of(name)
         players[role] = {"policy": name, "model": getattr(settings, "model", None)}
         if settings is not None:
             players[role]["answer"] = settings.answer_format or settings.answer
-        if isinstance(settings, HFSettings):
-            players[role].update(
-                weights=settings.weights, dtype=settings.dtype,
-                device=settings.resolved_device or settings.device,
-            )  # fmt: skip
+            players[role].update(kind_of(settings).player(settings))
     return players
 
 

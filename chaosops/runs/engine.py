@@ -39,6 +39,7 @@ from .folder import (
     run_options,
     summarise,
 )
+from .kinds import kind_of
 from .plan import Plan, PlanKeys, plan_episodes
 from .policies import PolicyRecipe, prepare_models, role_map_factory
 from .session import Session
@@ -116,11 +117,9 @@ def seat_players(play: Play) -> None:
     format, which the configuration then records), the role maps' factory,
     and what Ray workers build the role maps from."""
     config = play.config
-    if config.ray is not None and config.hf_in_play:
-        raise RunError(
-            "--ray: the hf policy batches its turns in this process's model; drop --ray, "
-            "or serve the model behind an endpoint for --policy llm"
-        )
+    for name, settings in config.models_in_play.items() if config.ray is not None else ():
+        if (why := kind_of(settings).not_on_ray) is not None:
+            raise RunError(f"--ray: the {name} policy {why}")
     play.llms, play.config = prepare_models(config)
     play.factory = role_map_factory(play.config.policy_by_role, play.llms, play.planned)
     play.recipe = recipe(play.config)
@@ -264,7 +263,7 @@ async def aplay_all(
             for play in plays
             for batch in plan_batches(play.config.deadlines, play.planned,
                                       play.done, cast(Callable[[Any], Any], play.factory),
-                                      tag=play.config.label, model=play.config.models,
+                                      tag=play.config.label, model=play.config.models_played,
                                       remote=_remote(play))
         ]  # fmt: skip
         stop = await aexecute(
@@ -303,9 +302,9 @@ def _writer(plays: Sequence[Play], progress: Progress) -> Callable[[Batch, int, 
 
 
 def _llm_roles(config: RunConfig) -> set[str]:
-    """The roles an LLM plays."""
-    llms = config.llms_in_play
-    return {role for role, name in config.policy_by_role.items() if name in llms}
+    """The roles a model plays (an LLM's, on Ray)."""
+    models = config.models_in_play
+    return {role for role, name in config.policy_by_role.items() if name in models}
 
 
 def _remote(play: Play) -> Remote | None:

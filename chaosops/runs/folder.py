@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -29,7 +27,8 @@ from chaosops.summary import summarise as summary_of
 
 from .config import RunConfig
 from .errors import RunError, output_error
-from .options import HF_FLAGS, LLM_FLAGS, RECORDED, Option, recorded_values
+from .kinds import KINDS, ModelKind
+from .options import RECORDED, Option, flags_of, recorded_values
 from .plan import Plan, PlanKeys
 
 
@@ -60,9 +59,16 @@ def played(config: RunConfig) -> dict[str, Any]:
     """What played, as summary.json and eval.json say it."""
     return {
         "players": config.players,
-        "llms": {name: settings_json(s) for name, s in config.llms_in_play.items()} or None,
-        "hf": {name: dataclasses.asdict(s) for name, s in config.hf_in_play.items()} or None,
+        **{kind.recorded: models or None for kind, models in _recorded_models(config)},
     }
+
+
+def _recorded_models(config: RunConfig) -> list[tuple[ModelKind, dict[str, Any]]]:
+    """Each kind and its models in play, as the records hold them (by policy name)."""
+    return [
+        (kind, {name: kind.record(s) for name, s in config.in_play(kind.settings).items()})
+        for kind in KINDS
+    ]
 
 
 def refuse_existing(path: Path, advice: str, *, folder: Path | None = None) -> None:
@@ -115,8 +121,9 @@ def _record_fields() -> dict[str, Any]:
         planned=(int, Field(ge=0)),
         plan=(str, Field(min_length=1)),
         scenarios=(list[dict[str, Any]] | None, Field(default=None)),  # a run from Python
-        llms=(dict[str, dict[str, Any]] | None, Field(default=None)),
-        hf=(dict[str, dict[str, Any]] | None, Field(default=None)),
+        **{
+            kind.recorded: (dict[str, dict[str, Any]] | None, Field(default=None)) for kind in KINDS
+        },
         config_file=(str | None, Field(default=None)),
         version=(str | None, Field(default=None)),
     )
@@ -138,23 +145,10 @@ def run_options(config: RunConfig, planned: Plan) -> dict[str, Any]:
     options.update(planned=len(planned), plan=plan_digest(planned))
     if config.scenarios:  # a run from Python: no suite file holds them
         options["scenarios"] = list(config.scenarios)
-    if llms := config.llms_in_play:
-        options["llms"] = {name: settings_json(settings) for name, settings in llms.items()}
-    if local := config.hf_in_play:
-        options["hf"] = {name: dataclasses.asdict(settings) for name, settings in local.items()}
+    options.update({kind.recorded: models for kind, models in _recorded_models(config) if models})
     options.update(config_file=config.config_file, version=__version__)
     RunRecord.model_validate(options)  # what is written is what is read back
     return options
-
-
-def settings_json(settings: Any) -> dict[str, Any]:
-    """An LLM's settings as run.json and summary.json record them: every field
-    but the key (``api_key_env`` names where it is read from)."""
-
-    fields = dataclasses.asdict(settings)
-    del fields["api_key"]
-    fields["extra_body"] = dict(settings.extra_body) if settings.extra_body else None
-    return fields
 
 
 def _shown(value: Any) -> str:
@@ -254,7 +248,7 @@ def _check_options(out: Path, recorded: dict[str, Any], options: Mapping[str, An
                 f"{now}{edited} ({given['planned']} episodes)",
             )
         raise _refuse(out, option, _shown(recorded[name]), _shown(given[name]))
-    for kind in _DECIDES:
+    for kind in KINDS:
         if (differs := _model_difference(recorded, given, kind)) is not None:
             raise _refuse(out, *differs)
 
@@ -287,48 +281,25 @@ def _check_results(out: Path, options: Mapping[str, Any], keys: PlanKeys, label:
         )
 
 
-@dataclasses.dataclass(frozen=True)
-class _Decides:
-    """What a model kind's answers depend on: its run record's table, the
-    settings a resumed run must match, and the flags that set them."""
-
-    record: str  # the run record's key: name -> settings
-    own: str  # the name of the flags' own model of this kind
-    fields: tuple[str, ...]
-    flag_of: Mapping[str, str]
-
-
-# a resumed run must ask the same endpoint the same way, and play the same
-# weights the same way (the device aside: a run may move machines)
-_DECIDES = (
-    _Decides("llms", "llm", (
-        "base_url", "model", "temperature", "top_p", "seed", "max_tokens", "answer", "history",
-        "system_prompt",
-    ), MappingProxyType({field: options[0] for field, _, options in LLM_FLAGS})),
-    _Decides("hf", "hf", (
-        "model", "weights", "dtype", "temperature", "top_p", "seed", "max_new_tokens", "answer",
-        "system_prompt",
-    ), MappingProxyType({field: options[0] for field, _, options in HF_FLAGS})),
-)  # fmt: skip
-
-
 def _model_difference(
-    recorded: Mapping[str, Any], given: Mapping[str, Any], kind: _Decides
+    recorded: Mapping[str, Any], given: Mapping[str, Any], kind: ModelKind
 ) -> tuple[str, str, str] | None:
-    """The first setting of a model of ``kind`` in play that differs:
-    (option, recorded, given); other weights under the same path are other
-    weights (``weights``: their files' hash, set by no flag of its own)."""
-    before, now = recorded.get(kind.record) or {}, given.get(kind.record) or {}
+    """The first setting a resumed run must match (:attr:`ModelKind.decides`)
+    of a model of ``kind`` in play that differs: (option, recorded, given);
+    other weights under the same path are other weights (``weights``: their
+    files' hash, set by no flag of its own)."""
+    before, now = recorded.get(kind.recorded) or {}, given.get(kind.recorded) or {}
+    flag_of = {field: flags[0] for field, _, flags in flags_of(kind.name)}
     for name in sorted(set(before) & set(now)):
-        for field in kind.fields:
+        for field in kind.decides:
             old, new = before[name].get(field), now[name].get(field)
             if old != new and field == "base_url":  # never a password in a message
                 old, new = (None if u is None else shown_url(u) for u in (old, new))
             if old == new:
                 continue
-            where = kind.flag_of.get(field, kind.flag_of["model"])
-            if name != kind.own:
-                where = f"the run file's {kind.own}.{name}.{field}"
+            where = flag_of.get(field, flag_of["model"])
+            if name != kind.name:
+                where = f"the run file's {kind.name}.{name}.{field}"
             if field == "weights":
                 where = f"{where}'s weights (their files' hash)"
             return where, _shown(old), _shown(new)

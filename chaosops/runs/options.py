@@ -4,8 +4,8 @@ Each :class:`Option` says how the command line takes it (flag, help), its
 value's type and bounds (``value``, a pydantic annotation: the flag and a run
 file's key are both validated by it, strictly), its default, which key of a
 run file sets it, whether the run record (``run.json``) records it, and
-whether ``--resume`` takes it back or refuses a different value. An LLM
-setting's type, bounds and default are its :class:`LLMSettings` field's. The
+whether ``--resume`` takes it back or refuses a different value. A model
+setting's type, bounds and default are its kind's settings' field's. The
 parser, the run-file models, the run record and the resume checks are all
 read off :data:`OPTIONS`. ``chaosops eval`` shares the options of every
 group but ``run``.
@@ -25,11 +25,11 @@ from typing import Any
 
 from pydantic import Field
 
-from chaosops.agents.hf.settings import HFSettings
-from chaosops.agents.llm.settings import ANSWERS, LLMSettings
+from chaosops.agents.llm.settings import ANSWERS
 
 from . import values as v
 from .config import RunConfig
+from .kinds import KIND_NAMES, kind_named
 
 ABSENT = object()
 """What a record function returns for an option that the run record leaves out."""
@@ -43,10 +43,10 @@ class Option:
     ``parse`` reads a flag's text before that (default: a number as Python
     reads one). A repeatable option's run-file key holds a list of values, or
     with ``by_role`` a table role -> value (``ROLE=VALUE`` on the command
-    line). ``llm_key`` marks a setting of an ``[llm.NAME]`` entry (its type,
-    bounds and default: :class:`LLMSettings`'), ``[llm.llm]`` being the
-    flags' own LLM; ``hf_key`` likewise a setting of an ``[hf.NAME]`` entry
-    (:class:`HFSettings`). ``recorded`` is the run record's field and ``record``
+    line). ``sets`` marks a setting of a model kind's tables: ``("llm",
+    "temperature")`` is the ``temperature`` of ``[llm.NAME]`` entries (its
+    type, bounds and default: the kind's settings' field), ``[llm.llm]``
+    being the flags' own LLM. ``recorded`` is the run record's field and ``record``
     reads it off the run's configuration; ``restore`` turns it back into the
     flag's value on ``--resume`` (None: not restored), and ``must_match``
     makes ``--resume`` refuse a run given another value.
@@ -65,8 +65,7 @@ class Option:
     by_role: bool = False
     switch: bool = False
     file_key: str | None = None
-    llm_key: str | None = None
-    hf_key: str | None = None
+    sets: tuple[str, str] | None = None  # (model kind, its settings' field)
     recorded: str | None = None
     record: Callable[[Any], Any] | None = None
     restore: Callable[[Any], Any] | None = None
@@ -80,12 +79,18 @@ class Option:
 
     @property
     def setting(self) -> _Setting | None:
-        """The model setting this option sets (an LLM's or a local model's), or None."""
-        if self.llm_key is not None:
-            return _settings_field(LLMSettings, self.llm_key)
-        if self.hf_key is not None:
-            return _settings_field(HFSettings, self.hf_key)
-        return None
+        """The model setting this option sets (see :attr:`sets`), or None."""
+        if self.sets is None:
+            return None
+        kind, name = self.sets
+        return _settings_field(kind_named(kind).settings, name)
+
+    def table_key(self, table: str | None) -> str | None:
+        """Its key at a run file's top level (``table`` None), or in a model
+        kind's ``[TABLE.NAME]`` tables."""
+        if table is None:
+            return self.file_key
+        return self.sets[1] if self.sets is not None and self.sets[0] == table else None
 
     @property
     def kind(self) -> Any:
@@ -191,24 +196,14 @@ def _same(value: Any) -> Any:
     return value
 
 
-def _flag_hf(name: str) -> Callable[[Any], Any]:
-    """A setting of the flags' local model, recorded when a role plays ``hf``."""
+def _own(kind: str, name: str) -> Callable[[Any], Any]:
+    """A setting of the flags' own model of ``kind``, recorded when a role plays it."""
 
     def record(config: Any) -> Any:
-        if "hf" not in config.policy_by_role.values() or config.hf is None:
+        settings = config.model_settings(kind)
+        if kind not in config.policy_by_role.values() or settings is None:
             return ABSENT
-        return getattr(config.hf, name)
-
-    return record
-
-
-def _flag_llm(name: str) -> Callable[[Any], Any]:
-    """A setting of the flags' LLM, recorded when a role plays ``llm``."""
-
-    def record(config: Any) -> Any:
-        if "llm" not in config.policy_by_role.values():
-            return ABSENT
-        return getattr(config.llm, name)
+        return getattr(settings, name)
 
     return record
 
@@ -485,7 +480,7 @@ OPTIONS: tuple[Option, ...] = (
         metavar="URL",
         help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL or "
         "http://127.0.0.1:8000/v1, the mock-llm default)",
-        llm_key="base_url",
+        sets=("llm", "base_url"),
     ),
     Option(
         ("--llm-model", "--model"),
@@ -494,9 +489,9 @@ OPTIONS: tuple[Option, ...] = (
         default="chaosops-mock",
         metavar="NAME",
         help="model name (default chaosops-mock, the mock-llm's)",
-        llm_key="model",
+        sets=("llm", "model"),
         recorded="llm_model",
-        record=_flag_llm("model"),
+        record=_own("llm", "model"),
         restore=str,
         must_match=True,
     ),
@@ -513,7 +508,7 @@ OPTIONS: tuple[Option, ...] = (
         group=_LLM,
         metavar="N",
         help="requests in flight at once, across all episodes (1 to 100000, default 64)",
-        llm_key="max_in_flight",
+        sets=("llm", "max_in_flight"),
     ),
     Option(
         ("--llm-max-answer-bytes",),
@@ -522,7 +517,7 @@ OPTIONS: tuple[Option, ...] = (
         metavar="N",
         help="bytes read of one answer at most (default 1 MiB): a longer one is not read "
         "further, and the turn plays the fallback with the error",
-        llm_key="max_answer_bytes",
+        sets=("llm", "max_answer_bytes"),
     ),
     Option(
         ("--llm-max-failures",),
@@ -545,9 +540,9 @@ OPTIONS: tuple[Option, ...] = (
         "temperature",
         group=_LLM,
         help="sampling temperature (0 to 2)",
-        llm_key="temperature",
+        sets=("llm", "temperature"),
         recorded="temperature",
-        record=_flag_llm("temperature"),
+        record=_own("llm", "temperature"),
         restore=float,
         must_match=True,
     ),
@@ -557,7 +552,7 @@ OPTIONS: tuple[Option, ...] = (
         group=_LLM,
         metavar="P",
         help="nucleus sampling (a share in (0, 1])",
-        llm_key="top_p",
+        sets=("llm", "top_p"),
     ),
     Option(
         ("--llm-seed",),
@@ -565,7 +560,7 @@ OPTIONS: tuple[Option, ...] = (
         group=_LLM,
         metavar="N",
         help="sampling seed sent to the server",
-        llm_key="seed",
+        sets=("llm", "seed"),
     ),
     Option(
         ("--llm-answer",),
@@ -577,7 +572,7 @@ OPTIONS: tuple[Option, ...] = (
         "start), json (response_format json_schema; OpenAI, vLLM, Ollama), json_object "
         "(response_format json_object with the schema; llama-cpp-python), tools (the "
         "take_action tool, named), text (parsed tolerantly)",
-        llm_key="answer",
+        sets=("llm", "answer"),
     ),
     Option(
         ("--llm-system-prompt",),
@@ -586,7 +581,7 @@ OPTIONS: tuple[Option, ...] = (
         metavar="{system,user}",
         help="where the role prompt goes: a system message (default), or folded into the "
         "first user message (user: for models whose chat template has no system role)",
-        llm_key="system_prompt",
+        sets=("llm", "system_prompt"),
     ),
     Option(
         ("--llm-retries",),
@@ -594,7 +589,7 @@ OPTIONS: tuple[Option, ...] = (
         group=_LLM,
         metavar="N",
         help="retries of a failed call within the turn's deadline (default 4)",
-        llm_key="retries",
+        sets=("llm", "retries"),
     ),
     Option(
         ("--llm-history",),
@@ -603,7 +598,7 @@ OPTIONS: tuple[Option, ...] = (
         metavar="N",
         help="send each LLM role its own last N turns of the episode (what it saw and "
         "answered) as earlier messages (default 0: none)",
-        llm_key="history",
+        sets=("llm", "history"),
     ),
     Option(
         ("--max-tokens",),
@@ -611,9 +606,9 @@ OPTIONS: tuple[Option, ...] = (
         group=_LLM,
         metavar="N",
         help="completion limit",
-        llm_key="max_tokens",
+        sets=("llm", "max_tokens"),
         recorded="max_tokens",
-        record=_flag_llm("max_tokens"),
+        record=_own("llm", "max_tokens"),
         restore=int,
         must_match=True,
     ),
@@ -624,7 +619,7 @@ OPTIONS: tuple[Option, ...] = (
         switch=True,
         help="ask for the logprobs of the completion's tokens; trajectories.jsonl then "
         "records logprobs and tokens (or token_ids) per LLM turn",
-        llm_key="logprobs",
+        sets=("llm", "logprobs"),
     ),
     Option(
         ("--llm-top-logprobs",),
@@ -633,7 +628,7 @@ OPTIONS: tuple[Option, ...] = (
         metavar="N",
         help="also ask for the N most likely alternatives at each token (>= 0; "
         "implies --llm-logprobs)",
-        llm_key="top_logprobs",
+        sets=("llm", "top_logprobs"),
     ),
     Option(
         ("--llm-extra-body",),
@@ -643,7 +638,7 @@ OPTIONS: tuple[Option, ...] = (
         metavar="JSON",
         help="a JSON object merged into every request, e.g. vLLM's "
         "'{\"return_token_ids\": true}' or '{\"return_tokens_as_token_ids\": true}'",
-        llm_key="extra_body",
+        sets=("llm", "extra_body"),
     ),
     Option(
         ("--hf-model",),
@@ -652,7 +647,7 @@ OPTIONS: tuple[Option, ...] = (
         metavar="PATH_OR_NAME",
         help="the transformers checkpoint the hf policy plays: a folder, or a hub name "
         "already in the local cache (the hf extra)",
-        hf_key="model",
+        sets=("hf", "model"),
     ),
     Option(
         ("--hf-batch",),
@@ -660,7 +655,7 @@ OPTIONS: tuple[Option, ...] = (
         group=_HF,
         metavar="N",
         help="turns pending across episodes answered by one generate call, at most (default 16)",
-        hf_key="batch",
+        sets=("hf", "batch"),
     ),
     Option(
         ("--hf-batch-wait-ms",),
@@ -668,21 +663,21 @@ OPTIONS: tuple[Option, ...] = (
         group=_HF,
         metavar="MS",
         help="how long a batch waits for more turns after its first (default 5)",
-        hf_key="batch_wait_ms",
+        sets=("hf", "batch_wait_ms"),
     ),
     Option(
         ("--hf-dtype",),
         "hf_dtype",
         group=_HF,
         help="the weights' dtype: auto (the checkpoint's), float32, bfloat16 or float16",
-        hf_key="dtype",
+        sets=("hf", "dtype"),
     ),
     Option(
         ("--hf-device",),
         "hf_device",
         group=_HF,
         help="cpu, cuda, cuda:N, mps, or auto (default: an accelerator, else the CPU)",
-        hf_key="device",
+        sets=("hf", "device"),
     ),
     Option(
         ("--hf-max-new-tokens",),
@@ -690,7 +685,7 @@ OPTIONS: tuple[Option, ...] = (
         group=_HF,
         metavar="N",
         help="the most tokens one answer generates (default 256)",
-        hf_key="max_new_tokens",
+        sets=("hf", "max_new_tokens"),
     ),
     Option(
         ("--hf-temperature",),
@@ -698,7 +693,7 @@ OPTIONS: tuple[Option, ...] = (
         group=_HF,
         metavar="T",
         help="sampling temperature, 0 to 2 (default 0: greedy decoding)",
-        hf_key="temperature",
+        sets=("hf", "temperature"),
     ),
     Option(
         ("--hf-top-p",),
@@ -706,7 +701,7 @@ OPTIONS: tuple[Option, ...] = (
         group=_HF,
         metavar="P",
         help="nucleus sampling, above 0 up to 1 (with a temperature above 0)",
-        hf_key="top_p",
+        sets=("hf", "top_p"),
     ),
     Option(
         ("--hf-seed",),
@@ -714,7 +709,7 @@ OPTIONS: tuple[Option, ...] = (
         group=_HF,
         metavar="N",
         help="torch's seed, set once the model is loaded",
-        hf_key="seed",
+        sets=("hf", "seed"),
     ),
     Option(
         ("--hf-answer",),
@@ -723,14 +718,14 @@ OPTIONS: tuple[Option, ...] = (
         help="tools (the take_action tool, rendered by the chat template), json (a JSON "
         "object the prompt describes), or auto (default: tools when the template renders "
         "tools)",
-        hf_key="answer",
+        sets=("hf", "answer"),
     ),
     Option(
         ("--hf-system-prompt",),
         "hf_system_prompt",
         group=_HF,
         help="system (default) or user: fold the role prompt into the first user message",
-        hf_key="system_prompt",
+        sets=("hf", "system_prompt"),
     ),
     Option(
         ("--config",),
@@ -776,15 +771,19 @@ RECORDED = tuple(option for option in OPTIONS if option.recorded is not None)
 """The options run.json records, in the order ``--resume`` compares them."""
 
 
+_MODEL_GROUPS = tuple(dict.fromkeys(option.group for option in OPTIONS if option.sets))
+"""The option groups of the model kinds, each declared under a heading of its own."""
+
+
 def options_of(groups: Sequence[str]) -> Iterator[Option]:
     return (option for option in OPTIONS if option.group in groups)
 
 
 MERGED: Mapping[str, Any] = MappingProxyType(
-    {"named_llms": None, "named_hf": None, "from_run_file": frozenset(), "scenarios": None,
+    {"named_models": None, "from_run_file": frozenset(), "scenarios": None,
      "llm_api_key_env": None}
 )  # fmt: skip
-"""What the merge adds to the parsed arguments (the run file's LLMs, the
+"""What the merge adds to the parsed arguments (the run file's models, the
 options it stood for, a resumed Python run's scenarios, the key's variable),
 declared on every parser that builds a run: none is read with a default."""
 
@@ -804,7 +803,7 @@ def add_options(parser: argparse.ArgumentParser, *, run: bool) -> None:
     for option in options_of(groups):
         option.add_to(parser)
         added.add(option.dest)
-    for group in (_LLM, _HF):
+    for group in _MODEL_GROUPS:
         models = parser.add_argument_group(group)
         for option in options_of([group]):
             option.add_to(models)
@@ -825,7 +824,7 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         if option.dest in SERVED:
             option.add_to(parser, serving=True)
             added.add(option.dest)
-    for group in (_LLM, _HF):
+    for group in _MODEL_GROUPS:
         models = parser.add_argument_group(group)
         for option in options_of([group]):
             option.add_to(models, serving=True)
@@ -839,13 +838,13 @@ def recorded_values(config: Any) -> dict[str, Any]:
     return {name: value for name, value in values.items() if value is not ABSENT}
 
 
-LLM_FLAGS = tuple(
-    (str(option.llm_key), option.dest, option.flags) for option in OPTIONS if option.llm_key
-)
-"""The settings of ``[llm.llm]``, the flags' own LLM: (key, attribute, flags)."""
+def flags_of(kind: str) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """The settings of ``[KIND.KIND]``, the flags' own model of a kind:
+    (settings' field, attribute, flags)."""
+    return _FLAGS_OF[kind]
 
 
-HF_FLAGS = tuple(
-    (str(option.hf_key), option.dest, option.flags) for option in OPTIONS if option.hf_key
-)
-"""The settings of ``[hf.hf]``, the flags' own local model: (key, attribute, flags)."""
+_FLAGS_OF: Mapping[str, Any] = MappingProxyType({
+    kind: tuple((o.sets[1], o.dest, o.flags) for o in OPTIONS if o.sets and o.sets[0] == kind)
+    for kind in KIND_NAMES
+})  # fmt: skip

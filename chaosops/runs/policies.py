@@ -11,49 +11,14 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-
-from chaosops._urls import http_url_with_host, shown_url
-from chaosops.agents.hf import HFModelError, HFPolicy, HFSettings
-from chaosops.agents.llm.errors import AnswerRefused, LLMEndpointError, LLMRequestError
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.agents.policies import SCRIPTED, scripted_policy
 from chaosops.env.models import AgentRole
 
 from .config import RunConfig
-from .errors import RunError, note, one_line
+from .errors import RunError
+from .kinds import KINDS
 from .values import POLICIES
-
-
-async def _check_llm(settings: LLMSettings) -> None:
-    from chaosops.agents.llm.http import check_endpoint  # aiohttp: loaded when an LLM plays
-
-    try:
-        await check_endpoint(base_url=settings.endpoint, model=settings.model, api_key=settings.key)
-    except LLMEndpointError as exc:
-        raise RunError(_scrubbed(exc, settings), code=1) from None
-
-
-async def _negotiate(policy: Any, where: str, seconds: float | None) -> None:
-    """Settle the policy's answer format with its endpoint, saying which in one
-    line; a format named outright that the server refuses is exit 2."""
-
-    settings = policy.settings
-    try:
-        negotiation = await policy.negotiate(seconds)
-    except AnswerRefused as exc:
-        advice = "use auto, which picks a format the server accepts"
-        raise RunError(f"{where} {settings.answer}: {_scrubbed(exc, settings)}; {advice}") from None
-    except LLMRequestError as exc:
-        raise RunError(_scrubbed(exc, settings), code=1) from None
-    note(f"answer format: {negotiation.line(settings.model, settings.endpoint)}")
-
-
-def _scrubbed(exc: BaseException, settings: LLMSettings) -> str:
-    text = one_line(exc)
-    if settings.key:  # the API key is never printed
-        text = text.replace(settings.key, "***")
-    return text
 
 
 def policy_factory(name: str, llm: Any = None) -> Callable[[Any], Mapping[Any, Any]]:
@@ -143,81 +108,17 @@ def _user_factory(spec: str, role: str, planned: Sequence[Any]) -> Callable[[Any
     return target
 
 
-def _check_url(url: str | None, where: str) -> None:
-    """Refuse (exit 2) a base URL that is no http(s) URL with a host, before any request."""
-
-    if url is not None and not http_url_with_host(url):
-        raise RunError(
-            f"{where} {shown_url(url)!r} is not an http(s) URL with a host; "
-            "expected e.g. http://127.0.0.1:8000/v1"
-        )
-
-
-def prepare_llms(
-    llms: Mapping[str, LLMSettings], run_file: str | None = None, probe_s: float | None = None
-) -> dict[str, Any]:
-    """An LLM policy per name of ``llms`` (the LLMs some role plays), each
-    endpoint and model checked first (:class:`RunError`, exit 1 on failure),
-    then its answer format settled with the server, each probe given
-    ``probe_s`` at most, as long as a turn (each policy's settings then say
-    which, in ``negotiated``)."""
-    if not llms:
-        return {}
-
-    for name, settings in llms.items():
-        where = "--llm-base-url" if name == "llm" else f"{run_file}: llm.{name}.base_url"
-        if name == "llm" and settings.base_url == os.environ.get("OPENAI_BASE_URL"):
-            where = "$OPENAI_BASE_URL (the default of --llm-base-url)"
-        _check_url(settings.base_url, where)
-    checked = set()
-    for settings in llms.values():
-        if (settings.endpoint, settings.model) not in checked:
-            anyio.run(_check_llm, settings)
-            checked.add((settings.endpoint, settings.model))
-    from chaosops.agents.llm.policy import LLMPolicy  # aiohttp: loaded when an LLM plays
-
-    policies = {}
-    for name, settings in llms.items():
-        where = "--llm-answer" if name == "llm" else f"{run_file}: llm.{name}.answer"
-        policy = LLMPolicy.from_settings(dataclasses.replace(settings, negotiated=None))
-        anyio.run(_negotiate_and_close, policy, where, probe_s)
-        policies[name] = policy
-    return policies
-
-
-async def _negotiate_and_close(policy: Any, where: str, seconds: float | None) -> None:
-    # the probes' HTTP session belongs to this event loop, not the run's
-    try:
-        await _negotiate(policy, where, seconds)
-    finally:
-        await policy.aclose()
-
-
-def prepare_hf(models: Mapping[str, HFSettings], run_file: str | None = None) -> dict[str, Any]:
-    """A local model's policy per name of ``models`` (the ones some role plays),
-    each loaded before any episode starts: a device this machine lacks, a path
-    that holds no model, a model without a chat template or a missing ``hf``
-    extra is a :class:`RunError` (exit 2) naming the value."""
-    policies = {}
-    for name, settings in models.items():
-        where = "--hf-model" if name == "hf" else f"{run_file}: hf.{name}.model"
-        try:
-            policies[name] = HFPolicy.load(settings)
-        except HFModelError as exc:
-            raise RunError(f"{where} {exc}") from None
-        except ImportError as exc:
-            raise RunError(f"{where} {settings.model}: {exc}") from None
-    return policies
-
-
 def prepare_models(config: RunConfig) -> tuple[dict[str, Any], RunConfig]:
-    """The model policies some role of ``config`` plays, by policy name (each
-    LLM's endpoint checked and its answer format settled, each local model
-    loaded), and the configuration with what they settled, for its records."""
-    policies = prepare_llms(config.llms_in_play, config.config_file, config.deadlines.longest)
-    policies |= prepare_hf(config.hf_in_play, config.config_file)
+    """The model policies some role of ``config`` plays, by policy name, each
+    made ready by its kind (an LLM's endpoint checked and its answer format
+    settled, a local model loaded), and the configuration with what they
+    settled, for its records."""
+    policies: dict[str, Any] = {}
+    for kind in KINDS:
+        models = config.in_play(kind.settings)
+        policies |= kind.prepare(models, config.config_file, config.deadlines.longest)
     settled = {name: policy.settings for name, policy in policies.items()}
-    return policies, config.with_llms(settled).with_hf(settled)
+    return policies, config.with_models(settled)
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,11 @@ from pydantic import BeforeValidator, Field, TypeAdapter, ValidationError
 from chaosops.agents.policies import SCRIPTED
 from chaosops.env.models import FailureType
 
+from .kinds import KIND_NAMES
+
 Role = Literal["sre", "oversight", "dev", "manager"]
 Tier = Literal["easy", "medium", "hard"]
-POLICIES: tuple[str, ...] = (*SCRIPTED, "llm", "hf")
+POLICIES: tuple[str, ...] = (*SCRIPTED, *KIND_NAMES)
 ROLES: tuple[str, ...] = get_args(Role)
 TIERS: tuple[str, ...] = get_args(Tier)
 

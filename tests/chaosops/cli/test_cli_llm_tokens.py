@@ -112,7 +112,7 @@ def _request(*argv: str) -> dict[str, Any]:
     """The request fields the LLM policy built from ``chaosops run ARGV`` sends."""
     args = build_parser().parse_args(["run", "--policy", "llm", *argv])
     obs = ChaosOpsEnvironment().reset(seed=0)
-    return request_params(config_from_args(args).llm, "text", [], moves_for(obs))
+    return request_params(config_from_args(args).model_settings("llm"), "text", [], moves_for(obs))
 
 
 def test_options_reach_the_request() -> None:

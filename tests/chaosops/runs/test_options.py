@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from chaosops.agents.llm.settings import LLMSettings
-from chaosops.cli._run_file import LLMEntry, RunFile
+from chaosops.cli._run_file import ENTRIES, RunFile
 from chaosops.runs.config import RunConfig
+from chaosops.runs.kinds import kind_named
 from chaosops.runs.options import OPTIONS, Option
 from chaosops.runs.values import _parts
 
@@ -23,7 +23,7 @@ TEXTS = ("", "x", "a b", "ok-name.1", "easy", "hard", "Easy", "sre", "dev", "db_
          "cascade", "auto", "json", "tools", "system", "user", "50%", "0%", "101%", "5", "0",
          "heuristic")  # fmt: skip
 BODIES = ({}, {"top_k": 5}, {"model": "m"}, {"n": 2, "top_k": 1})
-CHECKED = [o for o in OPTIONS if o.kind is not None and not o.switch and (o.file_key or o.llm_key)]
+CHECKED = [o for o in OPTIONS if o.kind is not None and not o.switch and (o.file_key or o.sets)]
 
 
 def _candidates(option: Option) -> tuple[Any, ...]:
@@ -49,8 +49,9 @@ def _flag(option: Option, value: Any) -> tuple[bool, Any]:
 
 
 def _file(option: Option, value: Any) -> tuple[bool, Any]:
-    if option.llm_key is not None:
-        model, data, key = LLMEntry, {"model": "m", option.llm_key: value}, option.llm_key
+    if option.sets is not None:  # a key of the kind's [KIND.NAME] tables
+        kind, key = option.sets
+        model, data = ENTRIES[kind], {"model": "m", key: value}
     else:
         given = {"dev": value} if option.by_role else [value] if option.repeatable else value
         model, data, key = RunFile, {option.file_key: given}, option.file_key
@@ -80,12 +81,13 @@ def test_the_flag_and_the_run_file_accept_and_refuse_the_same_values(option: Opt
     assert 0 < accepted < len(_candidates(option)), option.flag  # each refuses something
 
 
-@pytest.mark.parametrize("option", [o for o in CHECKED if o.llm_key], ids=lambda o: o.flag)
-def test_an_llm_settings_bounds_are_the_llm_settings_own(option: Option) -> None:
+@pytest.mark.parametrize("option", [o for o in CHECKED if o.sets], ids=lambda o: o.flag)
+def test_a_model_settings_bounds_are_its_kinds_settings_own(option: Option) -> None:
+    kind, key = option.sets  # type: ignore[misc]
     for value in _candidates(option):
         flag_ok = _flag(option, value)[0]
         try:
-            LLMSettings(**{"model": "m", option.llm_key: value})  # type: ignore[arg-type]
+            kind_named(kind).settings(**{"model": "m", key: value})
             settings_ok = True
         except ValueError:
             settings_ok = False
@@ -98,7 +100,9 @@ def test_defaults_are_declared_once() -> None:
     run = RunConfig(command="run", policies=("heuristic",), out=".")  # type: ignore[arg-type]
     assert defaults["concurrency"] == run.concurrency
     assert defaults["llm_max_failures"] == run.llm_max_failures
-    settings = LLMSettings(model="m")
     for option in OPTIONS:
-        if option.llm_key and option.llm_key not in ("model", "base_url"):
-            assert option.initial == getattr(settings, option.llm_key), option.flag
+        if option.sets is None or option.sets[1] in ("model", "base_url"):
+            continue
+        kind, key = option.sets
+        settings = kind_named(kind).settings(model="m")
+        assert option.initial == getattr(settings, key), option.flag
