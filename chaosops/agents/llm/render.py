@@ -30,6 +30,7 @@ line breaks replaced by spaces, so it can never open a section of its own.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
@@ -38,7 +39,7 @@ from typing import Any
 
 from chaosops.agents.llm.moves import moves_for
 from chaosops.env.failures import FAILURES
-from chaosops.env.models import AgentRole, ChaosOpsObservation, RoleView
+from chaosops.env.models import ActionType, AgentRole, ChaosOpsObservation, RoleView
 
 __all__ = [
     "RenderedView",
@@ -48,6 +49,7 @@ __all__ = [
     "render_head",
     "render_observation",
     "render_view",
+    "right_for",
     "system_prompt",
 ]
 
@@ -180,15 +182,30 @@ def render_observation(obs: ChaosOpsObservation, role: AgentRole | str | None = 
 @cache
 def system_prompt(role: AgentRole | str) -> str:
     """The system prompt of a role, read from the package data ``chaosops/prompts``,
-    its ``{failures}`` the failure table's types with their hints."""
+    with the failure table rendered in: ``{failure_types}`` lists the types,
+    and ``{right_for:ACTION}`` says after an action which failures it fixes."""
     name = AgentRole(getattr(role, "value", role)).value
     text = (resources.files("chaosops") / "prompts" / f"{name}.md").read_text(encoding="utf-8")
-    return text.replace("{failures}", failure_hints())
+    text = text.replace("{failure_types}", ", ".join(failure.value for failure in FAILURES))
+    return _RIGHT_FOR.sub(lambda found: right_for(ActionType(found[1])), text)
 
 
-def failure_hints() -> str:
-    """One line per failure type of the table: ``- name: what shows it: its fix``."""
-    return "\n".join(f"- {failure.value}: {rules.hint}" for failure, rules in FAILURES.items())
+_RIGHT_FOR = re.compile(r"\{right_for:(\w+)\}")
+
+
+def right_for(kind: ActionType) -> str:
+    """What an action fixes, from each failure's hint (``what shows it: its fix``):
+    `` Right for: what shows the first (its fix); the second's (its fix).``, or nothing."""
+    cases = [
+        _case(rules.hint) for rules in FAILURES.values() if any(f.kind is kind for f in rules.fixes)
+    ]
+    return f" Right for: {'; '.join(cases)}." if cases else ""
+
+
+def _case(hint: str) -> str:
+    """``what shows it (its fix)``, the fix's first clause: a short line holds more."""
+    shows, fix = hint.split(": ", 1)
+    return f"{shows} ({fix.split('; ')[0]})"
 
 
 def build_messages(obs: ChaosOpsObservation, role: AgentRole | str) -> list[dict[str, Any]]:

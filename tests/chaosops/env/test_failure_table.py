@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from chaosops.agents.llm.render import system_prompt
+from chaosops.agents.llm.render import right_for, system_prompt
 from chaosops.agents.policies import oracle_policy
 from chaosops.curriculum.generator import TIER_POOLS
 from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.failures import FAILURES, tier_pool
-from chaosops.env.models import AgentRole, FailureType
+from chaosops.env.models import ActionType, AgentRole, FailureType
 from chaosops.env.world_sim import Scenario
 from chaosops.mock_llm.player import recognised
 
@@ -40,12 +40,23 @@ def test_no_module_outside_the_world_names_a_failure_type() -> None:
 
 
 def test_the_prompts_name_no_failure_type_and_render_the_table() -> None:
+    """Each prompt lists every failure type and, after each action it offers,
+    what shows each failure that action fixes (the entries' hints)."""
+    offered = set()
     for role in AgentRole:
         text = (ROOT / "chaosops" / "prompts" / f"{role.value}.md").read_text(encoding="utf-8")
         assert not [value for value in VALUES if value in text], role
         rendered = system_prompt(role)
-        for failure, rules in FAILURES.items():
-            assert f"- {failure.value}: {rules.hint}\n" in rendered, (role, failure)
+        assert ", ".join(f.value for f in FAILURES) in rendered, role
+        assert "{right_for" not in rendered and "{failure_types}" not in rendered, role
+        for kind in ActionType:
+            if "{right_for:" + kind.value + "}" in text:
+                assert right_for(kind) in rendered, (role, kind)
+                offered.add(kind)
+    for failure, rules in FAILURES.items():
+        assert {fix.kind for fix in rules.fixes} <= offered, failure  # each fix is offered
+        for fix in rules.fixes:
+            assert rules.hint.split(": ", 1)[0] in right_for(fix.kind), (failure, fix.kind)
 
 
 def test_the_tiers_pools_are_the_tables() -> None:
