@@ -8,10 +8,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chaosops.runs.config import Deadlines, RunConfig, Telemetry, log_target
+from chaosops.runs.config import RunConfig, Telemetry, log_target
 from chaosops.runs.kinds import KIND_NAMES, KINDS
 from chaosops.runs.options import flags_of
 from chaosops.runs.policies import known_policy, unknown_policy
+from chaosops.runs.spec import Deadlines, RunSpec
 
 from ._errors import CLIError
 from ._folders import folder_name
@@ -26,13 +27,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     else:
         policies = list(dict.fromkeys(args.policies or ()))
     check_policies(policies, args.role_policy, args.named_models or {})
-    config = dataclasses.replace(
-        _config(args, policies),
-        config_file=None if args.config is None else str(args.config),
-        name=args.name,
-    )
+    config = _config(args, policies)
     for name in [*policies, *dict(args.role_policy).values()]:
-        if name in KIND_NAMES and config.model_settings(name) is None:
+        if name in KIND_NAMES and config.spec.model_settings(name) is None:
             flag = next(flags[0] for key, _, flags in flags_of(name) if key == "model")
             raise CLIError(f"--policy {name}: name the model with {flag} PATH_OR_NAME "
                            f"(or [{name}.{name}] in the run file)")  # fmt: skip
@@ -55,23 +52,9 @@ def check_policies(
 def _config(args: argparse.Namespace, policies: Sequence[str]) -> RunConfig:
     return RunConfig(
         command=args.command,
-        policies=tuple(policies),
+        spec=spec_of(args, policies),
         out=args.out,
         point_latest=args.point_latest,
-        role_policies=tuple(dict(args.role_policy).items()),
-        paths=tuple(args.paths),
-        episodes_per_type=args.episodes_per_type,
-        seed_offset=args.seed_offset,
-        tiers=tuple(dict.fromkeys(args.tier)),
-        failure_types=tuple(dict.fromkeys(args.failure_type)),
-        limit=args.limit,
-        concurrency=args.concurrency,
-        deadlines=Deadlines(args.turn_timeout, tuple(args.role_timeout)),
-        models=models_of(args),
-        llm_max_failures=args.llm_max_failures,
-        max_policy_errors=args.max_policy_errors,
-        samples=args.samples or 1,
-        scenarios=tuple(args.scenarios or ()),
         telemetry=Telemetry(
             log_json=_log_target(args),
             metrics_port=args.metrics_port,
@@ -87,6 +70,29 @@ def _config(args: argparse.Namespace, policies: Sequence[str]) -> RunConfig:
         json=args.json,
         chart=args.chart,
         draw_chart=not args.no_chart,
+    )
+
+
+def spec_of(args: argparse.Namespace, policies: Sequence[str]) -> RunSpec:
+    """The spec of a run, from its merged arguments: what run.json records."""
+    return RunSpec(
+        policies=tuple(policies),
+        role_policies=tuple(dict(args.role_policy).items()),
+        name=args.name,
+        paths=tuple(args.paths or ()),  # serve has no suites
+        episodes_per_type=args.episodes_per_type,
+        seed_offset=args.seed_offset,
+        tiers=tuple(dict.fromkeys(args.tier)),
+        failure_types=tuple(dict.fromkeys(args.failure_type)),
+        limit=args.limit,
+        samples=args.samples or 1,
+        scenarios=tuple(args.scenarios or ()),
+        deadlines=Deadlines(args.turn_timeout, tuple(args.role_timeout)),
+        models=models_of(args),
+        concurrency=args.concurrency,
+        llm_max_failures=args.llm_max_failures,
+        max_policy_errors=args.max_policy_errors,
+        config_file=None if args.config is None else str(args.config),
     )
 
 
@@ -131,10 +137,11 @@ def eval_entries(args: argparse.Namespace, argv: Sequence[str]) -> list[RunConfi
             entry = apply_run_file(entry, argv)
             entry.name = entry.name or folder_name(path.stem)
         config = config_from_args(entry)
-        config = dataclasses.replace(config, out=args.out / folder_name(config.label))
-        if any(other.label == config.label for other in entries):
+        label = config.spec.label
+        config = dataclasses.replace(config, out=args.out / folder_name(label))
+        if any(other.spec.label == label for other in entries):
             raise CLIError(
-                f"two entries of the evaluation are named {config.label!r}; give each run "
+                f"two entries of the evaluation are named {label!r}; give each run "
                 'file a name of its own (name = "...")'
             )
         entries.append(config)

@@ -147,12 +147,12 @@ def _report(
 
 def _payload(plays: Sequence[Play], episodes: int, rows: Any, interrupted: bool) -> dict[str, Any]:
     return {
-        "policies": [play.config.label for play in plays],
+        "policies": [play.label for play in plays],
         "episodes_per_policy": len(plays[0].keys),
         "episodes": episodes,
         "complete": not interrupted,
         "entries": [
-            {"policy": play.config.label, "folder": str(play.config.out), **played(play.config)}
+            {"policy": play.label, "folder": str(play.config.out), **played(play.config.spec)}
             for play in plays
         ],
         "rows": _rows_json(rows),

@@ -27,7 +27,7 @@ from ._terminal import configure_logs, console_for
 
 def cmd_run(config: RunConfig, session: Session) -> int:
     """``chaosops run``; returns the exit code."""
-    play = open_play(config, plan_episodes(config))
+    play = open_play(config, plan_episodes(config.spec))
     start_telemetry(config.telemetry, session)  # fails before anything is written
     # the LLM endpoints, then the log target, fail (one line naming it) before
     # the folder is made (and before an empty log file is left behind)
@@ -49,7 +49,7 @@ def cmd_run(config: RunConfig, session: Session) -> int:
     if config.point_latest:
         _point_latest(config.out)
     try:
-        progress = ProgressBar(enabled=config.progress, total=play.todo(), label=config.label)
+        progress = ProgressBar(enabled=config.progress, total=play.todo(), label=config.spec.label)
         stop, _ = play_all([play], config, session, progress)
     except (OSError, BaseExceptionGroup) as exc:
         # A write failed mid-run (a full disk under the folder or the log):
@@ -115,7 +115,7 @@ def _kept_after_failure(play: Play) -> str:
     outputs.close()
     again = f"finish it with {resume_command(outputs.out_dir)}"
     try:
-        summary = build_summary(ResultsReader(outputs.results_path), play.keys, play.config)
+        summary = build_summary(ResultsReader(outputs.results_path), play.keys, play.config.spec)
         outputs.write_summary(summary)
     except (OSError, OutputError):  # the same full disk, most likely: what is there stays
         return f"what finished is kept in {outputs.results_path}; {again}"

@@ -19,12 +19,12 @@ from actors import timeouts_by_role
 from chaosops._extras import missing_extra
 from chaosops.env.models import AgentRole
 from chaosops.outputs import OutputError
-from chaosops.runs.config import Deadlines, RunConfig, Telemetry, log_target
+from chaosops.runs.config import RunConfig, Telemetry, log_target
 from chaosops.runs.policies import prepare_models, role_map_factory
 from chaosops.runs.session import Session
 from chaosops.untrusted import printable
 
-from ._config import check_policies, models_of
+from ._config import check_policies, spec_of
 from ._errors import CLIError, output_error
 from ._folders import new_run_folder, point_latest
 from ._telemetry import finish, start_telemetry
@@ -49,13 +49,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     telemetry, session = config.telemetry, Session()
     try:
         start_telemetry(telemetry, session)  # each fails, one line, before anything is written
-        llms, config = prepare_models(config)
+        llms, spec = prepare_models(config.spec)
         rules = TableRules(
-            role_map_factory(config.policy_by_role, llms, ()),
-            deadlines=timeouts_by_role(config.deadlines.for_suite(None), AgentRole),
-            players={AgentRole(role): player for role, player in config.players.items()},
+            role_map_factory(spec.policy_by_role, llms, ()),
+            deadlines=timeouts_by_role(spec.deadlines.for_suite(None), AgentRole),
+            players={AgentRole(role): player for role, player in spec.players.items()},
             client_timeout=args.client_timeout, max_misses=args.client_misses or None,
-            fields={"policy": SERVED, "model": config.models_played},
+            fields={"policy": SERVED, "model": spec.models_played},
         )  # fmt: skip
         stack = ServerStack(uvicorn, ServedRuns, build_app)
         return _serve(args, config.out, rules=rules, llms=llms, telemetry=telemetry,
@@ -184,11 +184,7 @@ def _config(args: argparse.Namespace, out: Path) -> RunConfig:
     configuration: the same players, in the same order, as ``chaosops run``."""
     check_policies([args.policy], args.role_policy, args.named_models)
     return RunConfig(
-        command="serve", policies=(args.policy,), out=out,
-        role_policies=tuple(dict(args.role_policy).items()),
-        deadlines=Deadlines(args.turn_timeout, tuple(args.role_timeout)),
-        models=models_of(args),
-        config_file=None if args.config is None else str(args.config),
+        command="serve", spec=spec_of(args, [args.policy]), out=out,
         telemetry=Telemetry(
             log_json=log_target(args.log_json, out), metrics_port=args.metrics_port,
             metrics_host=args.metrics_host, otlp_endpoint=args.otlp_endpoint,

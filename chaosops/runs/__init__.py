@@ -1,6 +1,8 @@
 """The run engine: what ``chaosops run``, ``eval`` and ``serve`` play, as a library.
 
-A run is a :class:`RunConfig` (what to play, where to write, how to watch);
+A run is a :class:`RunConfig`: its :class:`RunSpec` (what it plays, and
+how it is paced and stopped: what run.json records and ``--resume``
+compares), where it writes and how it is watched;
 its :class:`Plan` lists the planned episodes (``plan_episodes``); a play
 (``open_play``) owns the run folder and its files, run.json included, and
 ``play_all`` plays the episodes not done yet into it, locally or on Ray, with
@@ -9,8 +11,9 @@ checks a folder's results against the world. ``run_to_folder`` plays
 scenarios with policies from Python into a run folder. Every failure is a
 :class:`RunError`, one line.
 
-Modules: ``config`` (the run configuration), ``options`` and ``values`` (the
-options of a run, declared once, and their value types), ``plan`` (suites,
+Modules: ``spec`` (the spec of a run), ``config`` (the run configuration),
+``options`` and ``values`` (the options of a run, declared once, and their
+value types), ``plan`` (suites,
 planned episodes, deadlines), ``kinds`` (the model kinds a policy can play,
 each declared once), ``models`` (their models made ready: endpoints checked,
 checkpoints loaded), ``policies`` (policy factories),
@@ -22,7 +25,7 @@ checkpoints loaded), ``policies`` (policy factories),
 
 from __future__ import annotations
 
-from .config import Deadlines, RunConfig, Telemetry
+from .config import RunConfig, Telemetry
 from .errors import RunError
 from .plan import (
     Plan,
@@ -36,6 +39,7 @@ from .plan import (
 from .policies import policy_factory
 from .python import arun_to_folder, run_to_folder
 from .replay import Mismatch, replay_records
+from .spec import Deadlines, RunSpec
 
 __all__ = [
     "Deadlines",
@@ -44,6 +48,7 @@ __all__ = [
     "PlannedEpisode",
     "RunConfig",
     "RunError",
+    "RunSpec",
     "Telemetry",
     "arun_to_folder",
     "effective_timeout",

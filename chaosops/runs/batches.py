@@ -14,9 +14,9 @@ import anyio
 from chaosops.agents.runner import open_batch
 from chaosops.runs.workers import EpisodeJob, Outputs, open_cluster_batch
 
-from .config import Deadlines, TurnTimeout
 from .plan import Plan, PlanSlice, timeout_groups
 from .session import Session
+from .spec import Deadlines, TurnTimeout
 from .stopping import hold_signals
 
 if TYPE_CHECKING:

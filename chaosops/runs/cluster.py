@@ -50,4 +50,5 @@ def recipe(config: RunConfig) -> Any:
     if config.ray is None:
         return None
 
-    return PolicyRecipe.of(config.policy_by_role, config.in_play(LLMSettings), config.workers or 1)
+    spec = config.spec
+    return PolicyRecipe.of(spec.policy_by_role, spec.in_play(LLMSettings), config.workers or 1)

@@ -8,7 +8,7 @@ so an eval's entries can be resumed, replayed and looked at like any run.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -36,13 +36,14 @@ from .folder import (
     plan_digest,
     refuse_existing,
     renderer,
-    run_options,
+    run_record,
     summarise,
 )
 from .kinds import kind_of
 from .plan import Plan, PlanKeys, plan_episodes
 from .policies import PolicyRecipe, prepare_models, role_map_factory
 from .session import Session
+from .spec import RunSpec
 
 
 class Progress(Protocol):
@@ -94,6 +95,11 @@ class Play:
     summary: Summary | None = None  # once played (see :attr:`played`)
 
     @property
+    def label(self) -> str:
+        """What the outputs call the play's policy (its spec's label)."""
+        return self.config.spec.label
+
+    @property
     def played(self) -> Summary:
         """The summary of the folder, once :func:`play_all` wrote it."""
         if self.summary is None:
@@ -117,24 +123,25 @@ def seat_players(play: Play) -> None:
     format, which the configuration then records), the role maps' factory,
     and what Ray workers build the role maps from."""
     config = play.config
-    for name, settings in config.models_in_play.items() if config.ray is not None else ():
+    for name, settings in config.spec.models_in_play.items() if config.ray is not None else ():
         if (why := kind_of(settings).not_on_ray) is not None:
             raise RunError(f"--ray: the {name} policy {why}")
-    play.llms, play.config = prepare_models(config)
-    play.factory = role_map_factory(play.config.policy_by_role, play.llms, play.planned)
+    play.llms, spec = prepare_models(config.spec)
+    play.config = replace(config, spec=spec)
+    play.factory = role_map_factory(spec.policy_by_role, play.llms, play.planned)
     play.recipe = recipe(play.config)
 
 
 def same_plan(entries: Sequence[RunConfig]) -> Plan:
     """The plan every entry plays; refuses (exit 2) entries that plan differently
     (a comparison is of the same scenarios)."""
-    plans = [plan_episodes(entry) for entry in entries]
+    plans = [plan_episodes(entry.spec) for entry in entries]
     first = plan_digest(plans[0])
     for entry, plan in zip(entries[1:], plans[1:], strict=True):
         if plan_digest(plan) != first:
             this, that = (
-                entry.config_file or entry.label,
-                entries[0].config_file or entries[0].label,
+                entry.spec.config_file or entry.spec.label,
+                entries[0].spec.config_file or entries[0].spec.label,
             )
             differs = _difference(plan, this, plans[0], that)
             raise RunError(
@@ -173,7 +180,7 @@ def open_play(config: RunConfig, planned: Plan) -> Play:
     """The play of ``config``, its folder checked (writes nothing): a new folder
     holds no run; with ``--resume``, its run has these options."""
 
-    keys = planned.keys(config.label)
+    keys = planned.keys(config.spec.label)
     outputs = RunOutputs(config.out, keys=keys, resume=config.resume, fsync=config.fsync)
     play = Play(config, planned, keys, outputs)
     if config.resume:
@@ -182,8 +189,8 @@ def open_play(config: RunConfig, planned: Plan) -> Play:
                 f"--resume: {config.out} holds no run to resume (no {RUN_RECORD} nor results); "
                 "run without --resume to start one there"
             )
-        options = run_options(config, planned)
-        play.recorded = check_resume(config.out, options, keys, config.label)
+        options = run_record(config.spec, planned)
+        play.recorded = check_resume(config.out, options, keys, config.spec.label)
         return play
     for path in (outputs.results_path, outputs.trajectories_path, config.out / RUN_RECORD):
         refuse_existing(
@@ -219,7 +226,7 @@ def _open(play: Play) -> None:
     if play.recorded is None and state.records == 0:
         # a new run (or one begun before run.json existed with nothing done):
         # its options, for --resume to compare, before the first episode
-        data = orjson.dumps(run_options(play.config, play.planned), option=orjson.OPT_INDENT_2)
+        data = orjson.dumps(run_record(play.config.spec, play.planned), option=orjson.OPT_INDENT_2)
         atomic_write_bytes(play.config.out / RUN_RECORD, data + b"\n")
         play.wrote_run_record = True
     if play.config.resume:
@@ -261,18 +268,18 @@ async def aplay_all(
         batches = [
             batch
             for play in plays
-            for batch in plan_batches(play.config.deadlines, play.planned,
+            for batch in plan_batches(play.config.spec.deadlines, play.planned,
                                       play.done, cast(Callable[[Any], Any], play.factory),
-                                      tag=play.config.label, model=play.config.models_played,
+                                      tag=play.label, model=play.config.spec.models_played,
                                       remote=_remote(play))
         ]  # fmt: skip
         stop = await aexecute(
-            batches, session, concurrency=config.concurrency,
+            batches, session, concurrency=config.spec.concurrency,
             on_result=_writer(plays, progress), progress=progress,
             llms=[llm for play in plays for llm in play.llms.values()],
-            max_failures=config.llm_max_failures, cluster=config.cluster,
-            max_policy_errors=config.max_policy_errors, signals=signals,
-            llm_roles={play.config.label: _llm_roles(play.config) for play in plays},
+            max_failures=config.spec.llm_max_failures, cluster=config.cluster,
+            max_policy_errors=config.spec.max_policy_errors, signals=signals,
+            llm_roles={play.label: _llm_roles(play.config.spec) for play in plays},
         )  # fmt: skip
         for play in plays:
             write_summary(play)
@@ -284,7 +291,7 @@ async def aplay_all(
 
 def _writer(plays: Sequence[Play], progress: Progress) -> Callable[[Batch, int, Any], None]:
     """What writes each finished episode into its play's folder."""
-    by_label = {play.config.label: play for play in plays}
+    by_label = {play.label: play for play in plays}
     render = renderer()
 
     def on_result(batch: Batch, index: int, result: Any) -> None:
@@ -294,17 +301,17 @@ def _writer(plays: Sequence[Play], progress: Progress) -> Callable[[Batch, int, 
         else:
             play.outputs.write_episode(
                 result, policy=batch.tag, key=play.keys[index], render=render,
-                turn_timeout=batch.turn_timeout, roles=play.config.players,
+                turn_timeout=batch.turn_timeout, roles=play.config.spec.players,
             )  # fmt: skip
         progress.advance(result)
 
     return on_result
 
 
-def _llm_roles(config: RunConfig) -> set[str]:
+def _llm_roles(spec: RunSpec) -> set[str]:
     """The roles a model plays (an LLM's, on Ray)."""
-    models = config.models_in_play
-    return {role for role, name in config.policy_by_role.items() if name in models}
+    models = spec.models_in_play
+    return {role for role, name in spec.policy_by_role.items() if name in models}
 
 
 def _remote(play: Play) -> Remote | None:
@@ -315,13 +322,13 @@ def _remote(play: Play) -> Remote | None:
 
     endpoint = config.telemetry.otlp_endpoint
     spans = traces_url(endpoint) if endpoint is not None else None
-    return Remote(play.recipe, play.keys, config.players, spans)
+    return Remote(play.recipe, play.keys, config.spec.players, spans)
 
 
 def write_summary(play: Play) -> None:
     """The play's summary.json, of every record in its folder (read a line at a time)."""
 
-    play.summary = summarise(ResultsReader(play.outputs.results_path), play.keys, play.config)
+    play.summary = summarise(ResultsReader(play.outputs.results_path), play.keys, play.config.spec)
     play.outputs.write_summary(play.played.data)
 
 
@@ -334,7 +341,7 @@ def unplayed(plays: Sequence[Play]) -> list[str]:
             if f.turns and not f.legal:
                 who = f.played_by if not f.model else f"{f.played_by} ({f.model})"
                 lines.append(
-                    f"{play.config.label}: the {f.role} ({who}) never played a move of its own: "
+                    f"{play.label}: the {f.role} ({who}) never played a move of its own: "
                     f"of {f.turns} turn(s), {f.parse_errors} answer(s) were no legal move, "
                     f"{f.timeouts} timed out, {f.errors} failed; every one played the fallback"
                 )

@@ -25,48 +25,48 @@ from chaosops.outputs import (
 from chaosops.summary import Summary
 from chaosops.summary import summarise as summary_of
 
-from .config import RunConfig
 from .errors import RunError, output_error
 from .kinds import KINDS, ModelKind
 from .options import RECORDED, Option, flags_of, recorded_values
 from .plan import Plan, PlanKeys
+from .spec import RunSpec
 
 
 def summarise(
-    records: Iterable[ResultLine], planned: Sequence[str], config: RunConfig | None = None
+    records: Iterable[ResultLine], planned: Sequence[str], spec: RunSpec | None = None
 ) -> Summary:
     """The summary of ``records`` (see :func:`chaosops.summary.summarise`), with
-    what played under ``config``."""
-    if config is None:
+    what played under ``spec``."""
+    if spec is None:
         return summary_of(records, planned)
-    return summary_of(records, planned, samples=config.samples, played=played(config))
+    return summary_of(records, planned, samples=spec.samples, played=played(spec))
 
 
 def build_summary(
-    records: Iterable[ResultLine], planned: Sequence[str], config: RunConfig | None = None
+    records: Iterable[ResultLine], planned: Sequence[str], spec: RunSpec | None = None
 ) -> dict[str, Any]:
     """The content of ``summary.json``: totals, the evaluation rows (with 95%
-    intervals), each role's turn figures and, with ``config``, what played
+    intervals), each role's turn figures and, with ``spec``, what played
     (each role's policy and model, each LLM's settings without the key).
 
     Derived from the results records only, so a resumed run ends with the same
     summary as an uninterrupted one (the turn latencies aside).
     """
-    return summarise(records, planned, config).data
+    return summarise(records, planned, spec).data
 
 
-def played(config: RunConfig) -> dict[str, Any]:
+def played(spec: RunSpec) -> dict[str, Any]:
     """What played, as summary.json and eval.json say it."""
     return {
-        "players": config.players,
-        **{kind.recorded: models or None for kind, models in _recorded_models(config)},
+        "players": spec.players,
+        **{kind.recorded: models or None for kind, models in _recorded_models(spec)},
     }
 
 
-def _recorded_models(config: RunConfig) -> list[tuple[ModelKind, dict[str, Any]]]:
+def _recorded_models(spec: RunSpec) -> list[tuple[ModelKind, dict[str, Any]]]:
     """Each kind and its models in play, as the records hold them (by policy name)."""
     return [
-        (kind, {name: kind.record(s) for name, s in config.in_play(kind.settings).items()})
+        (kind, {name: kind.record(s) for name, s in spec.in_play(kind.settings).items()})
         for kind in KINDS
     ]
 
@@ -138,15 +138,15 @@ RunRecord: Any = create_model(
 )
 
 
-def run_options(config: RunConfig, planned: Plan) -> dict[str, Any]:
-    """The content of ``run.json``: what decides the episodes and their outcomes
-    (not ``--concurrency``, the LLM endpoint, logging or progress)."""
-    options = recorded_values(config)
+def run_record(spec: RunSpec, planned: Plan) -> dict[str, Any]:
+    """The content of ``run.json``: ``spec`` as its schema holds it, with the
+    plan's size and fingerprint (never an LLM's key)."""
+    options = recorded_values(spec)
     options.update(planned=len(planned), plan=plan_digest(planned))
-    if config.scenarios:  # a run from Python: no suite file holds them
-        options["scenarios"] = list(config.scenarios)
-    options.update({kind.recorded: models for kind, models in _recorded_models(config) if models})
-    options.update(config_file=config.config_file, version=__version__)
+    if spec.scenarios:  # a run from Python: no suite file holds them
+        options["scenarios"] = list(spec.scenarios)
+    options.update({kind.recorded: models for kind, models in _recorded_models(spec) if models})
+    options.update(config_file=spec.config_file, version=__version__)
     RunRecord.model_validate(options)  # what is written is what is read back
     return options
 

@@ -28,8 +28,8 @@ from pydantic import Field
 from chaosops.agents.llm.settings import ANSWERS
 
 from . import values as v
-from .config import RunConfig
 from .kinds import KIND_NAMES, kind_named
+from .spec import RunSpec
 
 ABSENT = object()
 """What a record function returns for an option that the run record leaves out."""
@@ -47,7 +47,7 @@ class Option:
     "temperature")`` is the ``temperature`` of ``[llm.NAME]`` entries (its
     type, bounds and default: the kind's settings' field), ``[llm.llm]``
     being the flags' own LLM. ``recorded`` is the run record's field and ``record``
-    reads it off the run's configuration; ``restore`` turns it back into the
+    reads it off the run's spec; ``restore`` turns it back into the
     flag's value on ``--resume`` (None: not restored), and ``must_match``
     makes ``--resume`` refuse a run given another value.
     """
@@ -180,8 +180,8 @@ def _settings_field(settings: type, name: str) -> _Setting:
 
 
 def _run_default(name: str) -> Any:
-    """A run setting's default, as :class:`RunConfig` declares it."""
-    return next(f for f in dataclasses.fields(RunConfig) if f.name == name).default
+    """A run setting's default, as :class:`RunSpec` declares it."""
+    return next(f for f in dataclasses.fields(RunSpec) if f.name == name).default
 
 
 def _items(value: Any) -> list[Any]:
@@ -199,9 +199,9 @@ def _same(value: Any) -> Any:
 def _own(kind: str, name: str) -> Callable[[Any], Any]:
     """A setting of the flags' own model of ``kind``, recorded when a role plays it."""
 
-    def record(config: Any) -> Any:
-        settings = config.model_settings(kind)
-        if kind not in config.policy_by_role.values() or settings is None:
+    def record(spec: RunSpec) -> Any:
+        settings = spec.model_settings(kind)
+        if kind not in spec.policy_by_role.values() or settings is None:
             return ABSENT
         return getattr(settings, name)
 
@@ -832,9 +832,9 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
     _declare_the_rest(parser, added)
 
 
-def recorded_values(config: Any) -> dict[str, Any]:
-    """What run.json records of the run options, read off the run's configuration."""
-    values = {str(option.recorded): option.record(config) for option in RECORDED if option.record}
+def recorded_values(spec: RunSpec) -> dict[str, Any]:
+    """What run.json records of the run options, read off the run's spec."""
+    values = {str(option.recorded): option.record(spec) for option in RECORDED if option.record}
     return {name: value for name, value in values.items() if value is not ABSENT}
 
 

@@ -21,8 +21,8 @@ from chaosops.scenarios import (
     read_suite,
 )
 
-from .config import Deadlines, RunConfig, TurnTimeout
 from .errors import RunError, one_line
+from .spec import Deadlines, RunSpec, TurnTimeout
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,57 +271,57 @@ def expand_episodes_per_type(planned: Plan, episodes_per_type: int, seed_offset:
     return plan
 
 
-def plan_episodes(config: RunConfig) -> Plan:
+def plan_episodes(spec: RunSpec) -> Plan:
     """The episodes of a ``run`` or ``eval`` invocation, in suite order, with
     ``--episodes-per-type`` and ``--seed-offset`` applied, then ``--tier``,
     ``--failure-type`` and ``--limit``, then ``--samples`` (each group of
     scenarios that often, one after the other: a run key's ``#N`` is the sample)."""
-    plan = _subset(_seeded(config), config)
-    if config.samples == 1:
+    plan = _subset(_seeded(spec), spec)
+    if spec.samples == 1:
         return plan
-    return Plan([group for group in plan.groups for _ in range(config.samples)], config.samples)
+    return Plan([group for group in plan.groups for _ in range(spec.samples)], spec.samples)
 
 
-def _subset(planned: Plan, config: RunConfig) -> Plan:
+def _subset(planned: Plan, spec: RunSpec) -> Plan:
     """The planned episodes ``--tier``, ``--failure-type`` and ``--limit`` keep;
     refuses (exit 2) a selection that keeps none."""
     kept = [
         group
         for group in planned.groups
-        if (not config.tiers or str(group.template.scenario.difficulty) in config.tiers)
+        if (not spec.tiers or str(group.template.scenario.difficulty) in spec.tiers)
         and (
-            not config.failure_types
-            or str(group.template.scenario.failure_type) in config.failure_types
+            not spec.failure_types
+            or str(group.template.scenario.failure_type) in spec.failure_types
         )
     ]
     if planned.groups and not kept:
-        chosen = [f"--tier {t}" for t in config.tiers]
-        chosen += [f"--failure-type {f}" for f in config.failure_types]
+        chosen = [f"--tier {t}" for t in spec.tiers]
+        chosen += [f"--failure-type {f}" for f in spec.failure_types]
         raise RunError(
             f"no scenario of the suites matches {' '.join(chosen)}; "
             "`chaosops scenarios` lists what they hold"
         )
-    if config.limit is None:
+    if spec.limit is None:
         return Plan(kept)
-    cut, room = [], config.limit
+    cut, room = [], spec.limit
     for group in kept:
         cut.append(_Group(group.template, group.seeds[:room]))
         room -= len(cut[-1].seeds)
     return Plan(cut)
 
 
-def _seeded(config: RunConfig) -> Plan:
-    if config.scenarios:  # a run from Python, resumed
-        return _listed(config.scenarios)
+def _seeded(spec: RunSpec) -> Plan:
+    if spec.scenarios:  # a run from Python, resumed
+        return _listed(spec.scenarios)
     plan = Plan.listing(
         PlannedEpisode(entry.scenario, entry.turn_timeout)
-        for suite in load_suites(config.paths)
+        for suite in load_suites(spec.paths)
         for entry in suite.entries
     )
-    if config.episodes_per_type is not None:
-        return expand_episodes_per_type(plan, config.episodes_per_type, config.seed_offset)
-    if config.seed_offset:
-        offset = config.seed_offset
+    if spec.episodes_per_type is not None:
+        return expand_episodes_per_type(plan, spec.episodes_per_type, spec.seed_offset)
+    if spec.seed_offset:
+        offset = spec.seed_offset
         plan = Plan([_Group(g.template, range(g.seeds[0] + offset, g.seeds[0] + offset + 1))
                      for g in plan.groups])  # fmt: skip
         _check_seeds(plan, offset)

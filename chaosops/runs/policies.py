@@ -15,9 +15,9 @@ from chaosops.agents.llm.settings import LLMSettings
 from chaosops.agents.policies import SCRIPTED, scripted_policy
 from chaosops.env.models import AgentRole
 
-from .config import RunConfig
 from .errors import RunError
 from .kinds import KINDS
+from .spec import RunSpec
 from .values import POLICIES
 
 
@@ -108,17 +108,17 @@ def _user_factory(spec: str, role: str, planned: Sequence[Any]) -> Callable[[Any
     return target
 
 
-def prepare_models(config: RunConfig) -> tuple[dict[str, Any], RunConfig]:
-    """The model policies some role of ``config`` plays, by policy name, each
+def prepare_models(spec: RunSpec) -> tuple[dict[str, Any], RunSpec]:
+    """The model policies some role of ``spec`` plays, by policy name, each
     made ready by its kind (an LLM's endpoint checked and its answer format
-    settled, a local model loaded), and the configuration with what they
-    settled, for its records."""
+    settled, a local model loaded), and the spec with what they settled, for
+    its records."""
     policies: dict[str, Any] = {}
     for kind in KINDS:
-        models = config.in_play(kind.settings)
-        policies |= kind.prepare(models, config.config_file, config.deadlines.longest)
+        models = spec.in_play(kind.settings)
+        policies |= kind.prepare(models, spec.config_file, spec.deadlines.longest)
     settled = {name: policy.settings for name, policy in policies.items()}
-    return policies, config.with_models(settled)
+    return policies, spec.with_models(settled)
 
 
 @dataclass(frozen=True)

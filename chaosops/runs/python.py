@@ -22,10 +22,11 @@ from chaosops.env.world_sim import Scenario
 from chaosops.outputs import LOG_FILE, scenario_fields
 from chaosops.summary import Summary
 
-from .config import Deadlines, RunConfig
+from .config import RunConfig
 from .engine import aplay_all, open_folders, open_play
 from .plan import plan_episodes
 from .session import Session
+from .spec import Deadlines, RunSpec
 
 __all__ = ["arun_to_folder", "run_to_folder"]
 
@@ -77,12 +78,13 @@ async def arun_to_folder(
     up before. Signals are left to the caller: Ctrl-C raises as it would.
     ``samples`` plays each scenario that many times (pass@k, as ``--samples``).
     """
-    config = RunConfig(
-        command="run", policies=(name,), out=Path(out), concurrency=concurrency,
+    spec = RunSpec(
+        policies=(name,), concurrency=concurrency, samples=samples,
         scenarios=tuple(scenario_fields(s) for s in scenarios),
-        deadlines=_deadlines(turn_timeout), resume=resume, progress=False, samples=samples,
+        deadlines=_deadlines(turn_timeout),
     )  # fmt: skip
-    play = open_play(config, plan_episodes(config))
+    config = RunConfig(command="run", spec=spec, out=Path(out), resume=resume, progress=False)
+    play = open_play(config, plan_episodes(spec))
     play.factory = _factory(policies)
     open_folders([play])
     if log:

@@ -112,7 +112,8 @@ def _request(*argv: str) -> dict[str, Any]:
     """The request fields the LLM policy built from ``chaosops run ARGV`` sends."""
     args = build_parser().parse_args(["run", "--policy", "llm", *argv])
     obs = ChaosOpsEnvironment().reset(seed=0)
-    return request_params(config_from_args(args).model_settings("llm"), "text", [], moves_for(obs))
+    settings = config_from_args(args).spec.model_settings("llm")
+    return request_params(settings, "text", [], moves_for(obs))
 
 
 def test_options_reach_the_request() -> None:

@@ -22,8 +22,8 @@ from chaosops.runs import (
     policy_factory,
     timeout_groups,
 )
-from chaosops.runs.config import Deadlines
 from chaosops.runs.plan import suite_files
+from chaosops.runs.spec import Deadlines
 
 from ._cli import chaosops, jsonl
 
@@ -31,7 +31,7 @@ SRE, DEV = AgentRole.SRE, AgentRole.DEV
 
 
 def args(*argv: str) -> Deadlines:
-    return config_from_args(build_parser().parse_args(["run", *argv])).deadlines
+    return config_from_args(build_parser().parse_args(["run", *argv])).spec.deadlines
 
 
 def test_suite_files_name_a_folder_without_suites_and_an_empty_path(tmp_path: Path) -> None:
@@ -172,7 +172,7 @@ def test_a_url_is_shown_without_its_secrets(url: str, shown: str) -> None:
 def plan_of(*argv: str) -> Plan:
     from chaosops.runs.plan import plan_episodes
 
-    return plan_episodes(config_from_args(build_parser().parse_args(["run", *argv])))
+    return plan_episodes(config_from_args(build_parser().parse_args(["run", *argv])).spec)
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,9 @@ import pytest
 from chaosops.agents.hf.settings import HFSettings
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.cli._run_file import RunFileError, read_run_file
-from chaosops.runs.config import RunConfig
 from chaosops.runs.kinds import KINDS, kind_of
 from chaosops.runs.options import OPTIONS, flags_of
+from chaosops.runs.spec import RunSpec
 
 ROOT = Path(__file__).resolve().parents[3]
 DECLARING = {"chaosops/runs/kinds.py", "chaosops/runs/models.py", "chaosops/runs/options.py"}
@@ -59,8 +59,8 @@ def test_every_kind_has_its_own_model_flags_and_a_distinct_record() -> None:
 
 
 def test_players_and_the_models_in_play_come_from_the_kinds() -> None:
-    config = RunConfig(
-        command="run", policies=("heuristic",), out=Path("."),
+    config = RunSpec(
+        policies=("heuristic",),
         role_policies=(("sre", "small"), ("dev", "remote")),
         models=(("llm", LLMSettings(model="chaosops-mock")),
                 ("small", HFSettings(model="/models/small", weights="abc", resolved_device="cpu")),

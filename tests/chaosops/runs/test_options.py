@@ -11,9 +11,9 @@ import pytest
 from pydantic import ValidationError
 
 from chaosops.cli._run_file import ENTRIES, RunFile
-from chaosops.runs.config import RunConfig
 from chaosops.runs.kinds import kind_named
 from chaosops.runs.options import OPTIONS, Option
+from chaosops.runs.spec import RunSpec
 from chaosops.runs.values import _parts
 
 NUMBERS = (-1, 0, 1, 2, 3, 19, 20, 21, 64, 100, 101, 1000, 1001, 1024, 100_000, 100_001,
@@ -97,7 +97,7 @@ def test_a_model_settings_bounds_are_its_kinds_settings_own(option: Option) -> N
 
 def test_defaults_are_declared_once() -> None:
     defaults = {o.dest: o.initial for o in OPTIONS}
-    run = RunConfig(command="run", policies=("heuristic",), out=".")  # type: ignore[arg-type]
+    run = RunSpec(policies=("heuristic",))
     assert defaults["concurrency"] == run.concurrency
     assert defaults["llm_max_failures"] == run.llm_max_failures
     for option in OPTIONS:

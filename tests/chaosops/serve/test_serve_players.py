@@ -30,8 +30,8 @@ def test_serve_and_run_name_the_same_players_in_turn_order(tmp_path: Path) -> No
         "serve": ["serve", "--config", str(path), *roles, "--out", str(tmp_path / "served")],
     }
     parsed = {name: apply_run_file(build_parser().parse_args(a), a) for name, a in argv.items()}
-    run = config_from_args(parsed["run"])
-    served = serve_config(parsed["serve"], tmp_path / "served")
+    run = config_from_args(parsed["run"]).spec
+    served = serve_config(parsed["serve"], tmp_path / "served").spec
     assert (
         run.models_played == served.models_played == "model-b+model-a"
     )  # oversight plays before dev
