@@ -92,7 +92,7 @@ def cmd_eval(config: RunConfig, entries: Sequence[RunConfig], session: Session) 
     for play in plays:
         seat_players(play)
     own = [p for p in (json_path, chart) if p is not None]
-    own += [path for play in plays for path in play.files]
+    own += [path for play in plays for path in play.folder.files]
     table_stream = configure_logs(config.telemetry.log_json, own, session)
     if config.json == "-":
         table_stream = sys.stderr

@@ -7,8 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from chaosops.outputs import RUN_RECORD
-from chaosops.runs.folder import read_run_record
+from chaosops.runs.folder import RunFolder
 from chaosops.runs.kinds import KINDS, ModelKind
 from chaosops.runs.options import RECORDED, flags_of
 
@@ -38,6 +37,8 @@ def fill_from_run_record(args: argparse.Namespace, argv: Sequence[str]) -> argpa
     _restore_key(args, recorded, given)
     if isinstance(recorded.get("scenarios"), list) and not args.paths:
         args.scenarios = recorded["scenarios"]  # a run from Python lists its scenarios
+    if isinstance(recorded.get("config_file"), str) and args.config is None:
+        args.config = recorded["config_file"]  # as the spec names it: its models came back above
     for option in RECORDED:
         if option.restore is None or option.recorded not in recorded:
             continue
@@ -93,4 +94,4 @@ def _latest_to_resume() -> Path:
 def _recorded(out: Path) -> dict[str, Any] | None:
     """The folder's run record, checked against its schema before anything is
     taken from it (None: there is none)."""
-    return read_run_record(out / RUN_RECORD)
+    return RunFolder(out).read_record()

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from chaosops.evaluation import render_table
-from chaosops.outputs import LOG_FILE, RUN_RECORD, OutputError, ResultsReader
+from chaosops.outputs import LOG_FILE, OutputError, ResultsReader
 from chaosops.role_figures import render_role_table
 from chaosops.runs.batches import stop_code, withheld_note
 from chaosops.runs.engine import Play, open_folders, open_play, play_all, seat_players, unplayed
@@ -38,13 +38,13 @@ def cmd_run(config: RunConfig, session: Session) -> int:
     # a refused run leaves no file there; a log elsewhere fails first
     in_folder = log is not None and Path(log) == config.out / LOG_FILE
     if not in_folder:
-        table_stream = configure_logs(log, play.files, session)
+        table_stream = configure_logs(log, play.folder.files, session)
     open_folders([play])
     if in_folder:
         try:
-            table_stream = configure_logs(log, play.files, session)
+            table_stream = configure_logs(log, play.folder.files, session)
         except RunError:
-            play.outputs.close()
+            play.folder.close()
             raise
     if config.point_latest:
         _point_latest(config.out)
@@ -70,7 +70,7 @@ def _point_latest(folder: Path) -> None:
 def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) -> int:
     """The table and the closing notes; the exit code."""
 
-    config, outputs, summary = play.config, play.outputs, play.played.data
+    config, outputs, summary = play.config, play.folder, play.played.data
     if stop.reason is not None:
         raise CLIError(
             f"{stop.reason}; {progress.done} episode(s) finished this run{withheld_note(stop)}, "
@@ -92,7 +92,7 @@ def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) 
     for line in trouble([play], progress):
         note(line)
     # run.json only when this run wrote it (a resumed run keeps the folder's)
-    kept = f", {config.out / RUN_RECORD}" if play.wrote_run_record else ""
+    kept = f", {play.folder.record_path}" if play.folder.wrote_record else ""
     log = config.telemetry.log_json
     if log is not None and Path(log) == config.out / LOG_FILE:
         kept += f", {log}"
@@ -111,7 +111,7 @@ def _kept_after_failure(play: Play) -> str:
     """After a failed write: ``summary.json`` rewritten if it can be (complete:
     false), and the line's advice naming what is kept."""
 
-    outputs = play.outputs
+    outputs = play.folder
     outputs.close()
     again = f"finish it with {resume_command(outputs.out_dir)}"
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import os
 import signal
@@ -20,6 +21,8 @@ from chaosops._extras import missing_extra
 from chaosops.env.models import AgentRole
 from chaosops.outputs import OutputError
 from chaosops.runs.config import RunConfig, Telemetry, log_target
+from chaosops.runs.errors import RunError
+from chaosops.runs.folder import served_record
 from chaosops.runs.policies import prepare_models, role_map_factory
 from chaosops.runs.session import Session
 from chaosops.untrusted import printable
@@ -57,7 +60,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             client_timeout=args.client_timeout, max_misses=args.client_misses or None,
             fields={"policy": SERVED, "model": spec.models_played},
         )  # fmt: skip
-        stack = ServerStack(uvicorn, ServedRuns, build_app)
+        runs = functools.partial(ServedRuns, record=served_record(spec))
+        stack = ServerStack(uvicorn, runs, build_app)
         return _serve(args, config.out, rules=rules, llms=llms, telemetry=telemetry,
                       session=session, stack=stack)  # fmt: skip
     finally:
@@ -105,7 +109,10 @@ def _serve(args: argparse.Namespace, out: Any, *, rules: Any, llms: dict[str, An
     except OutputError as exc:
         sock.close()
         raise output_error(exc, resumable=False) from None  # a server starts afresh
-    configure_logs(telemetry.log_json, [runs.outputs.results_path], session)
+    except RunError:
+        sock.close()
+        raise
+    configure_logs(telemetry.log_json, runs.folder.files, session)
     if args.out is None:
         point_latest(out)
     idle = None if args.idle_timeout == 0 else args.idle_timeout

@@ -10,35 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from pathlib import Path
 from typing import Any, Protocol, cast
 
-import orjson
-
 import actors
-from chaosops.outputs import (
-    RESULTS_FILE,
-    RUN_RECORD,
-    OutputError,
-    ResultsReader,
-    RunOutputs,
-    atomic_write_bytes,
-    scenario_fields,
-)
+from chaosops.outputs import RUN_RECORD, OutputError, ResultsReader, scenario_fields
 from chaosops.summary import Summary
 
 from .batches import Batch, Remote, Stop, aexecute, plan_batches
 from .cluster import recipe
 from .config import RunConfig, traces_url
 from .errors import RunError, note, output_error
-from .folder import (
-    check_resume,
-    plan_digest,
-    refuse_existing,
-    renderer,
-    run_record,
-    summarise,
-)
+from .folder import RunFolder, plan_digest, renderer, run_record, summarise
 from .kinds import kind_of
 from .plan import Plan, PlanKeys, plan_episodes
 from .policies import PolicyRecipe, prepare_models, role_map_factory
@@ -85,13 +67,12 @@ class Play:
     config: RunConfig
     planned: Plan
     keys: PlanKeys
-    outputs: RunOutputs
+    folder: RunFolder
     recorded: dict[str, Any] | None = None  # the folder's run record, when resumed
     llms: dict[str, Any] = field(default_factory=dict)  # model policies (LLM, hf) by name
     factory: Callable[[Any], Any] | None = None  # scenario -> role map
     recipe: PolicyRecipe | None = None  # what Ray workers build the role maps from (--ray)
     done: bytearray = field(default_factory=bytearray)  # 1 at each plan index done
-    wrote_run_record: bool = False
     summary: Summary | None = None  # once played (see :attr:`played`)
 
     @property
@@ -109,13 +90,6 @@ class Play:
     def todo(self) -> int:
         """How many planned episodes are still to play."""
         return len(self.keys) - self.done.count(1)
-
-    @property
-    def files(self) -> list[Path]:
-        """The files this play writes (which a log must not be)."""
-        outputs = self.outputs
-        return [outputs.results_path, outputs.trajectories_path, outputs.summary_path,
-                self.config.out / RUN_RECORD]  # fmt: skip
 
 
 def seat_players(play: Play) -> None:
@@ -181,27 +155,18 @@ def open_play(config: RunConfig, planned: Plan) -> Play:
     holds no run; with ``--resume``, its run has these options."""
 
     keys = planned.keys(config.spec.label)
-    outputs = RunOutputs(config.out, keys=keys, resume=config.resume, fsync=config.fsync)
-    play = Play(config, planned, keys, outputs)
+    folder = RunFolder(config.out, keys=keys, resume=config.resume, fsync=config.fsync)
+    play = Play(config, planned, keys, folder)
     if config.resume:
-        if not _holds_a_run(config.out):
+        if not folder.holds_a_run():
             raise RunError(
                 f"--resume: {config.out} holds no run to resume (no {RUN_RECORD} nor results); "
                 "run without --resume to start one there"
             )
-        options = run_record(config.spec, planned)
-        play.recorded = check_resume(config.out, options, keys, config.spec.label)
+        play.recorded = folder.check_resume(run_record(config.spec, planned), config.spec.label)
         return play
-    for path in (outputs.results_path, outputs.trajectories_path, config.out / RUN_RECORD):
-        refuse_existing(
-            path, "pass --resume to continue that run, or a new --out folder", folder=config.out
-        )
+    folder.refuse_a_run("pass --resume to continue that run, or a new --out folder")
     return play
-
-
-def _holds_a_run(folder: Path) -> bool:
-
-    return (folder / RUN_RECORD).is_file() or (folder / RESULTS_FILE).is_file()
 
 
 def open_folders(plays: Sequence[Play]) -> None:
@@ -212,23 +177,21 @@ def open_folders(plays: Sequence[Play]) -> None:
             _open(play)
     except BaseException:
         for play in plays:
-            play.outputs.close()
+            play.folder.close()
         raise
 
 
 def _open(play: Play) -> None:
 
     try:
-        state = play.outputs.open()
+        state = play.folder.open()
     except OutputError as exc:
         raise output_error(exc) from None
     play.done = state.done or bytearray(len(play.keys))
     if play.recorded is None and state.records == 0:
         # a new run (or one begun before run.json existed with nothing done):
-        # its options, for --resume to compare, before the first episode
-        data = orjson.dumps(run_record(play.config.spec, play.planned), option=orjson.OPT_INDENT_2)
-        atomic_write_bytes(play.config.out / RUN_RECORD, data + b"\n")
-        play.wrote_run_record = True
+        # its spec, for --resume to compare, before the first episode
+        play.folder.write_record(run_record(play.config.spec, play.planned))
     if play.config.resume:
         note(
             f"resuming {play.config.out}: {state.records} of "
@@ -285,7 +248,7 @@ async def aplay_all(
             write_summary(play)
     finally:
         for play in plays:
-            play.outputs.close()
+            play.folder.close()
     return stop, progress
 
 
@@ -297,9 +260,9 @@ def _writer(plays: Sequence[Play], progress: Progress) -> Callable[[Batch, int, 
     def on_result(batch: Batch, index: int, result: Any) -> None:
         play = by_label[batch.tag]
         if getattr(result, "lines", None):  # made by a Ray worker
-            play.outputs.write_lines(*result.lines)
+            play.folder.write_lines(*result.lines)
         else:
-            play.outputs.write_episode(
+            play.folder.write_episode(
                 result, policy=batch.tag, key=play.keys[index], render=render,
                 turn_timeout=batch.turn_timeout, roles=play.config.spec.players,
             )  # fmt: skip
@@ -328,8 +291,8 @@ def _remote(play: Play) -> Remote | None:
 def write_summary(play: Play) -> None:
     """The play's summary.json, of every record in its folder (read a line at a time)."""
 
-    play.summary = summarise(ResultsReader(play.outputs.results_path), play.keys, play.config.spec)
-    play.outputs.write_summary(play.played.data)
+    play.summary = summarise(ResultsReader(play.folder.results_path), play.keys, play.config.spec)
+    play.folder.write_summary(play.played.data)
 
 
 def unplayed(plays: Sequence[Play]) -> list[str]:

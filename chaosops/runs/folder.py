@@ -1,5 +1,6 @@
-"""What a run folder records: its run.json (the options, compared by
-``--resume``), its summary, and the checks before anything is written there."""
+"""A run folder (:class:`RunFolder`) and what it records: its run.json (the
+spec, compared by ``--resume``), its summary, and the checks before anything
+is written there."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import Field, ValidationError, create_model
+from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
 
 from chaosops import __version__
 from chaosops._urls import shown_url
@@ -20,6 +21,8 @@ from chaosops.outputs import (
     OutputError,
     ResultLine,
     ResultsReader,
+    RunOutputs,
+    atomic_write_bytes,
     scenario_fields,
 )
 from chaosops.summary import Summary
@@ -27,7 +30,7 @@ from chaosops.summary import summarise as summary_of
 
 from .errors import RunError, output_error
 from .kinds import KINDS, ModelKind
-from .options import RECORDED, Option, flags_of, recorded_values
+from .options import RECORDED, SERVED, Option, flags_of, recorded_values
 from .plan import Plan, PlanKeys
 from .spec import RunSpec
 
@@ -118,8 +121,9 @@ def _record_fields() -> dict[str, Any]:
         str(o.recorded): (_recorded_type(o), Field(default=None)) for o in RECORDED
     }
     fields.update(
-        planned=(int, Field(ge=0)),
-        plan=(str, Field(min_length=1)),
+        planned=(int | None, Field(default=None, ge=0)),  # required of a run's folder
+        plan=(str | None, Field(default=None, min_length=1)),
+        served=(bool, Field(default=False)),  # a folder of chaosops serve: no plan
         scenarios=(list[dict[str, Any]] | None, Field(default=None)),  # a run from Python
         **{
             kind.recorded: (dict[str, dict[str, Any]] | None, Field(default=None)) for kind in KINDS
@@ -131,9 +135,19 @@ def _record_fields() -> dict[str, Any]:
 
 
 # run.json's schema, made from the options' table as the run file's model is
+class _Record(BaseModel):
+    @model_validator(mode="after")
+    def _planned_unless_served(self) -> Any:
+        served, planned, plan = (getattr(self, name) for name in ("served", "planned", "plan"))
+        if not served and (planned is None or plan is None):
+            raise ValueError("a run's record holds its plan (planned and plan)")
+        return self
+
+
 RunRecord: Any = create_model(
     "RunRecord",
-    __doc__="A run record (run.json): the options that decide a run's episodes.",
+    __base__=_Record,
+    __doc__="A run record (run.json): the spec of the run played in its folder.",
     **_record_fields(),
 )
 
@@ -145,9 +159,21 @@ def run_record(spec: RunSpec, planned: Plan) -> dict[str, Any]:
     options.update(planned=len(planned), plan=plan_digest(planned))
     if spec.scenarios:  # a run from Python: no suite file holds them
         options["scenarios"] = list(spec.scenarios)
+    return _with_models(options, spec)
+
+
+def served_record(spec: RunSpec) -> dict[str, Any]:
+    """The run.json of a folder ``chaosops serve`` writes: who plays the roles
+    its clients leave, their deadlines and models; no plan (the clients
+    choose the scenarios), and ``served``, which ``--resume`` refuses."""
+    shared = {option.recorded for option in RECORDED if option.dest in SERVED}
+    options = {k: v for k, v in recorded_values(spec).items() if k in shared}
+    return _with_models({**options, "served": True}, spec)
+
+
+def _with_models(options: dict[str, Any], spec: RunSpec) -> dict[str, Any]:
     options.update({kind.recorded: models for kind, models in _recorded_models(spec) if models})
     options.update(config_file=spec.config_file, version=__version__)
-    RunRecord.model_validate(options)  # what is written is what is read back
     return options
 
 
@@ -187,11 +213,20 @@ def check_resume(
     its results: their policy, and every recorded episode in the given plan.
     """
     recorded = read_run_record(out / RUN_RECORD)
+    if recorded is not None and recorded.get("served"):
+        raise _served(out)
     if recorded is not None:
         _check_options(out, recorded, options)
     if (out / RESULTS_FILE).exists():
         _check_results(out, options, keys, label or options["policy"])
     return recorded
+
+
+def _served(out: Path) -> RunError:
+    return RunError(
+        f"--resume: {out} was written by chaosops serve, whose episodes are played by "
+        "its clients: chaosops run cannot resume it (chaosops view shows it)"
+    )
 
 
 def _refuse(out: Path, option: str, recorded: str, given: str) -> RunError:
@@ -222,11 +257,12 @@ def read_run_record(path: Path) -> dict[str, Any] | None:
         RunRecord.model_validate(recorded)
     except ValidationError as exc:
         error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"])
-        option = next((o for o in RECORDED if o.recorded == error["loc"][0]), None)
+        loc = error["loc"] or ("plan",)  # the record's own check: a run's holds its plan
+        option = next((o for o in RECORDED if o.recorded == loc[0]), None)
         said = error["msg"] if option is None or option.kind is None else option.expected
+        got = error.get("input") if error["loc"] else None
         raise RunError(
-            f"{path}: {where}: {said} (got {error.get('input')!r:.60}); the run record was "
+            f"{path}: {'.'.join(map(str, loc))}: {said} (got {got!r:.60}); the run record was "
             "edited or damaged: resume a folder as chaosops run wrote it"
         ) from None
     return recorded
@@ -266,10 +302,7 @@ def _check_results(out: Path, options: Mapping[str, Any], keys: PlanKeys, label:
     except OutputError as exc:
         raise output_error(exc) from None
     if "served" in policies:  # chaosops.serve.runs.SERVED, which imports the serve extra
-        raise RunError(
-            f"--resume: {out} was written by chaosops serve, whose episodes are played by "
-            "its clients: chaosops run cannot resume it (chaosops view shows it)"
-        )
+        raise _served(out)
     if policies and sorted(policies) != [label]:
         raise _refuse(out, "--policy", ", ".join(sorted(policies)), label)
     if stray is not None:
@@ -309,3 +342,48 @@ def _model_difference(
 def renderer() -> Callable[[Any, Any], Any]:
     """What scripted turns' prompts are rendered with: the LLM policy's own prompt."""
     return build_messages
+
+
+class RunFolder(RunOutputs):
+    """A run folder and every file in it: the results and trajectories
+    (crash-safe, see :class:`~chaosops.outputs.RunOutputs`), summary.json,
+    and run.json, the record of the spec played there, which ``--resume``
+    compares. ``chaosops run``, ``eval``, ``serve`` and :func:`run_to_folder`
+    all write their folders through one."""
+
+    wrote_record = False  # run.json, by this process (a resumed run keeps its own)
+
+    @property
+    def record_path(self) -> Path:
+        """Its run.json."""
+        return self.out_dir / RUN_RECORD
+
+    @property
+    def files(self) -> list[Path]:
+        """The files it holds (which a log must not be)."""
+        return [self.results_path, self.trajectories_path, self.summary_path, self.record_path]
+
+    def holds_a_run(self) -> bool:
+        """Whether a run was begun here (a run.json, or results)."""
+        return self.record_path.is_file() or self.results_path.is_file()
+
+    def refuse_a_run(self, advice: str) -> None:
+        """Refuse (exit 2) a folder that holds a run; ``advice`` says what to do instead."""
+        for path in (self.results_path, self.trajectories_path, self.record_path):
+            refuse_existing(path, advice, folder=self.out_dir)
+
+    def check_resume(self, record: Mapping[str, Any], label: str) -> dict[str, Any] | None:
+        """Refuse (exit 2) to resume the run here with another record than its
+        own (see :func:`check_resume`); returns the recorded one."""
+        return check_resume(self.out_dir, record, self.keys, label)
+
+    def read_record(self) -> dict[str, Any] | None:
+        """Its run.json, checked against :data:`RunRecord` (None: it has none)."""
+        return read_run_record(self.record_path)
+
+    def write_record(self, record: Mapping[str, Any]) -> None:
+        """run.json, whole (atomically), once checked against :data:`RunRecord`."""
+        RunRecord.model_validate(record)  # what is written is what is read back
+        data = orjson.dumps(record, option=orjson.OPT_INDENT_2)
+        atomic_write_bytes(self.record_path, data + b"\n")
+        self.wrote_record = True

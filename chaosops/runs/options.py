@@ -368,6 +368,7 @@ OPTIONS: tuple[Option, ...] = (
         file_key="concurrency",
         recorded="concurrency",
         record=lambda c: c.concurrency,
+        restore=_same,  # not given again: as the run began; given: free to change
     ),
     Option(
         ("--ray",),
@@ -426,6 +427,7 @@ OPTIONS: tuple[Option, ...] = (
         file_key="max_policy_errors",
         recorded="max_policy_errors",
         record=lambda c: c.max_policy_errors,
+        restore=_same,  # not given again: as the run began; given: free to change
     ),
     Option(
         ("--log-json",),
@@ -534,6 +536,7 @@ OPTIONS: tuple[Option, ...] = (
         file_key="llm_max_failures",
         recorded="llm_max_failures",
         record=lambda c: c.llm_max_failures,
+        restore=_same,  # not given again: as the run began; given: free to change
     ),
     Option(
         ("--temperature",),

@@ -1,6 +1,8 @@
-"""The run folder a server writes its episodes to, as ``chaosops run`` writes
-one: results, trajectories, and summary.json when the server stops, so that
-``chaosops view`` and ``watch`` follow a server as they follow a run."""
+"""The run folder a server writes its episodes to, through the run engine's
+:class:`~chaosops.runs.folder.RunFolder` as ``chaosops run`` writes one:
+run.json when it starts, results and trajectories, and summary.json when the
+server stops, so that ``chaosops view`` and ``watch`` follow a server as they
+follow a run."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from typing import Any
 
 from chaosops.agents.llm.render import build_messages
 from chaosops.env.results import EpisodeResult
-from chaosops.outputs import ResultsReader, RunOutputs, run_key
+from chaosops.outputs import ResultsReader, run_key
+from chaosops.runs.folder import RunFolder
 from chaosops.summary import summarise
 
 __all__ = ["SERVED", "ServedRuns"]
@@ -38,8 +41,12 @@ class ServedRuns:
     would stop the loop at once; written in a thread, the thread would take
     the interpreter from the loop in slices of milliseconds."""
 
-    def __init__(self, out: str | Path, announce: Callable[[str], None] | None = None) -> None:
-        self.outputs = RunOutputs(out)
+    def __init__(
+        self, out: str | Path, announce: Callable[[str], None] | None = None,
+        record: Mapping[str, Any] | None = None,
+    ) -> None:  # fmt: skip
+        self.folder = RunFolder(out)
+        self.record = record  # its run.json (see chaosops.runs.folder.served_record)
         # told a line every STATUS_EVERY_S while episodes are written, and the total
         # at the end: a line an episode would flood a reader, or fill a pipe nobody reads
         self.announce = announce
@@ -89,7 +96,12 @@ class ServedRuns:
             self.error = exc
 
     def open(self) -> ServedRuns:
-        self.outputs.open()
+        """Open the folder, which must hold no run (a server starts afresh), and
+        write its run.json."""
+        self.folder.refuse_a_run("give chaosops serve a new --out folder")
+        self.folder.open()
+        if self.record is not None:
+            self.folder.write_record(self.record)
         return self
 
     def write(self, result: EpisodeResult, roles: Mapping[str, Mapping[str, Any]]) -> None:
@@ -99,7 +111,7 @@ class ServedRuns:
         key = run_key(SERVED, result.scenario, self._seen[first])
         self._seen[first] += 1
         self._keys.append(key)
-        self.outputs.write_episode(result, policy=SERVED, key=key, render=build_messages,
+        self.folder.write_episode(result, policy=SERVED, key=key, render=build_messages,
                                    roles=played)  # fmt: skip
         self.served += 1
         self.resolved += bool(result.resolved)
@@ -119,15 +131,15 @@ class ServedRuns:
         while self._queue and self.error is None:
             self._write_next()
         if self.error is not None:
-            self.outputs.close()
+            self.folder.close()
             raise self.error
-        records = ResultsReader(self.outputs.results_path)
-        self.outputs.write_summary(summarise(records, self._keys).data)
-        self.outputs.close()
+        records = ResultsReader(self.folder.results_path)
+        self.folder.write_summary(summarise(records, self._keys).data)
+        self.folder.close()
         if self.announce is not None:
             self.announce(
                 f"served {self.served} episode(s), {self.resolved} resolved; wrote "
-                f"{self.outputs.results_path}, {self.outputs.summary_path}"
+                f"{self.folder.results_path}, {self.folder.summary_path}"
             )
 
     def __enter__(self) -> ServedRuns:

@@ -216,6 +216,27 @@ def test_a_folder_that_holds_a_run_is_one_line_and_kept(tmp_path: Path) -> None:
     assert {p.name: p.read_bytes() for p in (tmp_path / "earlier").iterdir()} == before
 
 
+def test_a_served_folder_records_its_players_and_is_not_resumed(tmp_path: Path) -> None:
+    """run.json, written by the run engine's folder: who plays the roles clients
+    leave and their deadlines, no plan; ``run --resume`` and a second server
+    refuse the folder in one line, before any episode, and leave it as it is."""
+    (tmp_path / "run.toml").write_text('policy = "oracle"\n\n[roles]\ndev = "random"\n')
+    proc, _ = _start(tmp_path, "--config", "run.toml", "--role-timeout", "sre=2.5")
+    _stop(proc)
+    out = tmp_path / "served"
+    record = json.loads((out / "run.json").read_text())
+    assert record["served"] is True and "plan" not in record and "planned" not in record
+    assert (record["policy"], record["role_policies"]) == ("oracle", {"dev": "random"})
+    assert (record["role_timeout"], record["config_file"]) == ({"sre": 2.5}, "run.toml")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    resumed = chaosops("run", "--resume", "--out", "served", cwd=tmp_path)
+    assert_one_error_line(resumed, "served was written by chaosops serve", "cannot resume it")
+    again = chaosops("serve", "--port", "0", "--out", "served", cwd=tmp_path)
+    assert_one_error_line(again, "served already holds run.json", "a new --out folder")
+    assert resumed.returncode == again.returncode == 2
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
 def test_an_llm_the_server_cannot_reach_is_one_line(tmp_path: Path) -> None:
     done = chaosops("serve", "--policy", "llm", "--llm-base-url", "http://127.0.0.1:9/v1",
                     cwd=tmp_path)  # fmt: skip
