@@ -49,7 +49,7 @@ def cmd_run(config: RunConfig, session: Session) -> int:
     if config.point_latest:
         _point_latest(config.out)
     try:
-        progress = ProgressBar(enabled=config.progress, total=play.todo(), label=config.spec.label)
+        progress = ProgressBar(enabled=config.progress, total=play.todo(), label=play.label)
         stop, _ = play_all([play], config, session, progress)
     except (OSError, BaseExceptionGroup) as exc:
         # A write failed mid-run (a full disk under the folder or the log):
@@ -70,18 +70,18 @@ def _point_latest(folder: Path) -> None:
 def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) -> int:
     """The table and the closing notes; the exit code."""
 
-    config, outputs, summary = play.config, play.folder, play.played.data
+    config, folder, summary = play.config, play.folder, play.played.data
     if stop.reason is not None:
         raise CLIError(
             f"{stop.reason}; {progress.done} episode(s) finished this run{withheld_note(stop)}, "
-            f"kept in {outputs.results_path}; finish it with {resume_command(config.out)}",
+            f"kept in {folder.results_path}; finish it with {resume_command(config.out)}",
             code=1,
         )
     if stop.signum is not None:
         note(
             ("stdout closed: stopped; " if session.stdout_gone() else "interrupted: ")
             + f"{progress.done} episode(s) finished this run, kept in "
-            f"{outputs.results_path}; finish it with {resume_command(config.out)}"
+            f"{folder.results_path}; finish it with {resume_command(config.out)}"
         )
         return stop_code(stop)
     console = console_for(table)
@@ -96,9 +96,9 @@ def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) 
     log = config.telemetry.log_json
     if log is not None and Path(log) == config.out / LOG_FILE:
         kept += f", {log}"
-    note(f"wrote {outputs.results_path}, {outputs.trajectories_path}, {outputs.summary_path}{kept}")
+    note(f"wrote {folder.results_path}, {folder.trajectories_path}, {folder.summary_path}{kept}")
     if summary["failed"]:
-        note(f"{summary['failed']} episode(s) failed (see 'error' in {outputs.results_path})")
+        note(f"{summary['failed']} episode(s) failed (see 'error' in {folder.results_path})")
         return 1
     if lines := unplayed([play]):
         for line in lines:
@@ -111,19 +111,19 @@ def _kept_after_failure(play: Play) -> str:
     """After a failed write: ``summary.json`` rewritten if it can be (complete:
     false), and the line's advice naming what is kept."""
 
-    outputs = play.folder
-    outputs.close()
-    again = f"finish it with {resume_command(outputs.out_dir)}"
+    folder = play.folder
+    folder.close()
+    again = f"finish it with {resume_command(folder.out_dir)}"
     try:
-        summary = build_summary(ResultsReader(outputs.results_path), play.keys, play.config.spec)
-        outputs.write_summary(summary)
+        summary = build_summary(ResultsReader(folder.results_path), play.keys, play.config.spec)
+        folder.write_summary(summary)
     except (OSError, OutputError):  # the same full disk, most likely: what is there stays
-        return f"what finished is kept in {outputs.results_path}; {again}"
+        return f"what finished is kept in {folder.results_path}; {again}"
     if not summary["episodes"]:
         return f"no episode had finished; {again}"
     return (
         f"the {summary['episodes']} episode(s) that finished are kept in "
-        f"{outputs.results_path}; {again}"
+        f"{folder.results_path}; {again}"
     )
 
 

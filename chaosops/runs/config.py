@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import urllib.parse
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +55,6 @@ class RunConfig:
         if self.ray is None:
             return None
         return ClusterOptions(self.ray, self.workers)
-
-    def with_spec(self, **changes: Any) -> RunConfig:
-        """This configuration with its spec's fields in ``changes`` replaced."""
-        return replace(self, spec=replace(self.spec, **changes))
 
 
 def log_target(log_json: str | None, folder: Path | None) -> str | None:

@@ -203,7 +203,7 @@ _MUST_MATCH = tuple(
 
 
 def check_resume(
-    out: Path, options: Mapping[str, Any], keys: PlanKeys, label: str | None = None
+    out: Path, options: Mapping[str, Any], keys: PlanKeys, label: str
 ) -> dict[str, Any] | None:
     """Refuse (:class:`RunError`, exit 2) to resume the run in ``out`` with other
     options than it was started with; nothing is written. Returns the recorded
@@ -213,12 +213,12 @@ def check_resume(
     its results: their policy, and every recorded episode in the given plan.
     """
     recorded = read_run_record(out / RUN_RECORD)
-    if recorded is not None and recorded.get("served"):
-        raise _served(out)
     if recorded is not None:
+        if recorded.get("served"):
+            raise _served(out)
         _check_options(out, recorded, options)
     if (out / RESULTS_FILE).exists():
-        _check_results(out, options, keys, label or options["policy"])
+        _check_results(out, options, keys, label)
     return recorded
 
 

@@ -112,7 +112,7 @@ class ServedRuns:
         self._seen[first] += 1
         self._keys.append(key)
         self.folder.write_episode(result, policy=SERVED, key=key, render=build_messages,
-                                   roles=played)  # fmt: skip
+                                  roles=played)  # fmt: skip
         self.served += 1
         self.resolved += bool(result.resolved)
         if self.announce is not None and time.monotonic() - self._said >= STATUS_EVERY_S:
