@@ -169,6 +169,7 @@ PROCESS_STATE = {
     "actors/_gc.py: global",  # the interpreter's collector is one per process
     "actors/_ids.py: global",  # ids unique in the process, reseeded in a forked child
     "chaosops/agents/llm/parse.py:ACTION_SCHEMA",  # a JSON document HTTP clients serialise
+    "chaosops/agents/seated.py:_engines",  # the seated episodes' one loop, per process
 }
 
 

@@ -22,7 +22,7 @@ import anyio
 
 from actors import current_turn
 from chaosops.agents.runner import arun_episode
-from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.agents.seated import WatchedEnvironment
 from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation
 from chaosops.env.results import EpisodeResult
 from chaosops.env.world_sim import Scenario
@@ -33,25 +33,23 @@ Policy = Callable[[ChaosOpsObservation, AgentRole], Any]
 RoleMaps = Callable[[Scenario], Mapping[AgentRole, Policy]]
 
 
-class _Watched(ChaosOpsEnvironment):
+class _Watched(WatchedEnvironment):
     """The world, keeping its last observation for the seats to show, and the
     action applied at each turn (a client's move, or what replaced it)."""
 
-    observation: ChaosOpsObservation | None = None
     applied: list[ChaosOpsAction | Mapping[str, Any]]
     on_over: Callable[[], None] | None = None  # told when a step ends the episode
 
     def reset(self, *args: Any, **kwargs: Any) -> ChaosOpsObservation:
         self.applied = []
-        self.observation = super().reset(*args, **kwargs)
-        return self.observation
+        return super().reset(*args, **kwargs)
 
     def step(self, action: ChaosOpsAction | Mapping[str, Any]) -> ChaosOpsObservation:
         self.applied.append(action)
-        self.observation = super().step(action)
-        if self.observation.done and self.on_over is not None:
+        observation = super().step(action)
+        if observation.done and self.on_over is not None:
             self.on_over()
-        return self.observation
+        return observation
 
 
 @dataclass(slots=True)

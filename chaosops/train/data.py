@@ -10,11 +10,10 @@ from typing import Any
 from chaosops._extras import require
 from chaosops.agents.llm.render import system_prompt
 from chaosops.agents.policies import Others
+from chaosops.agents.seated import SeatedEpisode
 from chaosops.env.models import AgentRole
 from chaosops.env.world_sim import Scenario
 from chaosops.scenarios import canonical_suite_paths, load_scenarios
-
-from .play import RolePlay
 
 __all__ = ["dataset", "row_of", "rows", "tool_system_prompt"]
 
@@ -87,10 +86,9 @@ def rows(
 
 def _role_moves(scenario: Scenario, role: AgentRole, others: Others) -> bool:
     """Whether ``role`` gets a turn of ``scenario`` when ``others`` play the rest."""
-    play = RolePlay(others=others)
+    play = SeatedEpisode(others, frozenset({role}))
     try:
-        play.start(scenario, frozenset({role}))
-        return not play.done
+        return not play.start(scenario).done
     finally:
         play.close()
 

@@ -12,19 +12,28 @@ answer that is no legal move, so that no illegal move scores better than a
 legal ``noop``. With ``text=True`` the agent to move finds its view as text in
 ``infos[agent]["text"]``, for LLM agents (rendering it costs most of a step,
 so it is made only when asked for).
+
+The episode is played by the runtime's engine, as ``chaosops run`` plays one
+(:class:`~chaosops.agents.seated.SeatedEpisode`): the agents are its seats.
+``others`` (a map from role to a policy or a scripted policy's name) plays
+roles that are then no agents, each turn under ``turn_timeout`` with the
+runtime's fallback; every agent's reward then counts the others' moves too.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from functools import lru_cache
 from numbers import Integral
 from types import MappingProxyType
 from typing import Any, ClassVar
 
 from chaosops._extras import require
+from chaosops.agents.adapters import TurnTimeoutArg
 from chaosops.agents.llm.answers import describe
-from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.agents.policies import Policy
+from chaosops.agents.seated import SeatedEpisode
 from chaosops.env.failures import DEFAULT_FAILURE
 from chaosops.env.models import (
     FLEET_AGENT_NAMES,
@@ -129,6 +138,8 @@ class ChaosOpsAEC(AECEnv):  # type: ignore[misc,valid-type] # pettingzoo's, load
         max_steps: int | None = None,
         render_mode: str | None = None,
         text: bool = False,
+        others: Mapping[str, str | Policy] | None = None,
+        turn_timeout: TurnTimeoutArg = None,
     ) -> None:
         super().__init__()
         self.defaults = {"failure_type": failure_type, "difficulty": difficulty,
@@ -140,11 +151,15 @@ class ChaosOpsAEC(AECEnv):  # type: ignore[misc,valid-type] # pettingzoo's, load
         )  # fmt: skip
         self.render_mode = render_mode
         self.text = text
-        self.possible_agents = [role.value for role in AgentRole]
+        others = {AgentRole(role): policy for role, policy in (others or {}).items()}
+        self.possible_agents = [role.value for role in AgentRole if role not in others]
         observation, action = _spaces()
         self.observation_spaces = dict.fromkeys(self.possible_agents, observation)
         self.action_spaces = dict.fromkeys(self.possible_agents, action)
-        self.env = ChaosOpsEnvironment()
+        seats = frozenset(AgentRole(agent) for agent in self.possible_agents)
+        self.episode = SeatedEpisode(others, seats, turn_timeout=turn_timeout)
+        self.env = self.episode.env  # the world, read between the seats' turns
+        self._mark = 0.0  # the episode's reward at the last step
         self.cumulative_rewards: dict[str, float] = {}
         self._observation: ChaosOpsObservation | None = None
         self._allowed: Any = None  # the acting agent's mask: judged once an observation
@@ -165,8 +180,9 @@ class ChaosOpsAEC(AECEnv):  # type: ignore[misc,valid-type] # pettingzoo's, load
             failure_type=failure, difficulty=chosen["difficulty"], seed=seed,
             max_steps=chosen["max_steps"],
         )  # fmt: skip
-        first = self.env.reset(scenario=scenario)
-        self._now(first)
+        opening = self.episode.start(scenario)
+        first = self._now(opening.observation)
+        self._mark = opening.reward
         self.agents = list(self.possible_agents)
         self.rewards = dict.fromkeys(self.agents, 0.0)
         self.cumulative_rewards = dict.fromkeys(self.agents, 0.0)
@@ -232,9 +248,10 @@ class ChaosOpsAEC(AECEnv):  # type: ignore[misc,valid-type] # pettingzoo's, load
         index = _index(action)
         move = MOVES[index if self._allowed[index] else _NOOP]
         self.cumulative_rewards[agent] = 0.0
-        before = self.env.state.cumulative_reward
-        obs = self._now(self.env.step(ChaosOpsAction(role=agent, **move)))
-        reward = self.env.state.cumulative_reward - before  # an unresolved end's penalty too
+        now = self.episode.play(ChaosOpsAction(role=agent, **move))
+        obs = self._now(now.observation)
+        # the others' moves since, and an unresolved end's penalty too
+        reward, self._mark = now.reward - self._mark, now.reward
         self.rewards = dict.fromkeys(self.agents, reward)
         for name in self.agents:
             self.cumulative_rewards[name] += reward
@@ -243,9 +260,16 @@ class ChaosOpsAEC(AECEnv):  # type: ignore[misc,valid-type] # pettingzoo's, load
             resolved = self.env.state.resolved
             self.terminations = dict.fromkeys(self.agents, resolved)
             self.truncations = dict.fromkeys(self.agents, not resolved)
-        self.agent_selection = obs.turn_role.value
+        self.agent_selection = self._next_agent(obs.turn_role)
         if not obs.done:
             self.infos[self.agent_selection] = self._info()
+
+    def _next_agent(self, role: AgentRole) -> str:
+        """``role``, or once over (when the next role may be one the others
+        play) the first agent after it in turn order."""
+        order = [r.value for r in AgentRole]
+        start = order.index(role.value)
+        return next(name for name in order[start:] + order[:start] if name in self.agents)
 
     def _remove(self, agent: str, action: Any) -> None:
         """An ended agent's step: it leaves, and the next agent still in follows."""
@@ -277,6 +301,7 @@ class ChaosOpsAEC(AECEnv):  # type: ignore[misc,valid-type] # pettingzoo's, load
         return describe(self._observation, AgentRole(self.agent_selection))
 
     def close(self) -> None:
+        self.episode.close()
         self._observation = self._allowed = None
 
 

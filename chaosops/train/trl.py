@@ -25,15 +25,16 @@ from typing import Any, Literal
 
 from chaosops._extras import require
 from chaosops._urls import http_url_with_host, shown_url
+from chaosops.agents.adapters import TurnTimeoutArg
 from chaosops.agents.llm.answers import describe, describe_change
 from chaosops.agents.policies import Others
+from chaosops.agents.seated import SeatedEpisode
 from chaosops.env.failures import DEFAULT_FAILURE
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsObservation
+from chaosops.env.results import EpisodeResult
 from chaosops.env.rules import IllegalMove
 from chaosops.env.world_sim import Scenario
 from chaosops.scenarios import choose_scenario
-
-from .play import RolePlay
 
 __all__ = ["REWARDS", "ChaosOpsToolEnv", "Outcome"]
 
@@ -67,20 +68,25 @@ class Outcome:
 
 
 class _Local:
-    """The episode in this process: ``others`` play the roles not trained."""
+    """The episode in this process, on the runtime's engine: ``others`` play
+    the roles not trained, each turn under ``turn_timeout``."""
 
-    def __init__(self, others: Others) -> None:
-        self.play = RolePlay(others=others)
+    def __init__(self, others: Others, turn_timeout: TurnTimeoutArg = None) -> None:
+        self.play = SeatedEpisode(others, turn_timeout=turn_timeout)
+        self._mark = 0.0  # the episode's reward when the trained role last saw it
 
     def start(self, scenario: Scenario, role: AgentRole) -> tuple[ChaosOpsObservation, float]:
-        return self.play.start(scenario, frozenset({role})), self.play.reward_since
+        now = self.play.start(scenario, seats=frozenset({role}))
+        self._mark = now.reward
+        return now.observation, now.reward
 
     def move(self, action: ChaosOpsAction) -> tuple[ChaosOpsObservation, float]:
-        obs = self.play.play(action)
-        if obs.done:  # the last view is the next role's: show the trained role its own
-            view = self.play.env.world.project_view(action.role)
-            obs = obs.model_copy(update={"view": view})
-        return obs, self.play.reward_since
+        now = self.play.play(action)
+        reward, self._mark = now.reward - self._mark, now.reward
+        obs = now.observation
+        if now.done:  # the last view is the next role's: show the trained role its own
+            obs = obs.model_copy(update={"view": self.play.env.world.project_view(action.role)})
+        return obs, reward
 
     def finish(self) -> int:
         return self.play.finish()
@@ -88,9 +94,12 @@ class _Local:
     def reward(self) -> float:
         return float(self.play.env.state.cumulative_reward)
 
+    def result(self) -> EpisodeResult | None:
+        return self.play.result()
+
     @property
     def resolved(self) -> bool:
-        return self.play.env.state.resolved
+        return self.play.resolved
 
     @property
     def done(self) -> bool:
@@ -100,19 +109,21 @@ class _Local:
         self.play.close()
 
 
-def _world(kind: str, how: Any) -> Any:
+def _world(kind: str, how: Any, turn_timeout: Any = None) -> Any:
     """A new episode in this process (``how``: the others) or on a server (its URL)."""
     if kind == "local":
-        return _Local(dict(how) if isinstance(how, tuple) else how)
+        return _Local(dict(how) if isinstance(how, tuple) else how, turn_timeout)
     require("openenv", "serve", "ChaosOpsToolEnv(base_url=...)")
     from chaosops.train.remote import ServedEpisode  # the serve extra's
 
     return ServedEpisode(how)
 
 
-def _fallback_return(kind: str, how: Any, scenario: Scenario, role: AgentRole) -> float:
+def _fallback_return(
+    kind: str, how: Any, scenario: Scenario, role: AgentRole, turn_timeout: Any = None
+) -> float:
     """The return of ``scenario`` with ``role`` playing the fallback every turn."""
-    world = _world(kind, how)
+    world = _world(kind, how, turn_timeout)
     try:
         world.start(scenario, role)
         world.finish()
@@ -155,6 +166,9 @@ class ChaosOpsToolEnv:
     (async ones too), or a map from role to either. Default: heuristic.
     With ``base_url``, the episode is played on a ``chaosops serve`` server
     instead, whose own policies play the other roles (the serve extra).
+    The episode is played by the runtime's engine, as ``chaosops run`` plays
+    one: ``turn_timeout`` is the others' deadline per turn (seconds, or a map
+    by role), a late or failing turn playing the fallback (``noop``).
     ``reward`` chooses what :meth:`get_reward` returns: ``"team"``, the
     episode's return, or ``"credit"``, the trained role's own (:class:`Outcome`).
     """
@@ -164,6 +178,7 @@ class ChaosOpsToolEnv:
         others: Others = "heuristic",
         base_url: str | None = None,
         reward: Literal["team", "credit"] = "team",
+        turn_timeout: TurnTimeoutArg = None,
     ) -> None:
         if reward not in REWARDS:
             raise ValueError(f"reward={reward!r}: the rewards are {' and '.join(REWARDS)}")
@@ -179,7 +194,8 @@ class ChaosOpsToolEnv:
             self._how, self._cached = ("served", base_url), True
         else:
             self._how, self._cached = ("local", others if named is None else named), bool(named)
-        self._world: Any = _world(*self._how)
+        self._turn_timeout = turn_timeout
+        self._world: Any = _world(*self._how, turn_timeout)
         self._reward = reward
         self._role = AgentRole.SRE
         self._scenario: Scenario | None = None
@@ -308,12 +324,22 @@ class ChaosOpsToolEnv:
     def _score(self, scenario: Scenario) -> Outcome:
         fallback = self._world.finish()
         team = self._world.reward()
-        play = _cached_fallback_return if self._cached else _fallback_return
-        baseline = play(*self._how, scenario, self._role)
+        if self._cached:  # scripted others answer at once: no deadline changes them
+            baseline = _cached_fallback_return(*self._how, scenario, self._role)
+        else:
+            baseline = _fallback_return(*self._how, scenario, self._role, self._turn_timeout)
         return Outcome(
             team_return=team, credit=team - baseline, legal_share=self._tally.share(fallback),
             resolved=self._world.resolved, fallback_turns=fallback,
         )  # fmt: skip
+
+    @property
+    def result(self) -> EpisodeResult | None:
+        """The finished episode as ``chaosops run`` records it (every turn, who
+        timed out or failed, the final state); None for a served episode, which
+        the server records. Reading it ends the rollout, as :attr:`outcome` does."""
+        self.outcome  # noqa: B018 - scores, and so finishes, the rollout
+        return self._world.result() if hasattr(self._world, "result") else None
 
     @property
     def done(self) -> bool:
