@@ -53,7 +53,8 @@ class Outcome:
     """A finished rollout, scored.
 
     ``team_return`` is the episode's return (every step's reward and an
-    unresolved end's penalty). ``credit`` is that return minus the return of
+    unresolved end's penalty), the world's early root-cause bonus counted once
+    however often a right cause is declared again. ``credit`` is that return minus the return of
     the same seeded episode with the trained role playing the fallback every
     turn: what the role's own moves earned. ``legal_share`` is the share of
     the role's turns played by a legal move of its own, a refused call
@@ -127,9 +128,20 @@ def _fallback_return(
     try:
         world.start(scenario, role)
         world.finish()
-        return world.reward()
+        return world.reward() - _repaid(world)
     finally:
         world.close()
+
+
+def _repaid(world: Any) -> float:
+    """What the world paid again for a right root cause declared once more (its
+    early bonus comes with every repetition): a trainer's return counts it once.
+    A served episode's steps are the server's, and are taken as they are."""
+    result = world.result() if hasattr(world, "result") else None
+    if result is None:
+        return 0.0
+    paid = [s.breakdown.early_root_cause_bonus for s in result.steps if s.breakdown]
+    return sum(bonus for bonus in paid if bonus) - next((b for b in paid if b), 0.0)
 
 
 # Scripted others and a server's policies are seeded per scenario: the
@@ -243,7 +255,9 @@ class ChaosOpsToolEnv:
         return _shown(text, reward)
 
     def restart(self, service: str) -> str:
-        """Restart a service: heals it when a restart is its fix, else counts as a wrong fix.
+        """Restart a service: when a restart is the incident's fix it comes back healthy
+        (a db restart also heals payments and auth); otherwise it is a wrong fix (-50),
+        and in a cascade it pushes the failure on to notifications.
 
         Args:
             service: The service to restart, one the view shows.
@@ -251,7 +265,8 @@ class ChaosOpsToolEnv:
         return self._move(ActionType.RESTART, service)
 
     def rollback(self, service: str) -> str:
-        """Roll a service back to its previous release.
+        """Roll a service back to its previous release: healthy when a rollback is
+        the incident's fix (a bad deploy), else a wrong fix (-50).
 
         Args:
             service: The service to roll back, one the view shows.
@@ -259,7 +274,8 @@ class ChaosOpsToolEnv:
         return self._move(ActionType.ROLLBACK, service)
 
     def scale(self, service: str, replicas: int) -> str:
-        """Set a service's replica count.
+        """Set a service's replica count: healthy when scaling is the incident's fix
+        (too few replicas), else a wrong fix (-50).
 
         Args:
             service: The service to scale, one the view shows.
@@ -268,7 +284,9 @@ class ChaosOpsToolEnv:
         return self._move(ActionType.SCALE, service, replicas=replicas)
 
     def flag_rogue(self, agent_name: str) -> str:
-        """Flag a fleet agent as rogue (the oversight role only).
+        """Flag a fleet agent as rogue (the oversight role only; from any other role it
+        is a miscommunication, -20): +50 when it is the rogue agent, -75 when not.
+        Some fixes count only once the rogue agent is flagged.
 
         Args:
             agent_name: The fleet agent: autoscaler, load_balancer or deploy_bot.
@@ -276,7 +294,9 @@ class ChaosOpsToolEnv:
         return self._move(ActionType.FLAG_ROGUE, agent_name)
 
     def identify_root_cause(self, failure_type: str) -> str:
-        """Declare the incident's root cause.
+        """Declare the incident's root cause: it changes no service, but a right
+        declaration by step 3 earns +30 (a trainer's reward pays it once), and a name
+        that is no failure type is a miscommunication (-20).
 
         Args:
             failure_type: A failure type, e.g. db_deadlock or memory_leak.
@@ -284,7 +304,8 @@ class ChaosOpsToolEnv:
         return self._move(ActionType.IDENTIFY_ROOT_CAUSE, failure_type=failure_type)
 
     def communicate(self, message: str, to: str = "all") -> str:
-        """Send a message to the shared channel or to one role.
+        """Send a message to the shared channel or to one role: it changes no service;
+        an empty message or an unknown recipient is a miscommunication (-20).
 
         Args:
             message: What to say, 1 to 200 characters.
@@ -293,15 +314,18 @@ class ChaosOpsToolEnv:
         return self._move(ActionType.COMMUNICATE, message=message, to=to)
 
     def escalate(self) -> str:
-        """Escalate the incident (no effect on the world)."""
+        """Escalate the incident: it changes nothing by itself, but it is the fix of
+        misrouted traffic once oversight has flagged the load balancer."""
         return self._move(ActionType.ESCALATE)
 
     def resolve(self) -> str:
-        """Declare the incident resolved (the manager only)."""
+        """Declare the incident resolved: it closes the incident only where that is the
+        failure's fix (a cascade whose db and notifications are healthy); from any role
+        but the manager it is also a miscommunication (-20)."""
         return self._move(ActionType.RESOLVE)
 
     def noop(self) -> str:
-        """Do nothing this turn."""
+        """Do nothing this turn: the incident goes on (every step costs time)."""
         return self._move(ActionType.NOOP)
 
     def get_reward(self) -> float:
@@ -323,7 +347,7 @@ class ChaosOpsToolEnv:
 
     def _score(self, scenario: Scenario) -> Outcome:
         fallback = self._world.finish()
-        team = self._world.reward()
+        team = self._world.reward() - _repaid(self._world)
         if self._cached:  # scripted others answer at once: no deadline changes them
             baseline = _cached_fallback_return(*self._how, scenario, self._role)
         else:

@@ -121,3 +121,28 @@ def test_get_reward_before_reset_and_an_unknown_reward_are_refused() -> None:
         ChaosOpsToolEnv().get_reward()
     with pytest.raises(ValueError, match="team and credit"):
         ChaosOpsToolEnv(reward="return")  # type: ignore[arg-type]
+
+
+def _declaring(row: dict, declarations: int) -> tuple[float, float]:
+    """The SRE's credit declaring the right cause ``declarations`` times, then
+    noop; and what the world paid in early root-cause bonuses."""
+    with ChaosOpsToolEnv(reward="credit") as env:
+        env.reset(**row)
+        for _ in range(declarations):
+            if env.done:
+                break
+            env.identify_root_cause(row["failure_type"])
+        while not env.done:
+            env.noop()
+        result = env.result
+        assert result is not None
+        paid = sum(s.breakdown.early_root_cause_bonus for s in result.steps if s.breakdown)
+        return env.outcome.credit, paid
+
+
+def test_a_repeated_right_declaration_is_paid_once() -> None:
+    row = next(r for r in rows(role="sre") if r["failure_type"] == "misrouted_traffic")
+    once, paid_once = _declaring(row, 1)
+    every, paid_every = _declaring(row, 99)
+    assert paid_every > paid_once == 30.0  # the world pays each repetition
+    assert once == every == 30.0  # the trainer's credit counts it once

@@ -86,13 +86,16 @@ def test_an_episode_through_the_tools_equals_the_runners(failure: FailureType, r
             move = oracle(obs, trained)
             moves.append(move)
             text = _call(env, move)
-        tool_reward = env.get_reward()
+        tool_reward, record = env.get_reward(), env.result
 
     replayed = iter(moves)
     others = heuristic_policy(seed=scenario.seed)
     policies = {r: others for r in AgentRole} | {trained: lambda obs, r: next(replayed)}
     result = run_episode(ChaosOpsEnvironment(), scenario, policies)
-    assert tool_reward == pytest.approx(result.cumulative_reward)
+    assert record is not None and record.cumulative_reward == result.cumulative_reward
+    paid = [s.breakdown.early_root_cause_bonus for s in result.steps if s.breakdown]
+    repaid = sum(paid) - next((bonus for bonus in paid if bonus), 0.0)
+    assert tool_reward == pytest.approx(result.cumulative_reward - repaid)  # paid once
     assert [s.action for s in result.steps if s.role is trained] == [
         m.model_copy(update={"role": trained}) for m in moves
     ]
