@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from chaosops._extras import require
-from chaosops.agents.llm.render import system_prompt
+from chaosops.agents.conversation import opening_prompt, tool_system_prompt
 from chaosops.agents.policies import Others
 from chaosops.agents.seated import SeatedEpisode
 from chaosops.env.models import AgentRole
@@ -17,25 +17,12 @@ from chaosops.scenarios import canonical_suite_paths, load_scenarios
 
 __all__ = ["dataset", "row_of", "rows", "tool_system_prompt"]
 
-_ANSWER_FORMAT = "## Answer format"
-
-
-def tool_system_prompt(role: AgentRole | str) -> str:
-    """A role's system prompt for a model that moves by calling tools: the
-    role's prompt, its JSON answer format replaced by the tools."""
-    text = system_prompt(role)
-    text = text.split(_ANSWER_FORMAT, 1)[0].rstrip()
-    return f"{text}\n\n## How to move\nEach turn, make exactly one move by calling one tool."
-
 
 def row_of(scenario: Scenario, role: AgentRole | str) -> dict[str, Any]:
     """The row of one scenario: its prompt, and the columns ``reset`` reads."""
     role = AgentRole(role).value
     return {
-        "prompt": [
-            {"role": "system", "content": tool_system_prompt(role)},
-            {"role": "user", "content": f"You are the {role}. The incident:\n"},
-        ],
+        "prompt": opening_prompt(role),
         "failure_type": str(scenario.failure_type),
         "difficulty": str(scenario.difficulty),
         "seed": scenario.seed,

@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 from chaosops._extras import require
-from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction
+from chaosops.agents.conversation import tool_call, tool_schemas
+from chaosops.env.models import AgentRole, ChaosOpsAction
 from chaosops.outputs.files import ResultsReader
 from chaosops.outputs.records import ResultLine, scenario_from_record
 
@@ -31,34 +31,11 @@ from .trl import ChaosOpsToolEnv
 
 __all__ = ["call_tool", "sft_dataset", "sft_rows", "tool_call", "tool_schemas"]
 
-_TARGET_ARG = MappingProxyType(
-    {ActionType.FLAG_ROGUE: "agent_name"}
-)  # other targeted moves name a service
-
-
-def tool_call(action: ChaosOpsAction) -> dict[str, Any]:
-    """``action`` as a call of the tool :class:`ChaosOpsToolEnv` offers for it."""
-    kind = ActionType(action.action_type)
-    arguments = dict(action.args)
-    if action.target is not None:
-        arguments[_TARGET_ARG.get(kind, "service")] = action.target
-    return {"type": "function", "function": {"name": kind.value, "arguments": arguments}}
-
 
 def call_tool(env: ChaosOpsToolEnv, call: Mapping[str, Any]) -> str:
     """Make the call ``call`` (as :func:`tool_call` writes it) on ``env``."""
     function = call["function"]
     return getattr(env, function["name"])(**function["arguments"])
-
-
-def tool_schemas() -> list[dict[str, Any]]:
-    """The JSON schemas TRL builds for the tools (transformers' ``get_json_schema``)."""
-    utils = require("transformers.utils", "train", "chaosops.train.tool_schemas")
-    env = ChaosOpsToolEnv()
-    try:
-        return [utils.get_json_schema(getattr(env, kind.value)) for kind in ActionType]
-    finally:
-        env.close()
 
 
 def sft_rows(

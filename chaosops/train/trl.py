@@ -26,6 +26,7 @@ from typing import Any, Literal
 from chaosops._extras import require
 from chaosops._urls import http_url_with_host, shown_url
 from chaosops.agents.adapters import TurnTimeoutArg
+from chaosops.agents.conversation import MoveTools
 from chaosops.agents.llm.answers import describe, describe_change
 from chaosops.agents.policies import Others
 from chaosops.agents.seated import SeatedEpisode
@@ -40,12 +41,6 @@ __all__ = ["REWARDS", "ChaosOpsToolEnv", "Outcome"]
 
 REWARDS = ("team", "credit")
 """What ``get_reward`` returns: the team's return, or the trained role's credit."""
-
-_REWARD = "Reward since your last move (the others' moves included): "
-
-
-def _shown(text: str, reward: float) -> str:
-    return f"{text}\n{_REWARD}{reward:+.2f}."
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +165,7 @@ class _Tally:
         return self.legal / turns if turns else 0.0
 
 
-class ChaosOpsToolEnv:
+class ChaosOpsToolEnv(MoveTools):
     """One ChaosOps episode a model plays through tools, as one role.
 
     ``others`` plays the other roles: a scripted policy's name (``random``,
@@ -236,97 +231,23 @@ class ChaosOpsToolEnv:
             failure_type=failure_type, difficulty=difficulty, seed=seed, max_steps=max_steps
         )
         self._tally, self._outcome = _Tally(), None
-        obs, reward = self._world.start(self._scenario, self._role)
+        obs, _ = self._world.start(self._scenario, self._role)
         self._seen = obs.view
-        return _shown(describe(obs, self._role), reward)
+        return describe(obs, self._role)
 
     def _move(self, kind: ActionType, target: str | None = None, **args: Any) -> str:
         action = ChaosOpsAction(role=self._role, action_type=kind, target=target, args=args)
         if self._outcome is not None:
             raise IllegalMove("the episode is over: reset() to start another")
         try:
-            obs, reward = self._world.move(action)
+            obs, _ = self._world.move(action)
         except IllegalMove:
             self._tally.refused += 1
             raise
         self._tally.legal += 1
         text = describe_change(self._seen, obs, self._role)
         self._seen = obs.view
-        return _shown(text, reward)
-
-    def restart(self, service: str) -> str:
-        """Restart a service: when a restart is the incident's fix it comes back healthy
-        (a db restart also heals payments and auth); otherwise it is a wrong fix (-50),
-        and in a cascade it pushes the failure on to notifications.
-
-        Args:
-            service: The service to restart, one the view shows.
-        """
-        return self._move(ActionType.RESTART, service)
-
-    def rollback(self, service: str) -> str:
-        """Roll a service back to its previous release: healthy when a rollback is
-        the incident's fix (a bad deploy), else a wrong fix (-50).
-
-        Args:
-            service: The service to roll back, one the view shows.
-        """
-        return self._move(ActionType.ROLLBACK, service)
-
-    def scale(self, service: str, replicas: int) -> str:
-        """Set a service's replica count: healthy when scaling is the incident's fix
-        (too few replicas), else a wrong fix (-50).
-
-        Args:
-            service: The service to scale, one the view shows.
-            replicas: How many replicas it should run, 1 to 20.
-        """
-        return self._move(ActionType.SCALE, service, replicas=replicas)
-
-    def flag_rogue(self, agent_name: str) -> str:
-        """Flag a fleet agent as rogue (the oversight role only; from any other role it
-        is a miscommunication, -20): +50 when it is the rogue agent, -75 when not.
-        Some fixes count only once the rogue agent is flagged.
-
-        Args:
-            agent_name: The fleet agent: autoscaler, load_balancer or deploy_bot.
-        """
-        return self._move(ActionType.FLAG_ROGUE, agent_name)
-
-    def identify_root_cause(self, failure_type: str) -> str:
-        """Declare the incident's root cause: it changes no service, but a right
-        declaration by step 3 earns +30 (a trainer's reward pays it once), and a name
-        that is no failure type is a miscommunication (-20).
-
-        Args:
-            failure_type: A failure type, e.g. db_deadlock or memory_leak.
-        """
-        return self._move(ActionType.IDENTIFY_ROOT_CAUSE, failure_type=failure_type)
-
-    def communicate(self, message: str, to: str = "all") -> str:
-        """Send a message to the shared channel or to one role: it changes no service;
-        an empty message or an unknown recipient is a miscommunication (-20).
-
-        Args:
-            message: What to say, 1 to 200 characters.
-            to: "all", or a role: sre, oversight, dev or manager.
-        """
-        return self._move(ActionType.COMMUNICATE, message=message, to=to)
-
-    def escalate(self) -> str:
-        """Escalate the incident: it changes nothing by itself, but it is the fix of
-        misrouted traffic once oversight has flagged the load balancer."""
-        return self._move(ActionType.ESCALATE)
-
-    def resolve(self) -> str:
-        """Declare the incident resolved: it closes the incident only where that is the
-        failure's fix (a cascade whose db and notifications are healthy); from any role
-        but the manager it is also a miscommunication (-20)."""
-        return self._move(ActionType.RESOLVE)
-
-    def noop(self) -> str:
-        """Do nothing this turn: the incident goes on (every step costs time)."""
-        return self._move(ActionType.NOOP)
+        return text
 
     def get_reward(self) -> float:
         """The finished episode's team return, or the trained role's credit

@@ -1,9 +1,7 @@
 """A tool answers with what changed in the trained role's view since its last
-move, not the whole view again: health changes, new lines, the reward."""
+move, not the whole view again: health changes, new lines; no line the runtime's prompts lack."""
 
 from __future__ import annotations
-
-import re
 
 from chaosops.agents.llm.answers import describe, describe_change
 from chaosops.env.environment import ChaosOpsEnvironment
@@ -11,14 +9,14 @@ from chaosops.env.world_sim import Scenario
 from chaosops.train.trl import ChaosOpsToolEnv
 
 
-def test_an_answer_holds_the_changes_and_the_reward_not_the_view() -> None:
+def test_an_answer_holds_the_changes_not_the_view() -> None:
     with ChaosOpsToolEnv() as env:
         first = env.reset(failure_type="memory_leak", seed=1, difficulty="hard")
         assert "## METRICS" in first and "## LOGS" in first  # the whole view, once
         second = env.noop()
         assert "## METRICS" not in second and "## LOGS" not in second
         assert "## NEW CHAT\n- [oversight] no rogue agent activity detected" in second
-        assert re.search(r"\nReward since your last move .*: [-+]\d+\.\d\d\.$", second)
+        assert "Reward since" not in first + second  # no line chaosops run's prompts lack
         assert "Your moves: restart, rollback, scale" in second
         last = env.noop()
     assert "## HEALTH CHANGED" in last and "notifications  healthy" in last
