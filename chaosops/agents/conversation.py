@@ -159,7 +159,7 @@ class MoveTools:
 
 @cache
 def _schemas() -> tuple[Any, ...]:
-    utils = require("transformers.utils", "hf", "the tools' schemas")
+    utils = require("transformers.utils", "train", "the tools' schemas")
     tools = MoveTools()
     return tuple(utils.get_json_schema(getattr(tools, kind.value)) for kind in ActionType)
 

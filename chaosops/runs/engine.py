@@ -101,6 +101,8 @@ def seat_players(play: Play) -> None:
         if (why := kind_of(settings).not_on_ray) is not None:
             raise RunError(f"--ray: the {name} policy {why}")
     play.llms, spec = prepare_models(config.spec)
+    if play.recorded is not None:  # loaded now: a checkpoint's weights are known
+        play.folder.check_models(play.recorded, run_record(spec, play.planned))
     play.config = replace(config, spec=spec)
     play.factory = role_map_factory(spec.policy_by_role, play.llms, play.planned)
     play.recipe = recipe(play.config)

@@ -222,6 +222,15 @@ def check_resume(
     return recorded
 
 
+def check_loaded_models(out: Path, recorded: Mapping[str, Any], options: Mapping[str, Any]) -> None:
+    """Refuse (exit 2) to resume with models other than the run's, now that
+    they are loaded (a checkpoint's weights are hashed as it loads)."""
+    given = orjson.loads(orjson.dumps(options))
+    for kind in KINDS:
+        if (differs := _model_difference(recorded, given, kind)) is not None:
+            raise _refuse(out, *differs)
+
+
 def _served(out: Path) -> RunError:
     return RunError(
         f"--resume: {out} was written by chaosops serve, whose episodes are played by "
@@ -320,12 +329,15 @@ def _model_difference(
     """The first setting a resumed run must match (:attr:`ModelKind.decides`)
     of a model of ``kind`` in play that differs: (option, recorded, given);
     other weights under the same path are other weights (``weights``: their
-    files' hash, set by no flag of its own)."""
+    files' hash, set by no flag of its own, and known once the model is
+    loaded: unknown yet, it is compared by :func:`check_loaded_models`)."""
     before, now = recorded.get(kind.recorded) or {}, given.get(kind.recorded) or {}
     flag_of = {field: flags[0] for field, _, flags in flags_of(kind.name)}
     for name in sorted(set(before) & set(now)):
         for field in kind.decides:
             old, new = before[name].get(field), now[name].get(field)
+            if field == "weights" and new is None:
+                continue  # not loaded yet
             if old != new and field == "base_url":  # never a password in a message
                 old, new = (None if u is None else shown_url(u) for u in (old, new))
             if old == new:
@@ -376,6 +388,10 @@ class RunFolder(RunOutputs):
         """Refuse (exit 2) to resume the run here with another record than its
         own (see :func:`check_resume`); returns the recorded one."""
         return check_resume(self.out_dir, record, self.keys, label)
+
+    def check_models(self, recorded: Mapping[str, Any], record: Mapping[str, Any]) -> None:
+        """Refuse (exit 2) to resume with other loaded models (see :func:`check_loaded_models`)."""
+        check_loaded_models(self.out_dir, recorded, record)
 
     def read_record(self) -> dict[str, Any] | None:
         """Its run.json, checked against :data:`RunRecord` (None: it has none)."""

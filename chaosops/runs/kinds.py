@@ -80,7 +80,7 @@ KINDS: tuple[ModelKind, ...] = (
     ModelKind(
         "hf", "a local model", HFSettings, "hf",
         ("model", "weights", "dtype", "temperature", "top_p", "seed", "max_new_tokens", "answer",
-         "system_prompt"),
+         "system_prompt", "conversation"),
         prepare_hf, player=_hf_player, own=_hf_own,
         not_on_ray="batches its turns in this process's model; drop --ray, or serve the "
         "model behind an endpoint for --policy llm",

@@ -731,6 +731,14 @@ OPTIONS: tuple[Option, ...] = (
         sets=("hf", "system_prompt"),
     ),
     Option(
+        ("--hf-conversation",),
+        "hf_conversation",
+        group=_HF,
+        help="turn (default: each turn's view rendered afresh, the runtime's prompts) or "
+        "episode (one chat of tool calls per role and episode, as GRPO's rollouts hold it)",
+        sets=("hf", "conversation"),
+    ),
+    Option(
         ("--config",),
         "config",
         group=_RUN,

@@ -110,10 +110,9 @@ class LocalModel:
         loaded.settings = dataclasses.replace(loaded.settings, weights=weights_hash(name))
         return loaded
 
-    def prompt(self, messages: list[dict[str, Any]], tool: dict[str, Any] | None) -> Prompt:
-        """The chat template's tokens of ``messages`` (with ``tool`` offered),
+    def prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Prompt:
+        """The chat template's tokens of ``messages`` (with ``tools`` offered),
         ready to answer, and how many of them the system message's rendering takes."""
-        tools = [tool] if tool is not None else None
         text = self.tokenizer.apply_chat_template(
             messages, tools=tools, tokenize=False, add_generation_prompt=True
         )

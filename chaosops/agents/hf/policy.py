@@ -12,12 +12,14 @@ it comes, is thrown away.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
+from chaosops.agents.conversation import Conversation, action_call, tool_schemas
 from chaosops.agents.llm.completion import annotate, interpret, turn_or_none
 from chaosops.agents.llm.moves import moves_for
-from chaosops.agents.llm.parse import text_tool_calls
+from chaosops.agents.llm.parse import TOOL_NAME, text_tool_calls
 from chaosops.agents.llm.render import build_messages, fold_system_prompt
 from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation
 
@@ -25,7 +27,7 @@ from .batcher import Batcher
 from .local import Generation, LocalModel, Prompt
 from .settings import HFSettings
 
-__all__ = ["HFGenerateError", "HFPolicy"]
+__all__ = ["EpisodeChat", "HFGenerateError", "HFPolicy"]
 
 
 class HFGenerateError(RuntimeError):
@@ -83,8 +85,9 @@ class HFPolicy:
         s = self.settings
         return f"HFPolicy(model={s.model!r}, device={s.resolved_device!r}, batch={s.batch})"
 
-    def for_episode(self) -> HFPolicy:
-        return self
+    def for_episode(self) -> HFPolicy | EpisodeChat:
+        """Itself, or with conversation ``episode`` a chat per role of one episode."""
+        return EpisodeChat(self) if self.settings.conversation == "episode" else self
 
     async def aclose(self) -> None:
         """Nothing per event loop: the model stays loaded for the next run."""
@@ -102,18 +105,78 @@ class HFPolicy:
         tool = moves_for(obs, role).tool if tools else None
         turn = turn_or_none()
         annotate(turn, prompt=messages)
+        answer, info = await self.generate(messages, [tool] if tool is not None else None)
+        action = interpret(_completion(answer, self.settings.model, tools), obs, role, info)
+        annotate(turn, **info)
+        return action
+
+    async def generate(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> tuple[Generation, dict[str, Any]]:
+        """The model's answer to ``messages`` (batched with other turns'), and
+        its latency as a turn's info."""
         started = time.perf_counter()
         try:
-            answer = await self._batcher.submit(self.local.prompt(messages, tool))
+            answer = await self._batcher.submit(self.local.prompt(messages, tools))
         except Exception as exc:
             self.failures_in_a_row += 1
             self.last_failure = f"generate failed: {type(exc).__name__}: {exc}"[:300]
             raise HFGenerateError(self.last_failure) from exc
         self.failures_in_a_row = 0
-        info: dict[str, Any] = {"latency_ms": round((time.perf_counter() - started) * 1e3, 3)}
-        action = interpret(_completion(answer, self.settings.model, tools), obs, role, info)
+        return answer, {"latency_ms": round((time.perf_counter() - started) * 1e3, 3)}
+
+
+class EpisodeChat:
+    """An :class:`HFPolicy` playing one episode in the trainer's format: each
+    role's turns are one chat of tool calls (:class:`Conversation`), the
+    answer read as a call of one of its tools and judged as any answer is."""
+
+    def __init__(self, policy: HFPolicy) -> None:
+        self.policy = policy
+        self._chats: dict[AgentRole, Conversation] = {}
+
+    def __getattr__(self, name: str) -> Any:  # the policy's figures and settings
+        return getattr(self.policy, name)
+
+    async def __call__(self, obs: ChaosOpsObservation, role: AgentRole | str) -> ChaosOpsAction:
+        role = AgentRole(getattr(role, "value", role))
+        chat = self._chats.setdefault(role, Conversation(role))
+        messages = chat.prompt(obs)
+        if self.policy.settings.system_prompt == "user":
+            messages = fold_system_prompt(messages)
+        turn = turn_or_none()
+        annotate(turn, prompt=messages)
+        answer, info = await self.policy.generate(messages, tool_schemas())
+        action = interpret(_move_completion(answer, self.policy.model), obs, role, info)
+        chat.answered(action, refused=info.get("parse_error"))
         annotate(turn, **info)
         return action
+
+
+def _move_completion(answer: Generation, model: str) -> dict[str, Any]:
+    """A generation calling one of the move tools, as the runtime's
+    ``take_action`` completion its judge reads."""
+    completion = _completion(answer, model, tools=True)
+    message = completion["choices"][0]["message"]
+    if message["tool_calls"]:
+        message["tool_calls"] = [
+            {"type": "function", "function": {
+                "name": TOOL_NAME,
+                "arguments": action_call(call["function"]["name"], _arguments(call)),
+            }}
+            for call in message["tool_calls"]
+        ]  # fmt: skip
+    return completion
+
+
+def _arguments(call: dict[str, Any]) -> dict[str, Any]:
+    arguments = call["function"]["arguments"]
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return {}
+    return arguments if isinstance(arguments, dict) else {}
 
 
 def _completion(answer: Generation, model: str, tools: bool) -> dict[str, Any]:

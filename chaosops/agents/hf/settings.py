@@ -18,6 +18,13 @@ schema the chat template renders into the prompt; a JSON object the prompt
 describes; or ``auto``: tools when the model's chat template renders tools."""
 
 
+HFConversation = Literal["turn", "episode"]
+"""What a turn's prompt is: ``turn``, the runtime's own (the view rendered
+afresh each turn, one ``take_action`` tool or a JSON answer); ``episode``,
+the trainer's (one growing chat of tool calls per role and episode, as
+:mod:`chaosops.agents.conversation` builds it and GRPO's rollouts hold it)."""
+
+
 def _between(low: float, high: float) -> Any:
     return Field(ge=low, le=high, allow_inf_nan=False)
 
@@ -30,7 +37,8 @@ class HFSettings:
     with ``dtype`` on ``device`` (``cpu``, ``cuda``, ``cuda:N``, ``mps`` or
     ``auto``: the first accelerator, else the CPU). ``batch`` turns pending
     across episodes share one ``generate`` call, gathered for at most
-    ``batch_wait_ms`` after the first. ``temperature`` 0 is greedy decoding;
+    ``batch_wait_ms`` after the first. ``conversation`` is the prompts' format
+    (:data:`HFConversation`). ``temperature`` 0 is greedy decoding;
     ``max_new_tokens`` bounds an answer. ``weights`` (a hash of the weights'
     files), ``resolved_device`` and ``settled`` (the answer format ``auto``
     chose) are filled in once the model is loaded, for the run's records.
@@ -47,6 +55,7 @@ class HFSettings:
     batch_wait_ms: Annotated[float, _between(0.0, 10_000.0)] = 5.0
     answer: HFAnswer = "auto"
     system_prompt: Literal["system", "user"] = "system"
+    conversation: HFConversation = "turn"
     weights: str | None = None
     resolved_device: str | None = None
     settled: Literal["tools", "json"] | None = None

@@ -19,6 +19,7 @@ pytest.importorskip("torch", reason="the hf extra (torch) is not installed")
 pytest.importorskip("trl", reason="the tiny model's chat template comes with TRL")
 
 CALL = '<tool_call>{"name": "take_action", "arguments": {"action_type": "noop"}}</tool_call>'
+MOVE_CALL = '<tool_call>{"name": "noop", "arguments": {}}</tool_call>'
 
 
 @pytest.fixture(scope="session")
@@ -33,19 +34,29 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def scripted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _scripted(tmp_path_factory.mktemp("scripted") / "model", CALL)
+
+
+@pytest.fixture(scope="session")
+def scripted_moves(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """As ``scripted``, in the trainer's format: a call of the ``noop`` tool."""
+    return _scripted(tmp_path_factory.mktemp("scripted_moves") / "model", MOVE_CALL)
+
+
+def _scripted(folder: Path, answer: str) -> Path:
     import torch
 
     from chaosops.train.tiny import chaosops_text, tiny_model, tiny_tokenizer
 
     torch.manual_seed(0)
     tokenizer = tiny_tokenizer(chaosops_text(), vocab_size=512)
-    tokenizer.add_tokens([CALL])
+    tokenizer.add_tokens([answer])
     model = tiny_model(tokenizer, width=32)
     model.config.tie_word_embeddings = False
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False,
                                            add_generation_prompt=True)  # fmt: skip
     last = tokenizer(prompt, add_special_tokens=False)["input_ids"][-1]
-    call = tokenizer.convert_tokens_to_ids(CALL)
+    call = tokenizer.convert_tokens_to_ids(answer)
     with torch.no_grad():
         for layer in model.model.layers:  # the residual stream keeps the token's embedding
             layer.self_attn.o_proj.weight.zero_()
@@ -56,7 +67,6 @@ def scripted(tmp_path_factory: pytest.TempPathFactory) -> Path:
         head[call] = 50 * embed[last] / embed[last].norm()
         head[tokenizer.eos_token_id] = 50 * embed[call] / embed[call].norm()
         model.lm_head.weight = head
-    folder = tmp_path_factory.mktemp("scripted") / "model"
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder

@@ -45,7 +45,7 @@ def _prompts(local: LocalModel) -> list[Prompt]:
         obs = env.reset(scenario=scenario)  # the SRE's view, then the oversight's
         for role in (AgentRole.SRE, AgentRole.OVERSIGHT):
             assert env.current_role == role
-            prompts.append(local.prompt(build_messages(obs, role), moves_for(obs, role).tool))
+            prompts.append(local.prompt(build_messages(obs, role), [moves_for(obs, role).tool]))
             obs = env.step(ChaosOpsAction(role=role, action_type=ActionType.NOOP))
     return prompts
 
