@@ -1,9 +1,11 @@
 """Reward functions for TRL's ``reward_funcs``, read off the rollouts' environments.
 
 GRPOTrainer hands every reward function the environments of the batch's
-rollouts (``environments=``), one per completion. Each function here reads a
-finished rollout's :class:`~chaosops.train.trl.Outcome` (the episode is played
-out first when the rollout stopped early), so they combine with weights
+rollouts (``environments=``), one per completion, or with
+:class:`~chaosops.train.rollouts.RuntimeRollouts` each rollout's ``outcome``.
+Each function here reads a finished rollout's
+:class:`~chaosops.train.trl.Outcome` (the episode is played out first when
+the rollout stopped early), so they combine with weights
 (``GRPOConfig(reward_weights=...)``) as a rubric's terms do:
 
 * :func:`team_return`: the episode's return, the team's outcome;
@@ -22,16 +24,28 @@ from typing import Any
 __all__ = ["legal_share", "role_credit", "team_return"]
 
 
-def team_return(environments: Sequence[Any], **kwargs: Any) -> list[float]:
+def _outcomes(environments: Sequence[Any] | None, outcome: Sequence[Any] | None) -> list[Any]:
+    if outcome is not None:
+        return list(outcome)
+    return [env.outcome for env in environments or ()]
+
+
+def team_return(
+    environments: Sequence[Any] | None = None, outcome: Sequence[Any] | None = None, **kw: Any
+) -> list[float]:
     """Each rollout's episode return."""
-    return [env.outcome.team_return for env in environments]
+    return [o.team_return for o in _outcomes(environments, outcome)]
 
 
-def role_credit(environments: Sequence[Any], **kwargs: Any) -> list[float]:
+def role_credit(
+    environments: Sequence[Any] | None = None, outcome: Sequence[Any] | None = None, **kw: Any
+) -> list[float]:
     """Each rollout's credit: its return minus the all-fallback return of its row."""
-    return [env.outcome.credit for env in environments]
+    return [o.credit for o in _outcomes(environments, outcome)]
 
 
-def legal_share(environments: Sequence[Any], **kwargs: Any) -> list[float]:
+def legal_share(
+    environments: Sequence[Any] | None = None, outcome: Sequence[Any] | None = None, **kw: Any
+) -> list[float]:
     """Each rollout's share of the trained role's turns that were legal moves."""
-    return [env.outcome.legal_share for env in environments]
+    return [o.legal_share for o in _outcomes(environments, outcome)]

@@ -37,7 +37,7 @@ from chaosops.env.rules import IllegalMove
 from chaosops.env.world_sim import Scenario
 from chaosops.scenarios import choose_scenario
 
-__all__ = ["REWARDS", "ChaosOpsToolEnv", "Outcome"]
+__all__ = ["REWARDS", "ChaosOpsToolEnv", "Outcome", "fallback_return", "repaid"]
 
 REWARDS = ("team", "credit")
 """What ``get_reward`` returns: the team's return, or the trained role's credit."""
@@ -129,12 +129,15 @@ def _fallback_return(
 
 
 def _repaid(world: Any) -> float:
-    """What the world paid again for a right root cause declared once more (its
-    early bonus comes with every repetition): a trainer's return counts it once.
-    A served episode's steps are the server's, and are taken as they are."""
+    """What the world paid again for a right cause declared once more; a served
+    episode's steps are the server's, and are taken as they are."""
     result = world.result() if hasattr(world, "result") else None
-    if result is None:
-        return 0.0
+    return 0.0 if result is None else repaid(result)
+
+
+def repaid(result: EpisodeResult) -> float:
+    """What the world paid again for a right root cause declared once more (its
+    early bonus comes with every repetition): a trainer's return counts it once."""
     paid = [s.breakdown.early_root_cause_bonus for s in result.steps if s.breakdown]
     return sum(bonus for bonus in paid if bonus) - next((b for b in paid if b), 0.0)
 
@@ -142,6 +145,14 @@ def _repaid(world: Any) -> float:
 # Scripted others and a server's policies are seeded per scenario: the
 # counterfactual replays exactly, so it is played once per row and role.
 _cached_fallback_return = lru_cache(maxsize=8192)(_fallback_return)
+
+
+def fallback_return(others: Others, scenario: Scenario, role: AgentRole) -> float | None:
+    """The return of ``scenario`` with ``role`` playing the fallback every turn and
+    ``others`` (scripted, by name) the rest, a rollout's counterfactual (played
+    once per row and role); None when the others are policy objects."""
+    named = _others_key(others)
+    return None if named is None else _cached_fallback_return("local", named, scenario, role)
 
 
 def _others_key(others: Others) -> Any:

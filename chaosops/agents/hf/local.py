@@ -40,20 +40,26 @@ class HFModelError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Prompt:
-    """A turn's prompt as tokens; its first ``shared`` are the system message's."""
+    """A turn's prompt as tokens; its first ``shared`` are the system message's.
+    ``logprobs``: the answer's tokens' log-probabilities are wanted (a trainer's)."""
 
     ids: tuple[int, ...]
     shared: int
+    logprobs: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Generation:
-    """One prompt's answer: its text, token counts, and whether it hit the limit."""
+    """One prompt's answer: its text, token counts, and whether it hit the limit;
+    ``ids``, the tokens generated (the stop token included), and when asked
+    for, each one's log-probability under the sampling temperature."""
 
     text: str
     prompt_tokens: int
     completion_tokens: int
     cut: bool
+    ids: tuple[int, ...] = ()
+    logprobs: tuple[float, ...] | None = None
 
 
 class LocalModel:
@@ -113,12 +119,15 @@ class LocalModel:
     def prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Prompt:
         """The chat template's tokens of ``messages`` (with ``tools`` offered),
         ready to answer, and how many of them the system message's rendering takes."""
-        text = self.tokenizer.apply_chat_template(
-            messages, tools=tools, tokenize=False, add_generation_prompt=True
-        )
-        ids = tuple(self.tokenizer(str(text), add_special_tokens=False)["input_ids"])
+        ids = self.encode(self.render(messages, tools, answer=True))
+        return Prompt(ids, self.shared(messages, tools, ids))
+
+    def shared(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, ids: Any
+    ) -> int:
+        """How many of ``ids`` (a prompt of ``messages``) the system message's rendering takes."""
         head = self._head(messages[0], tools) if messages[0]["role"] == "system" else ()
-        return Prompt(ids, len(head) if ids[: len(head)] == head else 0)
+        return len(head) if tuple(ids[: len(head)]) == head else 0
 
     def _head(self, system: dict[str, Any], tools: list[dict[str, Any]] | None) -> tuple[int, ...]:
         """The tokens of the system message alone (with the tools the template puts there)."""
@@ -154,14 +163,26 @@ class LocalModel:
         extra: dict[str, Any] = {"do_sample": bool(s.temperature)}
         if s.temperature:
             extra.update(temperature=s.temperature, top_p=s.top_p or 1.0)
+        scored = any(p.logprobs for p in prompts)
         out = self.model.generate(
             input_ids=torch.tensor(rows, device=self.device),
             attention_mask=torch.tensor(mask, device=self.device),
             cache=self._cache([self._alone(p) for p in prompts], room, room + 1 + s.max_new_tokens),
-            max_new_tokens=s.max_new_tokens, pad_token_id=pad, **extra,
+            max_new_tokens=s.max_new_tokens, pad_token_id=pad, return_dict_in_generate=True,
+            output_logits=scored, **extra,
         )  # fmt: skip
-        return [self._read(row[room + 1 :].tolist(), len(p.ids))
-                for row, p in zip(out, prompts, strict=True)]  # fmt: skip
+        answers = out.sequences[:, room + 1 :]
+        logprobs = self._logprobs(out.logits, answers) if scored else [None] * len(prompts)
+        return [self._read(row.tolist(), len(p.ids), lp)
+                for row, p, lp in zip(answers, prompts, logprobs, strict=True)]  # fmt: skip
+
+    def _logprobs(self, logits: Any, answers: Any) -> list[list[float]]:
+        """Each generated token's log-probability under the sampling temperature
+        (the raw logits scaled by it, as a trainer scores them)."""
+        scale = self.settings.temperature or 1.0
+        steps = self.torch.stack(logits, dim=1).float() / scale  # rows x tokens x vocab
+        chosen = self.torch.log_softmax(steps, dim=-1).gather(-1, answers[:, :, None])
+        return chosen[:, :, 0].tolist()
 
     def _alone(self, prompt: Prompt) -> Any:
         """The keys and values of the prompt but its last token, for one row."""
@@ -199,13 +220,29 @@ class LocalModel:
                 self._prefixes.popitem(last=False)
         return cache
 
-    def _read(self, ids: list[int], prompt_tokens: int) -> Generation:
+    def _read(
+        self, ids: list[int], prompt_tokens: int, logprobs: list[float] | None = None
+    ) -> Generation:
         stops = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id} - {None}
         stopped = next((i for i, t in enumerate(ids) if t in stops), None)
         answer = ids if stopped is None else ids[:stopped]
+        said = ids if stopped is None else ids[: stopped + 1]  # the stop token is the model's
         text = self.tokenizer.decode(answer, skip_special_tokens=True)
         cut = stopped is None and len(ids) >= self.settings.max_new_tokens
-        return Generation(text, prompt_tokens, len(answer), cut)
+        kept = None if logprobs is None else tuple(logprobs[: len(said)])
+        return Generation(text, prompt_tokens, len(answer), cut, tuple(said), kept)
+
+    def render(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, answer: bool
+    ) -> str:
+        """The chat template's text of ``messages``; ``answer``: ready for the model's."""
+        text = self.tokenizer.apply_chat_template(
+            messages, tools=tools, tokenize=False, add_generation_prompt=answer
+        )
+        return str(text)
+
+    def encode(self, text: str) -> tuple[int, ...]:
+        return tuple(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 def _check_template(tokenizer: Any, settings: HFSettings) -> None:

@@ -16,7 +16,7 @@ import json
 import time
 from typing import Any
 
-from chaosops.agents.conversation import Conversation, action_call, tool_schemas
+from chaosops.agents.conversation import action_call, tool_schemas
 from chaosops.agents.llm.completion import annotate, interpret, turn_or_none
 from chaosops.agents.llm.moves import moves_for
 from chaosops.agents.llm.parse import TOOL_NAME, text_tool_calls
@@ -24,6 +24,7 @@ from chaosops.agents.llm.render import build_messages, fold_system_prompt
 from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation
 
 from .batcher import Batcher
+from .chat import TokenChat
 from .local import Generation, LocalModel, Prompt
 from .settings import HFSettings
 
@@ -105,19 +106,18 @@ class HFPolicy:
         tool = moves_for(obs, role).tool if tools else None
         turn = turn_or_none()
         annotate(turn, prompt=messages)
-        answer, info = await self.generate(messages, [tool] if tool is not None else None)
+        prompt = self.local.prompt(messages, [tool] if tool is not None else None)
+        answer, info = await self.generate(prompt)
         action = interpret(_completion(answer, self.settings.model, tools), obs, role, info)
         annotate(turn, **info)
         return action
 
-    async def generate(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
-    ) -> tuple[Generation, dict[str, Any]]:
-        """The model's answer to ``messages`` (batched with other turns'), and
+    async def generate(self, prompt: Prompt) -> tuple[Generation, dict[str, Any]]:
+        """The model's answer to ``prompt`` (batched with other turns'), and
         its latency as a turn's info."""
         started = time.perf_counter()
         try:
-            answer = await self._batcher.submit(self.local.prompt(messages, tools))
+            answer = await self._batcher.submit(prompt)
         except Exception as exc:
             self.failures_in_a_row += 1
             self.last_failure = f"generate failed: {type(exc).__name__}: {exc}"[:300]
@@ -128,27 +128,28 @@ class HFPolicy:
 
 class EpisodeChat:
     """An :class:`HFPolicy` playing one episode in the trainer's format: each
-    role's turns are one chat of tool calls (:class:`Conversation`), the
-    answer read as a call of one of its tools and judged as any answer is."""
+    role's turns are one chat of tool calls, kept as the model's tokens
+    (:class:`~chaosops.agents.hf.chat.TokenChat`, in :attr:`chats`), the
+    answer read as a call of one of the tools and judged as any answer is."""
 
     def __init__(self, policy: HFPolicy) -> None:
         self.policy = policy
-        self._chats: dict[AgentRole, Conversation] = {}
+        self.chats: dict[AgentRole, TokenChat] = {}
 
     def __getattr__(self, name: str) -> Any:  # the policy's figures and settings
         return getattr(self.policy, name)
 
     async def __call__(self, obs: ChaosOpsObservation, role: AgentRole | str) -> ChaosOpsAction:
         role = AgentRole(getattr(role, "value", role))
-        chat = self._chats.setdefault(role, Conversation(role))
-        messages = chat.prompt(obs)
-        if self.policy.settings.system_prompt == "user":
-            messages = fold_system_prompt(messages)
+        chat = self.chats.get(role)
+        if chat is None:
+            chat = self.chats[role] = TokenChat(self.policy.local, role, tool_schemas())
+        prompt = chat.prompt(obs)
         turn = turn_or_none()
-        annotate(turn, prompt=messages)
-        answer, info = await self.policy.generate(messages, tool_schemas())
+        annotate(turn, prompt=list(chat.messages))
+        answer, info = await self.policy.generate(prompt)
         action = interpret(_move_completion(answer, self.policy.model), obs, role, info)
-        chat.answered(action, refused=info.get("parse_error"))
+        chat.answered(answer, action, refused=info.get("parse_error"))
         annotate(turn, **info)
         return action
 

@@ -69,3 +69,33 @@ def test_run_json_records_the_format_and_resume_holds_to_it(
     same = chaosops("run", "--resume", "--out", "run", "--no-progress", cwd=tmp_path)
     assert same.returncode == 0, same.stderr  # the same weights, hashed once loaded
     assert "1 of 1 episodes already done" in same.stderr
+
+
+def test_the_rollouts_chats_are_the_runs_to_the_token(scripted_moves: Path, tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from chaosops.outputs.records import scenario_from_record
+    from chaosops.train.rollouts import RuntimeRollouts
+
+    run = _run(tmp_path, scripted_moves)
+    records = [orjson.loads(line) for line in (run / "results.jsonl").read_bytes().splitlines()]
+    turns = [orjson.loads(line) for line in (run / "trajectories.jsonl").read_bytes().splitlines()]
+    rollouts = RuntimeRollouts(["sre", "oversight", "dev", "manager"], temperature=0.0,
+                               max_new_tokens=4)  # fmt: skip
+    trainer = SimpleNamespace(
+        model=AutoModelForCausalLM.from_pretrained(scripted_moves),
+        processing_class=AutoTokenizer.from_pretrained(scripted_moves),
+    )
+    for record in records:
+        scenario = scenario_from_record(record)
+        out = rollouts([rollouts.prompt_of(scenario, "sre")], trainer)
+        mine = [t for t in turns if t["episode_id"] == record["episode_id"] and t["role"] == "sre"]
+        prompt = out["prompt_ids"][0]
+        mask = out["env_mask"][0]
+        starts = [i for i, m in enumerate(mask) if m and (i == 0 or not mask[i - 1])]
+        assert len(starts) == len(mine) > 1
+        for turn, start in zip(mine, starts, strict=True):  # each prompt, as long to the token
+            assert turn["usage"]["prompt_tokens"] == len(prompt) + start
+        assert out["outcome"][0].team_return <= record["cumulative_reward"]
