@@ -10,6 +10,7 @@ from typing import Any
 from chaosops._extras import require
 from chaosops.agents.conversation import opening_prompt, tool_system_prompt
 from chaosops.agents.policies import Others
+from chaosops.agents.llm.answers import describe
 from chaosops.agents.seated import SeatedEpisode
 from chaosops.env.models import AgentRole
 from chaosops.env.world_sim import Scenario
@@ -50,7 +51,11 @@ def rows(
 
     ``seed_offset`` shifts every seed: rows to train on that share no scenario
     with the suites, which stay held out for evaluation. An offset that makes
-    a row one of the suites' scenarios is refused.
+    a row one of the suites' scenarios is refused. A shifted row whose opening
+    (the role's first prompt, its view included) is a suite row's is left out
+    too: the easy and medium tiers' openings do not change with the seed, so
+    they would be held-out rows under another name (only the hard tier's
+    distractor lines follow the seed). Train on other scenarios of those tiers.
     """
     role = AgentRole(role).value
     given = [
@@ -68,7 +73,19 @@ def rows(
         )
     if others is not None:
         scenarios = [sc for sc in scenarios if _role_moves(sc, AgentRole(role), others)]
+    if seed_offset:
+        held = {_opening(sc, AgentRole(role), others) for sc in given}
+        scenarios = [sc for sc in scenarios if _opening(sc, AgentRole(role), others) not in held]
     return [row_of(scenario, role) for scenario in scenarios]
+
+
+def _opening(scenario: Scenario, role: AgentRole, others: Others | None) -> str:
+    """What ``role`` is first shown of ``scenario``: its prompt is the same for every row."""
+    play = SeatedEpisode(others if others is not None else "heuristic", frozenset({role}))
+    try:
+        return describe(play.start(scenario).observation, role)
+    finally:
+        play.close()
 
 
 def _role_moves(scenario: Scenario, role: AgentRole, others: Others) -> bool:

@@ -4,6 +4,7 @@ equal to the runner's, illegal moves, rewards, closing; and the dataset rows."""
 from __future__ import annotations
 
 import asyncio
+import json
 import inspect
 from typing import Any
 
@@ -208,3 +209,15 @@ def test_reset_and_the_base_url_are_checked_with_one_line_each() -> None:
         env.reset(failure_type="cascade", difficulty="hardd")
     with pytest.raises(ValueError, match="base_url='localhost:8000': a chaosops serve URL"):
         ChaosOpsToolEnv(base_url="localhost:8000")
+
+
+@pytest.mark.parametrize("role", ["sre", "dev"])
+def test_training_rows_share_no_first_prompt_with_the_held_out_rows(role: str) -> None:
+    def opening(row: dict) -> str:
+        with ChaosOpsToolEnv() as env:
+            return json.dumps(row["prompt"]) + env.reset(**row)
+
+    held = {opening(row) for row in rows(role=role)}
+    train = rows(role=role, seed_offset=1000)
+    assert train and not any(opening(row) in held for row in train)
+    assert {row["difficulty"] for row in train} == {"hard"}  # the only openings a seed changes
