@@ -141,7 +141,7 @@ class ProgressBar:
             )
         if self.unread:
             notes.append(
-                f"{self.unread} LLM answer(s) could not be read as an action and played noop "
+                f"{self.unread} answer(s) could not be read as a legal move and played noop "
                 f"(first: {_cut(self.first_unread)}); see 'parse_error' in trajectories.jsonl"
             )
         return notes

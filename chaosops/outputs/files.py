@@ -23,7 +23,8 @@ class OutputError(Exception):
     ``usage`` is true when the cause is the user's input (a folder that already
     holds a run, a damaged results file) rather than the system; ``reason``
     names the kind of trouble, for a caller's advice: ``not-a-folder``,
-    ``not-writable``, ``holds-a-run``, ``in-use``, ``another-plan``, or None.
+    ``not-writable``, ``holds-a-run``, ``in-use``, ``another-plan``,
+    ``lost-trajectories``, or None.
     """
 
     def __init__(self, message: str, *, usage: bool = False, reason: str | None = None) -> None:

@@ -109,6 +109,7 @@ def recover(results_path: Path, trajectories_path: Path, keys: Any) -> tuple[Res
     planned episode of ``keys``), what went, and whether ``results.jsonl`` was
     rewritten (a handle open on it before writes to a file no longer there)."""
     state = ResumeState()
+    _refuse_lost_trajectories(results_path, trajectories_path)
     state.torn_results_line = _truncate_torn(results_path)
     tally = _Tally(keys, trajectories_path)
     done = bytearray(len(keys))
@@ -124,13 +125,42 @@ def recover(results_path: Path, trajectories_path: Path, keys: Any) -> tuple[Res
                 done[index] = 1
                 continue
             dropped_results += 1
-    if dropped_results:
-        _rewrite_results(results_path, keys, done)
     state.done = done
     state.records = done.count(1)
+    # trajectories first: results lines are what a failed rewrite must not lose
     if dropped_results or tally.lines_read > tally.lines_of(done):
         state.dropped_trajectory_lines = _rewrite_trajectories(trajectories_path, keys, tally, done)
+    if dropped_results:
+        _rewrite_results(results_path, keys, done)
     return state, bool(dropped_results)
+
+
+def _refuse_lost_trajectories(results_path: Path, trajectories_path: Path) -> None:
+    """A results file with episodes beside a missing or empty trajectories file:
+    no run leaves that (a turn's lines are written before its results line), so
+    resuming would drop every result to play it again. Refused, nothing touched."""
+    if not _size(results_path):
+        return
+    lost = "missing" if not trajectories_path.exists() else "empty" if not _size(
+        trajectories_path) else None  # fmt: skip
+    if lost is None:
+        return
+    episodes = sum(1 for line in results_path.read_bytes().splitlines() if line.strip())
+    raise OutputError(
+        f"cannot resume from {results_path.parent}: {trajectories_path.name} is {lost} while "
+        f"{results_path.name} records {episodes} episode(s); resuming would drop them all "
+        f"and play them again: restore {trajectories_path.name}, or remove "
+        f"{results_path.name} too to start over",
+        usage=True,
+        reason="lost-trajectories",
+    )
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _planned(keys: Any, key: str, results_path: Path) -> int:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from chaosops.agents.judged import judged
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.agents.policies import SCRIPTED, scripted_policy
 from chaosops.env.models import AgentRole
@@ -100,12 +101,12 @@ def _user_factory(spec: str, role: str, planned: Sequence[Any]) -> Callable[[Any
             f"{where}: {spec} is not a policy (observation, role) -> action nor a factory "
             "scenario -> role map"
         )
-    if len(required) == 2:
-        shared = dict.fromkeys(AgentRole, target)
+    if len(required) == 2:  # every move judged, as a model's answers are
+        shared = dict.fromkeys(AgentRole, judged(target))
         return lambda scenario: shared
     if planned and not isinstance(target(planned[0].scenario), Mapping):
         raise RunError(f"{where}: the factory {spec} returned no mapping role -> policy")
-    return target
+    return lambda scenario: {role: judged(p) for role, p in target(scenario).items()}
 
 
 def prepare_models(spec: RunSpec) -> tuple[dict[str, Any], RunSpec]:

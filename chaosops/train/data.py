@@ -9,8 +9,8 @@ from typing import Any
 
 from chaosops._extras import require
 from chaosops.agents.conversation import opening_prompt, tool_system_prompt
-from chaosops.agents.policies import Others
 from chaosops.agents.llm.answers import describe
+from chaosops.agents.policies import Others
 from chaosops.agents.seated import SeatedEpisode
 from chaosops.env.models import AgentRole
 from chaosops.env.world_sim import Scenario

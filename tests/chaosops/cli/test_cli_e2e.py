@@ -394,7 +394,7 @@ def test_unreadable_answers_are_summed_up_not_printed_per_turn(work: Path) -> No
     assert steps and all(s["parse_error"] for s in steps)
     lines = proc.stderr.strip().splitlines()
     assert not any("parse_error" in line and "trajectories" not in line for line in lines)
-    [summed] = [line for line in lines if "could not be read as an action" in line]
+    [summed] = [line for line in lines if "could not be read as a legal move" in line]
     assert summed.startswith(f"chaosops: {len(steps)} LLM answer(s)")
     roles = [line for line in lines if "never played a move of its own" in line]
     assert len(roles) == 4

@@ -71,7 +71,7 @@ def test_an_answer_that_is_no_action_for_the_view_plays_the_fallback(
     assert steps and all(needle in s["parse_error"] for s in steps), steps[0]["parse_error"]
     assert all(s["action"]["action_type"] == "noop" for s in steps)
     assert all(r["wrong_fixes"] == 0 for r in results)  # never applied as a wrong fix
-    assert f"{len(steps)} LLM answer(s) could not be read" in proc.stderr
+    assert f"{len(steps)} answer(s) could not be read" in proc.stderr
 
 
 def test_a_tool_call_cut_short_says_so(work: Path) -> None:

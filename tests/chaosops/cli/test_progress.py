@@ -153,4 +153,4 @@ def test_trouble_sums_up_policy_errors_and_unread_answers() -> None:
     assert errors.startswith("2 turn(s) (dev 2) played the fallback after a policy error or "
                              "a failed LLM call (first: LLMRequestError: HTTP 500 x")  # fmt: skip
     assert "\n" not in errors and "..." in errors and "second" not in errors
-    assert unread.startswith("2 LLM answer(s) could not be read") and "empty answer" in unread
+    assert unread.startswith("2 answer(s) could not be read") and "empty answer" in unread
