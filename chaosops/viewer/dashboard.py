@@ -66,7 +66,9 @@ def _header(index: RunIndex, rate: float, roles: list[Any]) -> Panel:
     planned = index.planned()
     done = len(index.rows)
     share = f" ({done / planned:.0%})" if planned else ""
-    state = "finished" if index.finished() else "running"
+    state = index.status()
+    if state == "stopped":
+        state = f"stopped: no process writes it ({index.resume_command()} goes on)"
     text = Text()
     text.append(f"{done} of {planned if planned is not None else '?'} episodes done{share}")
     text.append(f"   in flight {len(index.in_flight)}   {rate:.1f} episodes/s   {state}")

@@ -215,6 +215,8 @@ class RunIndex:
                 self._reset()
                 return self.refresh()
             self._read_log()
+            if self.in_flight and not self.writing():  # killed: nothing is in flight any more
+                self.in_flight.clear()
             self._blocks.start()
 
     def _add_result(self, offset: int, line: bytes) -> None:
@@ -277,6 +279,16 @@ class RunIndex:
         except FileNotFoundError:
             return False
         return self.summary().get("episodes") == len(self.rows)
+
+    def status(self) -> str:
+        """``finished``; ``running`` (a process writes the folder); or ``stopped``:
+        none does (killed, or stopped before its end), and ``--resume`` goes on."""
+        if self.finished():
+            return "finished"
+        return "running" if self.writing() else "stopped"
+
+    def resume_command(self) -> str:
+        return f"chaosops run --resume --out {self.folder}"
 
     def writing(self) -> bool:
         """Whether a run is writing the folder now (it holds its results locked)."""

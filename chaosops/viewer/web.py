@@ -161,6 +161,7 @@ class Viewer:
                 "in_flight": len(index.in_flight),
                 "turns_in_flight": sum(len(e.turns) for e in index.in_flight.values()),
                 "finished": index.finished(),
+                "status": index.status(),
             }
         )
 
@@ -193,6 +194,8 @@ def _card(index: RunIndex, choices: dict[str, list[str]]) -> dict[str, Any]:
         "policies": choices["policy"],
         "models": choices["model"],
         "finished": index.finished(),
+        "status": index.status(),
+        "resume": index.resume_command(),
     }
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ._cli import TINY, chaosops, jsonl
 
-CHEAT = '''\
+CHEAT = """\
 from chaosops.env.models import ChaosOpsAction
 
 
@@ -24,7 +24,7 @@ def fair(obs, role):
 
 def factory(scenario):
     return {"sre": policy, "dev": fair}
-'''
+"""
 
 
 def test_an_illegal_move_from_a_python_policy_plays_the_fallback(work: Path) -> None:

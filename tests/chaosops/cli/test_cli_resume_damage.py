@@ -25,6 +25,7 @@ DAMAGES = {
 
 def _whole(folder: Path) -> dict[str, str]:
     """Each episode whose results line and every trajectory line are there: run key -> id."""
+
     def read(name: str) -> list[dict]:
         path = folder / name
         lines = path.read_bytes().splitlines() if path.exists() else []

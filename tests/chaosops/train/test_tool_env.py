@@ -4,8 +4,8 @@ equal to the runner's, illegal moves, rewards, closing; and the dataset rows."""
 from __future__ import annotations
 
 import asyncio
-import json
 import inspect
+import json
 from typing import Any
 
 import jsonschema
