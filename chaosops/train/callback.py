@@ -3,12 +3,15 @@ every N steps, its figures in the trainer's logs (the ``train`` extra)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
+from chaosops.agents.hf.settings import HFSettings
+from chaosops.env.models import AgentRole
 from chaosops.env.world_sim import Scenario
 
 from .evaluate import due_every, evaluate_model
@@ -45,6 +48,7 @@ class EvalCallback(TrainerCallback):
         trainer: Any = None,
         **settings: Any,
     ) -> None:
+        _check(scenarios, every, role, samples, settings)
         self.tokenizer, self.scenarios, self.role = tokenizer, list(scenarios), role
         self.samples, self.out, self.settings = samples, out, settings
         self.due = due_every(every)
@@ -82,3 +86,36 @@ class EvalCallback(TrainerCallback):
         pending, self._pending = self._pending, None
         if pending is not None and self.trainer is not None:
             self.trainer.log(pending)
+
+
+_EVALUATION = frozenset({"turn_timeout", "concurrency"})  # evaluate_model's own keywords
+
+
+def _check(scenarios: Any, every: Any, role: Any, samples: Any, settings: dict[str, Any]) -> None:
+    """One ValueError for the first argument a run would refuse later (at the
+    first evaluation, ``every`` steps on), naming it and what it accepts."""
+    roles = [r.value for r in AgentRole]
+    if role is not None and role not in roles:
+        raise ValueError(f"role={role!r}: one of {', '.join(roles)}, or None for all four")
+    for name, value in (("every", every), ("samples", samples)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name}={value!r}: a whole number from 1")
+    given = list(scenarios) if not isinstance(scenarios, str | bytes) else [scenarios]
+    if not given or not all(isinstance(s, Scenario) for s in given):
+        wrong = next((s for s in given if not isinstance(s, Scenario)), None)
+        raise ValueError(
+            f"scenarios: {'none given' if not given else f'{wrong!r:.40} is no Scenario'}; "
+            "give Scenario objects (chaosops.scenarios.load_scenarios, "
+            "chaosops.curriculum.generator.scenarios_for_tier)"
+        )
+    model = {k: v for k, v in settings.items() if k not in _EVALUATION}
+    known = {f.name for f in dataclasses.fields(HFSettings)} - {"model"}
+    if unknown := sorted(set(model) - known):
+        raise ValueError(
+            f"{unknown[0]}=: no such setting; the settings are {', '.join(sorted(known))}, "
+            "turn_timeout and concurrency"
+        )
+    try:
+        HFSettings(model="in-memory", **model)
+    except ValueError as exc:
+        raise ValueError(f"settings: {' '.join(str(exc).split())[:200]}") from None

@@ -70,7 +70,29 @@ def sft_dataset(
     datasets = require("datasets", "train", "chaosops.train.sft_dataset")
     tools = json.dumps(tool_schemas())
     rows = [{**row, "tools": tools} for row in sft_rows(run_folders, role, resolved_only)]
+    if not rows:
+        raise ValueError(_no_rows(run_folders, role, resolved_only))
     return datasets.Dataset.from_list(rows, features=_features(datasets))
+
+
+def _no_rows(run_folders: Any, role: str | None, resolved_only: bool) -> str:
+    """Why the folders give no row: how many episodes, and why each is left out."""
+    folders = [run_folders] if isinstance(run_folders, str | Path) else list(run_folders)
+    records = [r for folder in folders for r in ResultsReader(folder)]
+    roles = {role} if role is not None else {r.value for r in AgentRole}
+    kept = [
+        r for r in records if r.get("status") == "ok" and (r.get("resolved") or not resolved_only)
+    ]
+    fallbacks = sum(1 for r in kept for s in r["steps"] if s["role"] in roles
+                    and (s.get("timed_out") or s.get("parse_error") or s.get("error")))  # fmt: skip
+    who = f"the {role}" if role is not None else "any role"
+    return (
+        f"no supervised row in {', '.join(map(str, folders))}: of {len(records)} episode(s), "
+        f"{len(kept)} {'resolved' if resolved_only else 'finished'}, and in those {who} had "
+        f"{fallbacks} turn(s) played by the fallback (a timeout, an unread answer, an error); "
+        "an episode is kept only when every turn of the role was a move of its own"
+        + ("; resolved_only=False keeps unresolved episodes" if resolved_only else "")
+    )
 
 
 def _features(datasets: Any) -> Any:

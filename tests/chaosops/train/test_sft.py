@@ -106,3 +106,17 @@ def _action(data):
     from chaosops.env.models import ChaosOpsAction
 
     return ChaosOpsAction.model_validate(data)
+
+
+def test_a_role_that_never_moved_is_one_line_not_datasets_keys_mismatch(tmp_path: Path) -> None:
+    pytest.importorskip("datasets", reason="the train extra is not installed")
+    from chaosops.train import sft_dataset
+
+    (tmp_path / "idle.py").write_text(
+        "def policy(obs, role):\n    return 'no move'\n"  # every turn plays the fallback
+    )
+    done = chaosops("run", "--tier", "easy", "--limit", "2", "--role-policy", "sre=idle:policy",
+                    "--out", "run", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 1, done.stderr  # the sre never played a move of its own
+    with pytest.raises(ValueError, match=r"of 2 episode\(s\).*the sre had \d+ turn\(s\) played by"):
+        sft_dataset(tmp_path / "run", role="sre", resolved_only=False)
