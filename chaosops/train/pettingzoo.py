@@ -142,6 +142,8 @@ class ChaosOpsAEC(AECEnv):  # type: ignore[misc,valid-type] # pettingzoo's, load
         turn_timeout: TurnTimeoutArg = None,
     ) -> None:
         super().__init__()
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(f"render_mode={render_mode!r}: None or 'ansi' (the view as text)")
         self.defaults = {"failure_type": failure_type, "difficulty": difficulty,
                          "max_steps": max_steps}  # fmt: skip
         # the scenario's fields are checked now, as a suite entry's are
@@ -165,15 +167,23 @@ class ChaosOpsAEC(AECEnv):  # type: ignore[misc,valid-type] # pettingzoo's, load
         self._allowed: Any = None  # the acting agent's mask: judged once an observation
 
     def observation_space(self, agent: str) -> Any:  # a gymnasium space
-        return self.observation_spaces[agent]
+        return self.observation_spaces[self._agent(agent)]
 
     def action_space(self, agent: str) -> Any:  # a gymnasium space
-        return self.action_spaces[agent]
+        return self.action_spaces[self._agent(agent)]
+
+    def _agent(self, agent: Any) -> str:
+        if agent not in self.possible_agents:
+            raise ValueError(
+                f"agent {agent!r:.40}: the agents are {', '.join(self.possible_agents)}"
+            )
+        return str(agent)
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
-        # other keys are left alone: PettingZoo's api_test passes options of its own
-        given = {k: v for k, v in (options or {}).items() if k in self.defaults}
+        given = _options(options, self.defaults)
         chosen = {**self.defaults, **given}
+        if seed is not None and (not isinstance(seed, Integral) or isinstance(seed, bool)):
+            raise ValueError(f"seed={seed!r:.40}: an int, or None for a random one")
         seed = random.randrange(2**31) if seed is None else int(seed)
         failure = chosen["failure_type"] or random.Random(seed).choice(list(FailureType)).value
         scenario = choose_scenario(
@@ -194,6 +204,7 @@ class ChaosOpsAEC(AECEnv):  # type: ignore[misc,valid-type] # pettingzoo's, load
 
     def observe(self, agent: str) -> dict[str, Any]:
         obs = self._started()
+        self._agent(agent)
         # the acting agent's view is the observation's: projecting it again costs a step
         own_turn = agent == self.agent_selection and not obs.done
         view = obs.view if own_turn else self.env.world.project_view(agent)
@@ -241,6 +252,8 @@ class ChaosOpsAEC(AECEnv):  # type: ignore[misc,valid-type] # pettingzoo's, load
 
     def step(self, action: Any) -> None:
         self._started()
+        if not self.agents:
+            raise ValueError("every agent's episode is over: reset() to start another")
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
             self._remove(agent, action)
@@ -303,6 +316,18 @@ class ChaosOpsAEC(AECEnv):  # type: ignore[misc,valid-type] # pettingzoo's, load
     def close(self) -> None:
         self.episode.close()
         self._observation = self._allowed = None
+
+
+def _options(options: Any, defaults: dict[str, Any]) -> dict[str, Any]:
+    """The scenario keys of a reset's ``options``; one ValueError for what is no
+    such key. (PettingZoo's api_test passes ``{"options": 1}``, left alone.)"""
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise ValueError(f"options={options!r:.40}: a dict of {', '.join(defaults)}, or None")
+    if unknown := sorted(k for k in options if k not in defaults and k != "options"):
+        raise ValueError(f"options: no key {unknown[0]!r}; the keys are {', '.join(defaults)}")
+    return {k: v for k, v in options.items() if k in defaults}
 
 
 def _index(action: Any) -> int:

@@ -28,7 +28,7 @@ from chaosops._urls import http_url_with_host, shown_url
 from chaosops.agents.adapters import TurnTimeoutArg
 from chaosops.agents.conversation import MoveTools
 from chaosops.agents.llm.answers import describe, describe_change
-from chaosops.agents.policies import Others
+from chaosops.agents.policies import SCRIPTED, Others
 from chaosops.agents.seated import SeatedEpisode
 from chaosops.env.failures import DEFAULT_FAILURE
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, ChaosOpsObservation
@@ -155,6 +155,23 @@ def fallback_return(others: Others, scenario: Scenario, role: AgentRole) -> floa
     return None if named is None else _cached_fallback_return("local", named, scenario, role)
 
 
+_ROLES = tuple(role.value for role in AgentRole)
+_OTHERS = (
+    f"a scripted policy's name ({', '.join(SCRIPTED)}), a policy (observation, role) -> "
+    "action, or a map from role to either"
+)
+
+
+def _check_others(others: Any) -> None:
+    """``others`` as :class:`ChaosOpsToolEnv` takes it, or one ValueError."""
+    given = others.items() if isinstance(others, Mapping) else [(None, others)]
+    for role, policy in given:
+        if role is not None and role not in _ROLES:
+            raise ValueError(f"others: no role {role!r:.40}; the roles are {', '.join(_ROLES)}")
+        if (policy not in SCRIPTED) if isinstance(policy, str) else not callable(policy):
+            raise ValueError(f"others: {policy!r:.40} is no policy; {_OTHERS}")
+
+
 def _others_key(others: Others) -> Any:
     """A hashable stand-in for ``others`` made of names only, or None."""
     if isinstance(others, str):
@@ -204,6 +221,12 @@ class ChaosOpsToolEnv(MoveTools):
             raise ValueError(
                 f"base_url={shown_url(base_url)!r}: a chaosops serve URL, http(s)://HOST:PORT"
             )
+        if base_url is not None and (others != "heuristic" or turn_timeout is not None):
+            raise ValueError(
+                "others= and turn_timeout= beside base_url=: a served episode's other roles "
+                "and deadlines are the server's (chaosops serve --policy, --turn-timeout)"
+            )
+        _check_others(others)
         # how to make an episode like this one; its counterfactual is cached
         # unless the others are policy objects, which may hold state
         named = _others_key(others)
@@ -237,6 +260,8 @@ class ChaosOpsToolEnv(MoveTools):
 
         Columns other than these (``prompt``, say) are the trainer's and ignored.
         """
+        if role not in _ROLES:
+            raise ValueError(f"role={role!r:.40}: one of {', '.join(_ROLES)}")
         self._role = AgentRole(role)
         self._scenario = choose_scenario(
             failure_type=failure_type, difficulty=difficulty, seed=seed, max_steps=max_steps

@@ -5,6 +5,7 @@ LLMPolicy as a teammate, and the runtime's records of every turn."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import warnings
 from pathlib import Path
@@ -141,3 +142,37 @@ def test_pettingzoo_with_others_ends_on_an_agent_for_every_failure_type() -> Non
             _, _, terminated, truncated, _ = env.last()
             env.step(None if terminated or truncated else 0)
         env.close()
+
+
+def test_the_adapters_refuse_bad_input_in_one_value_error_each() -> None:
+    from chaosops.train.pettingzoo import aec_env
+
+    env = aec_env(failure_type="db_deadlock")
+    refusals = [
+        (lambda: env.reset(options="hard"), "options='hard': a dict"),
+        (lambda: env.reset(seed="x"), "seed='x': an int"),
+        (lambda: env.reset(options={"difficutly": "hard"}), "no key 'difficutly'"),
+        (lambda: env.action_space("ceo"), "agent 'ceo': the agents are"),
+        (lambda: env.observation_space("ceo"), "agent 'ceo'"),
+        (lambda: aec_env(render_mode="human"), "render_mode='human'"),
+        (lambda: ChaosOpsToolEnv(others=42), "42 is no policy"),
+        (lambda: ChaosOpsToolEnv(others={"ceo": "heuristic"}), "no role 'ceo'"),
+        (lambda: ChaosOpsToolEnv(others="smart"), "'smart' is no policy"),
+        (
+            lambda: ChaosOpsToolEnv(others="oracle", base_url="http://127.0.0.1:9"),
+            "beside base_url",
+        ),
+        (lambda: ChaosOpsToolEnv().reset(role="ceo"), "role='ceo': one of"),
+    ]
+    for call, said in refusals:
+        with pytest.raises(ValueError, match=re.escape(said)):
+            call()
+    env.reset(seed=1)
+    with pytest.raises(ValueError, match="agent 'ceo'"):
+        env.observe("ceo")
+    for _agent in env.agent_iter():
+        _, _, terminated, truncated, _ = env.last()
+        env.step(None if terminated or truncated else 0)
+    with pytest.raises(ValueError, match="every agent's episode is over"):
+        env.step(0)
+    env.reset(seed=0, options={"options": 1})  # PettingZoo's api_test passes this one
