@@ -60,6 +60,9 @@ def build_app(
             max_concurrent_envs=max_sessions, session_timeout=idle_timeout
         ),
         state_cls=TurnState,
+        # an episode is a session's: the stateless HTTP /reset, /step and /state
+        # (a fresh environment a request) could open one no step reaches
+        mode="production",
     )
     app.router.on_shutdown.append(tables.aclose)  # the episodes in play end with the server
     app.state.tables = tables

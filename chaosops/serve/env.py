@@ -116,6 +116,11 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
         if kwargs:
             unknown = ", ".join(map(repr, sorted(kwargs)))
             raise StepRefused("BAD_RESET", f"unknown field {unknown}; reset takes {_RESET_FIELDS}")
+        if episode_id is not None and (not isinstance(episode_id, str) or
+                                       not 0 < len(episode_id) <= _MAX_ID):  # fmt: skip
+            raise StepRefused(
+                "BAD_RESET", f"episode_id {episode_id!r:.40}: 1 to {_MAX_ID} characters"
+            )
         self._tables.reap(self._idle_timeout)
         played = _roles(roles)
         if session is not None:
@@ -255,6 +260,7 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
             self._seat = None
 
 
+_MAX_ID = 128  # an episode id names a folder's records: bounded
 _RESET_FIELDS = "failure_type, difficulty, seed, max_steps, roles, episode_id, join and session"
 
 
@@ -268,7 +274,11 @@ def _roles(roles: list[str] | None) -> frozenset[AgentRole] | None:
         )
     if unknown := sorted(set(roles or ()) - set(names)):
         raise StepRefused("UNKNOWN_ROLE", f"{unknown}: the roles are {', '.join(names)}")
-    return None if not roles else frozenset(AgentRole(r) for r in roles)
+    if roles is not None and not roles:
+        raise StepRefused(
+            "UNKNOWN_ROLE", "roles []: name at least one role, or leave it out for all four"
+        )
+    return None if roles is None else frozenset(AgentRole(r) for r in roles)
 
 
 def _check_action(action: TurnAction) -> None:

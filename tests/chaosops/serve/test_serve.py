@@ -151,6 +151,8 @@ def test_bad_messages_are_answered_and_the_session_goes_on(server: str) -> None:
         ({"seed": 2**70}, "BAD_SCENARIO: seed: Input should be less than or equal to"),
         ({"seed": "abc"}, "BAD_SCENARIO: seed: Input should be a valid integer (got 'abc')"),
         ({"failure_type": "db_dedlock"}, "valid: db_deadlock, memory_leak, bad_config_push"),
+        ({"roles": []}, "UNKNOWN_ROLE: roles []: name at least one role"),
+        ({"episode_id": "x" * 3_000_000}, "BAD_RESET: episode_id 'xxxxxxx"),
     ],
 )
 def test_a_reset_out_of_bounds_is_one_line_naming_the_field(server: str, fields, said) -> None:
@@ -176,6 +178,16 @@ def test_a_step_the_schema_refuses_is_one_line_naming_the_field(server: str, ste
         with pytest.raises(RuntimeError, match=re.escape(said)):
             env.step(step)
         assert env.state()["step_count"] == 0
+
+
+def test_the_stateless_http_routes_are_not_served(server: str) -> None:
+    # a fresh environment a request: an HTTP reset would open an episode no step reaches
+    for route in ("/reset", "/step", "/state"):
+        request = urllib.request.Request(server + route, data=b"{}", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        refused.value.close()
+        assert refused.value.code in (404, 405), route
 
 
 def test_a_scenario_without_max_steps_is_the_tiers_everywhere(server: str) -> None:
