@@ -15,13 +15,20 @@ from rich.text import Text
 __all__ = ["one_line", "plain", "printable"]
 
 # C0 controls but tab and line feed, DEL, and C1 controls (ANSI escapes start
-# with ESC, \x1b, or with CSI, \x9b)
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# with ESC, \x1b, or with CSI, \x9b); and the bidirectional controls, which
+# reorder what a line shows (U+202E makes "exe.txt" read "txt.exe")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: object) -> str:
-    """``text`` with each control character written as a visible escape (``\\x1b``)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+    """``text`` with each control character written as a visible escape
+    (``\\x1b``, ``\\u202e``)."""
+    return _CONTROL.sub(_escape, str(text))
+
+
+def _escape(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def one_line(text: object) -> str:

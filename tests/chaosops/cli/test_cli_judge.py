@@ -45,3 +45,23 @@ def test_an_illegal_move_from_a_python_policy_plays_the_fallback(work: Path) -> 
         assert not any(r["resolved"] for r in jsonl(out / "results.jsonl"))
         roles = {f["role"]: f for f in json.loads((out / "summary.json").read_text())["roles"]}
         assert roles["sre"]["legal"] == 0 and roles["sre"]["parse_errors"] == roles["sre"]["turns"]
+
+
+BIDI = """\
+from chaosops.env.models import ChaosOpsAction
+
+
+def policy(obs, role):
+    return ChaosOpsAction(role=role, action_type="communicate",
+                          args={"message": "ok \\u202etxt.exe", "to": "all"})
+"""
+
+
+def test_bidi_controls_are_shown_escaped_in_a_transcript(work: Path) -> None:
+    (work / "bidi.py").write_text(BIDI)
+    out = work / "bidi-run"
+    chaosops("run", *TINY, "--role-policy", "sre=bidi:policy", "--out", out, cwd=work)
+    episode = jsonl(out / "results.jsonl")[0]["episode_id"]
+    shown = chaosops("transcript", out, "--episode", episode, cwd=work)
+    assert shown.returncode == 0, shown.stderr
+    assert "\\u202etxt.exe" in shown.stdout and "\u202e" not in shown.stdout

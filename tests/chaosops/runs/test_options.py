@@ -21,7 +21,7 @@ NUMBERS = (-1, 0, 1, 2, 3, 19, 20, 21, 64, 100, 101, 1000, 1001, 1024, 100_000, 
            2.0, 2.5, -0.5, 1e-9)  # fmt: skip
 TEXTS = ("", "x", "a b", "ok-name.1", "easy", "hard", "Easy", "sre", "dev", "db_deadlock",
          "cascade", "auto", "json", "tools", "system", "user", "50%", "0%", "101%", "5", "0",
-         "heuristic", "turn", "episode")  # fmt: skip
+         "heuristic", "turn", "episode", "http://127.0.0.1:8000/v1")  # fmt: skip
 BODIES = ({}, {"top_k": 5}, {"model": "m"}, {"n": 2, "top_k": 1})
 CHECKED = [o for o in OPTIONS if o.kind is not None and not o.switch and (o.file_key or o.sets)]
 

@@ -512,3 +512,8 @@ async def test_check_endpoint_names_a_models_list_it_cannot_read(body: bytes, ne
             await check_endpoint(url, MODEL)
         tg.cancel_scope.cancel()
     assert "\n" not in str(info.value) and url in str(info.value)
+
+
+def test_a_base_url_without_its_scheme_is_refused_when_built() -> None:
+    with pytest.raises(ValueError, match=r"'localhost:8000' is no http\(s\) URL"):
+        LLMPolicy("m", base_url="localhost:8000")
