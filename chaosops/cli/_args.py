@@ -99,6 +99,10 @@ def _add_viewer_parsers(sub: Any) -> None:
     watch.add_argument("folder", nargs="?", metavar="RUN_DIR", help="default: runs/latest")
     watch.add_argument("--episode", metavar="ID", help="an episode id (or its first characters)")
     watch.add_argument(
+        "--once", action="store_true",
+        help="print the dashboard once, as it stands, and leave (for scripts and logs)",
+    )  # fmt: skip
+    watch.add_argument(
         "--every",
         type=v.seconds,
         default=0.5,

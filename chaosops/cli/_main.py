@@ -124,7 +124,7 @@ def _dispatch(args: argparse.Namespace, entries: Sequence[RunConfig] = ()) -> in
 def _viewer(args: argparse.Namespace) -> int:
 
     if args.command == "watch":
-        return cmd_watch(args.folder, args.episode, args.every, args.delay)
+        return cmd_watch(args.folder, args.episode, args.every, args.delay, args.once)
     if args.command == "transcript":
         return cmd_transcript(args.folder, args.episode)
     return cmd_view(args.folders, args.host, args.port)

@@ -66,11 +66,18 @@ def episode_row(index: Any, wanted: str) -> Any:
     )
 
 
-def cmd_watch(folder: str | None, episode: str | None, every_s: float, delay_s: float) -> int:
+def cmd_watch(
+    folder: str | None, episode: str | None, every_s: float, delay_s: float, once: bool = False
+) -> int:
     index = open_index(folder)
     console = Console()
     try:
-        if episode:
+        if once:
+            if episode:
+                raise CLIError("--once prints the run's dashboard; drop --episode, or --once")
+            index.refresh()
+            console.print(run_view(index))
+        elif episode:
             _play_episode(console, index, episode, delay_s, every_s)
         else:
             _follow_run(console, index, every_s)

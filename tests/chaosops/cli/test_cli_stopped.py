@@ -31,6 +31,8 @@ def test_a_killed_run_is_stopped_not_running(work: Path) -> None:
     assert "stopped" in watched.stdout and "running" not in watched.stdout
     assert f"--resume --out {out}" in watched.stdout.replace("\n", "")
     assert "in flight 0" in watched.stdout
+    once = chaosops("watch", out, "--once", cwd=work)  # the dashboard as it stands, printed
+    assert once.returncode == 0 and "stopped" in once.stdout and "turns by role" in once.stdout
     _, page = viewed_page(work, out, "/run/0")
     assert "stopped" in page and "running" not in page
     _, state = viewed_page(work, out, "/run/0/state")
