@@ -92,13 +92,16 @@ def main() -> None:
     for group in args.groups:
         rates: dict[str, list[float]] = {"runtime": [], "tool env": []}
         for _ in range(args.rounds):
-            for side in ("runtime", "tool env"):
-                turns, wall = (runtime_side(trainer, group, args.tokens) if side == "runtime"
-                               else tool_env_side(model, tokenizer, group, args.tokens))  # fmt: skip
-                rates[side].append(turns / wall)
+            turns, wall = runtime_side(trainer, group, args.tokens)
+            rates["runtime"].append(turns / wall)
+            turns, wall = tool_env_side(model, tokenizer, group, args.tokens)
+            rates["tool env"].append(turns / wall)
         runtime, tool = (statistics.median(rates[s]) for s in ("runtime", "tool env"))
-        print(f"group {group}: runtime {runtime:.1f} turns/s, tool env {tool:.1f} turns/s, "
-              f"ratio {runtime / tool:.2f}x (medians of {args.rounds})", flush=True)
+        print(
+            f"group {group}: runtime {runtime:.1f} turns/s, tool env {tool:.1f} turns/s, "
+            f"ratio {runtime / tool:.2f}x (medians of {args.rounds})",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -121,6 +121,16 @@ def finished_run(work: Path, name: str) -> tuple[Path, subprocess.CompletedProce
     return out, proc
 
 
+@contextlib.contextmanager
+def written(results: Path) -> Iterator[None]:
+    """``results`` (a results.jsonl) held locked as a run writing its folder holds it."""
+    import fcntl
+
+    with open(results, "ab") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield
+
+
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file under ``folder`` by relative path, with its bytes: what a refusal must keep."""
     return {

@@ -395,7 +395,7 @@ def test_unreadable_answers_are_summed_up_not_printed_per_turn(work: Path) -> No
     lines = proc.stderr.strip().splitlines()
     assert not any("parse_error" in line and "trajectories" not in line for line in lines)
     [summed] = [line for line in lines if "could not be read as a legal move" in line]
-    assert summed.startswith(f"chaosops: {len(steps)} LLM answer(s)")
+    assert summed.startswith(f"chaosops: {len(steps)} answer(s)")
     roles = [line for line in lines if "never played a move of its own" in line]
     assert len(roles) == 4
     # the answer format, that note, "wrote ...", a line per role, nothing per turn

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from ..._needs import needs
-from ._cli import chaosops, jsonl, spawn, stop
+from ._cli import chaosops, jsonl, spawn, stop, written
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs(importlib.util.find_spec("playwright"), "playwright", "pip install -e '.[test]'")
@@ -37,14 +37,16 @@ def runs(work: Path) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def live(work: Path, runs: tuple[Path, Path]) -> Path:
-    """A run folder being written: the oracle run's first 3 episodes so far."""
+def live(work: Path, runs: tuple[Path, Path]) -> Iterator[Path]:
+    """A run folder being written: the oracle run's first 3 episodes so far, its
+    results held locked as the run writing it holds them."""
     folder = work / "view-live"
     folder.mkdir()
     shutil.copy(runs[0] / "run.json", folder / "run.json")
     lines = (runs[0] / "results.jsonl").read_bytes().splitlines(keepends=True)
     (folder / "results.jsonl").write_bytes(b"".join(lines[:3]))
-    return folder
+    with written(folder / "results.jsonl"):
+        yield folder
 
 
 @pytest.fixture(scope="module")

@@ -33,6 +33,7 @@ from ._cli import (
     interrupt,
     jsonl,
     viewed_page,
+    written,
 )
 
 
@@ -113,8 +114,9 @@ def test_the_dashboard_counts_a_run_while_it_is_written(oracle_run: Path, tmp_pa
                "difficulty": "hard", "seed": 7}  # fmt: skip
     turn = {"event": "turn", "episode_id": "f" * 32, "step": 1, "role": "sre"}
     (live / "log.jsonl").write_bytes(orjson.dumps(started) + b"\n" + orjson.dumps(turn) + b"\n")
-    index = RunIndex(live)
-    text = drawn(run_view(index))
+    with written(live / "results.jsonl"):  # as the run writing it holds it
+        index = RunIndex(live)
+        text = drawn(run_view(index))
     assert "5 of 12 episodes done (42%)" in text and "in flight 1" in text
     assert "running" in text and "dns_outage/hard/seed=7" in text
     with (live / "results.jsonl").open("ab") as handle:
