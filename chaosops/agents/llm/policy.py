@@ -21,7 +21,7 @@ from typing import Any, cast
 import anyio
 
 from actors import get_logger
-from chaosops._urls import shown_url
+from chaosops._urls import http_url_with_host, shown_url
 from chaosops.agents.llm.completion import annotate as _annotate
 from chaosops.agents.llm.completion import interpret
 from chaosops.agents.llm.completion import turn_or_none as _current_turn  # a test's hook
@@ -108,7 +108,13 @@ class LLMPolicy:
     """
 
     def __init__(self, model: str, **settings: Any) -> None:
-        self._client = ChatClient(LLMSettings(model=model, **settings))
+        checked = LLMSettings(model=model, **settings)
+        if not http_url_with_host(checked.endpoint):  # else every turn fails, later
+            raise ValueError(
+                f"base_url {shown_url(checked.endpoint)!r}: an http(s) URL with a host, "
+                "e.g. http://127.0.0.1:8000/v1"
+            )
+        self._client = ChatClient(checked)
         self.failures_in_a_row = 0
         self.last_failure: str | None = None
         self.answers_without_logprobs = 0  # asked for, and the server sent none

@@ -12,8 +12,6 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import AfterValidator, ConfigDict, Field
 from pydantic.dataclasses import dataclass
 
-from chaosops._urls import http_url_with_host, shown_url
-
 Answer = Literal["auto", "json", "json_object", "tools", "text"]
 ANSWERS: tuple[str, ...] = get_args(Answer)
 """How the model is asked to answer: structured output with the turn's JSON
@@ -45,13 +43,6 @@ def _no_own_fields(body: Mapping[str, Any]) -> Mapping[str, Any]:
             "one whole answer)"
         )
     return body
-
-
-def _http_url(url: str) -> str:
-    """An endpoint's URL as the client needs it: http(s)://HOST..., never a bare host."""
-    if not http_url_with_host(url):
-        raise ValueError(f"{shown_url(url)!r} is no http(s) URL (http(s)://HOST:PORT/v1)")
-    return url
 
 
 def _between(low: float, high: float | None = None) -> Any:
@@ -92,7 +83,7 @@ class LLMSettings:
     """
 
     model: Annotated[str, Field(min_length=1)]
-    base_url: Annotated[str, Field(min_length=1), AfterValidator(_http_url)] | None = None
+    base_url: Annotated[str, Field(min_length=1)] | None = None
     api_key: str | None = field(default=None, repr=False)
     api_key_env: Annotated[str, Field(min_length=1)] | None = None
     temperature: Annotated[float, _between(0.0, 2.0)] = 0.0

@@ -31,19 +31,21 @@ async def _hangs(obs: Any, role: AgentRole) -> ChaosOpsAction:
     raise AssertionError("never answered")
 
 
-def _hung_dev(deadline: float) -> dict[str, Any]:
-    return {"oversight": "heuristic", "dev": _hangs, "manager": "heuristic"}
-
-
-def test_a_hung_teammate_plays_the_fallback_at_its_deadline() -> None:
-    started = time.monotonic()
-    with ChaosOpsToolEnv(others=_hung_dev(0.05), turn_timeout=0.05) as env:
+def _noops(others: Any, turn_timeout: float) -> tuple[Any, list[Any]]:
+    """ROW played by noops, ``others`` in the other seats: its record, and the dev's steps."""
+    with ChaosOpsToolEnv(others=others, turn_timeout=turn_timeout) as env:
         env.reset(**ROW)
         while not env.done:
             env.noop()
         result = env.result
     assert result is not None
-    dev = [step for step in result.steps if step.role == AgentRole.DEV]
+    return result, [step for step in result.steps if step.role == AgentRole.DEV]
+
+
+def test_a_hung_teammate_plays_the_fallback_at_its_deadline() -> None:
+    started = time.monotonic()
+    hung = {"oversight": "heuristic", "dev": _hangs, "manager": "heuristic"}
+    result, dev = _noops(hung, turn_timeout=0.05)
     assert dev and all(s.timed_out and s.action.action_type == ActionType.NOOP for s in dev)
     assert result.timeouts == len(dev)
     assert not any(s.timed_out for s in result.steps if s.role != AgentRole.DEV)
@@ -86,13 +88,7 @@ def test_an_llm_policy_plays_a_teammate(tmp_path: Path) -> None:
     with mock_process(tmp_path, "--latency", "1ms") as url:
         llm = LLMPolicy("chaosops-mock", base_url=url)
         others = {"oversight": "heuristic", "dev": llm, "manager": "heuristic"}
-        with ChaosOpsToolEnv(others=others, turn_timeout=30.0) as env:
-            env.reset(**ROW)
-            while not env.done:
-                env.noop()
-            result = env.result
-    assert result is not None
-    dev = [step for step in result.steps if step.role == AgentRole.DEV]
+        result, dev = _noops(others, turn_timeout=30.0)
     assert dev and all(step.info.get("completion") for step in dev)  # the model's answers
     assert result.timeouts == 0 and result.errors == 0
 

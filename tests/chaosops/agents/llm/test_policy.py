@@ -515,5 +515,5 @@ async def test_check_endpoint_names_a_models_list_it_cannot_read(body: bytes, ne
 
 
 def test_a_base_url_without_its_scheme_is_refused_when_built() -> None:
-    with pytest.raises(ValueError, match=r"'localhost:8000' is no http\(s\) URL"):
+    with pytest.raises(ValueError, match=r"base_url 'localhost:8000': an http\(s\) URL"):
         LLMPolicy("m", base_url="localhost:8000")
