@@ -99,14 +99,18 @@ class LocalModel:
         transformers = require("transformers", "hf", "the hf policy")
         device = _device(torch, settings.device)
         name = settings.model
+        folder = _local_folder(name)  # a hub name is read from the cache's copy
         transformers.utils.logging.disable_progress_bar()  # the run's output is one line a fault
+        local = {"local_files_only": True}  # a folder, or the hub's cache: never the network
         try:
-            tokenizer = transformers.AutoTokenizer.from_pretrained(name)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(folder, **local)
             _check_template(tokenizer, settings)  # before the weights: the cheaper refusal
-            model = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=settings.dtype)
-        except (OSError, ValueError, KeyError) as exc:
-            if isinstance(exc, HFModelError):
-                raise
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                folder, dtype=settings.dtype, **local
+            )
+        except HFModelError:
+            raise
+        except Exception as exc:  # a damaged file raises the reader's own (safetensors') error
             raise HFModelError(f"{name}: no causal language model loads from it ({_short(exc)})"
                                ) from None  # fmt: skip
         model.to(device)
@@ -243,6 +247,34 @@ class LocalModel:
 
     def encode(self, text: str) -> tuple[int, ...]:
         return tuple(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _local_folder(name: str) -> str:
+    """The folder a checkpoint loads from: ``name`` itself, or for a hub name its
+    copy in the local hub cache (nothing is downloaded: the hub is never asked).
+    One line for what is neither."""
+    path = Path(name)
+    if path.is_file():
+        raise HFModelError(
+            f"{name} is a file; give the checkpoint's folder (the one holding config.json)"
+        )
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise HFModelError(f"{name}: the folder holds no config.json: no checkpoint")
+        return name
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise HFModelError(f"{name}: no such folder")
+    hub = require("huggingface_hub", "hf", "the hf policy")
+    try:
+        cached = hub.try_to_load_from_cache(name, "config.json")
+    except ValueError:  # no repository id
+        cached = None
+    if not isinstance(cached, str):
+        raise HFModelError(
+            f"{name}: neither a folder here nor a model in the local hub cache (nothing is "
+            "downloaded: fetch it first, or give the checkpoint's folder)"
+        )
+    return str(Path(cached).parent)
 
 
 def _check_template(tokenizer: Any, settings: HFSettings) -> None:

@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import socketserver
+import threading
 from pathlib import Path
 
 import orjson
+import pytest
 
 from chaosops.agents.hf import weights_hash
 
@@ -78,7 +81,7 @@ def test_bad_models_and_values_are_one_line_before_any_episode(tiny: Path, tmp_p
     untemplated = shutil.copytree(tiny, work / "untemplated")
     (untemplated / "chat_template.jinja").unlink()
     cases = [
-        (["--hf-model", "empty"], ["--hf-model empty", "no causal language model"]),
+        (["--hf-model", "empty"], ["--hf-model empty", "holds no config.json"]),
         (["--hf-model", untemplated], ["no chat template"]),
         (["--hf-model", tiny, "--hf-device", "cuda:7"], ["cuda:7", "CUDA device"]),
         (["--hf-model", tiny, "--hf-device", "abacus"], ["'abacus'", "expected cpu"]),
@@ -92,6 +95,57 @@ def test_bad_models_and_values_are_one_line_before_any_episode(tiny: Path, tmp_p
         assert done.returncode == 2, (flags, done.stderr)
         assert_one_error_line(done, *needles)
         assert not (out / "results.jsonl").exists() or not (out / "results.jsonl").read_bytes()
+
+
+def test_a_checkpoint_that_cannot_load_is_one_line_and_no_network(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = _suite(tmp_path)
+    truncated = shutil.copytree(tiny, work / "truncated")
+    weights = truncated / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    hub = _Counting()  # where the hub client would go, on loopback: nobody may call
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    cases = [
+        ("truncated", ["--hf-model truncated", "invalid header"]),
+        ("./nothere", ["--hf-model ./nothere: no such folder"]),
+        (str(tiny / "model.safetensors"), ["is a file", "config.json"]),
+        ("someorg/some-model", ["neither a folder here nor a model in the local hub cache"]),
+    ]
+    try:
+        for i, (model, needles) in enumerate(cases):
+            done = chaosops("run", *TINY, "--policy", "hf", "--hf-model", model,
+                            "--out", work / f"out{i}", cwd=work)  # fmt: skip
+            assert done.returncode == 2, (model, done.stderr)
+            assert_one_error_line(done, *needles)
+    finally:
+        hub.close()
+    assert hub.connections == 0
+
+
+class _Counting:
+    """A loopback TCP listener that counts the connections made to it."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self._server = socketserver.TCPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def _handler(self) -> type[socketserver.BaseRequestHandler]:
+        counting = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                counting.connections += 1
+
+        return Handler
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
 
 
 def test_a_run_file_names_local_models(scripted: Path, tmp_path: Path) -> None:
