@@ -129,19 +129,21 @@ def _report(
     title = (
         "chaosops eval (interrupted: finished episodes only)" if interrupted else "chaosops eval"
     )
-    console = console_for(table_stream)
-    console.print(render_table(rows, title=title))
-    roles = [figures for play in plays for figures in play.played.roles]
-    console.print(render_role_table(roles, title="turns by role"))
-    if samples := [row for play in plays for row in play.played.samples]:
-        console.print(render_sample_table(samples, title="samples"))
-    for line in trouble(plays, progress):
-        note(line)
+    samples = [row for play in plays for row in play.played.samples]
+    # the files first: a reader that goes away (| head) stops the printing, never the writing
     _write(
         config, json_path, chart, _payload(plays, episodes, rows, interrupted), rows, interrupted
     )
     if samples and chart is not None and not interrupted:
         _write_pass_chart(samples, chart)
+    console = console_for(table_stream)
+    console.print(render_table(rows, title=title))
+    roles = [figures for play in plays for figures in play.played.roles]
+    console.print(render_role_table(roles, title="turns by role"))
+    if samples:
+        console.print(render_sample_table(samples, title="samples"))
+    for line in trouble(plays, progress):
+        note(line)
     return _closing(config, plays, episodes, stop)
 
 

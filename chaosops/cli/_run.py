@@ -79,8 +79,7 @@ def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) 
         )
     if stop.signum is not None:
         note(
-            ("stdout closed: stopped; " if session.stdout_gone() else "interrupted: ")
-            + f"{progress.done} episode(s) finished this run, kept in "
+            "interrupted: " + f"{progress.done} episode(s) finished this run, kept in "
             f"{folder.results_path}; finish it with {resume_command(config.out)}"
         )
         return stop_code(stop)
@@ -91,6 +90,8 @@ def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) 
         console.print(render_sample_table(play.played.samples, title="samples"))
     for line in trouble([play], progress):
         note(line)
+    if session.stdout_gone():
+        note("stdout was closed by its reader: the log stopped printing there, the run went on")
     # run.json only when this run wrote it (a resumed run keeps the folder's)
     kept = f", {play.folder.record_path}" if play.folder.wrote_record else ""
     log = config.telemetry.log_json

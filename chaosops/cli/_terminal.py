@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -36,13 +35,12 @@ class _Console(Console):
 
 class ReaderGoneStream:
     """``sys.stdout`` for JSON logs (``--log-json -``): when its reader goes
-    away (``| head -1``), the batches stop as on a signal (SIGPIPE, exit 141,
-    finished episodes and the summary kept) instead of a BrokenPipeError
-    traceback; what is still written goes to the null device."""
+    away (``| head -1``), the printing stops, never the writing: what is still
+    logged goes to the null device, and the run goes on to write its folder
+    whole (no BrokenPipeError traceback either)."""
 
-    def __init__(self, stream: TextIO, on_gone: Callable[[int], None]) -> None:
+    def __init__(self, stream: TextIO) -> None:
         self.stream = stream
-        self.on_gone = on_gone  # told the signal that stops the batches: SIGPIPE
         self.gone = False
 
     def write(self, text: str) -> int:
@@ -71,7 +69,6 @@ class ReaderGoneStream:
             os.close(devnull)
         except (OSError, ValueError):
             pass
-        self.on_gone(signal.SIGPIPE)
 
 
 def _check_log_path(log_json: str, outputs: Sequence[Path]) -> None:
@@ -119,7 +116,7 @@ def configure_logs(log_json: str | None, outputs: Sequence[Path], session: Sessi
         _check_log_path(log_json, outputs)
 
     if log_json == "-":
-        session.stdout_logs = ReaderGoneStream(sys.stdout, session.stop_running)
+        session.stdout_logs = ReaderGoneStream(sys.stdout)
         configure_logging(session.stdout_logs, pretty=False)
         return sys.stderr
     path = Path(log_json)
