@@ -56,6 +56,9 @@ def _main(argv: list[str]) -> int:
                 f"{argv[0]} comes after a command: chaosops COMMAND {argv[0]} ...; "
                 f"choose the command from {', '.join([*_COMMANDS, 'mock-llm'])}"
             )
+        if argv[:1] == ["eval"] and any(a.split("=")[0] == "--policy" for a in argv):
+            # argparse would say only "unrecognized arguments"
+            parser.error("eval compares policies: give them as --policies A,B, not --policy")
         args = parser.parse_args(argv)
         refuse_repeats(argv, vars(args).get("role_policy") or ())
         if args.command is None:

@@ -24,7 +24,7 @@ from chaosops._toml import FileProblem, read_toml
 from chaosops.runs.kinds import KINDS
 from chaosops.runs.options import OPTIONS, flags_of
 from chaosops.runs.policies import known_policy, unknown_policy
-from chaosops.runs.values import POLICIES, refusal
+from chaosops.runs.values import POLICIES, ROLES, refusal
 
 from ._args import given_options
 from ._errors import CLIError
@@ -107,8 +107,13 @@ def read_run_file(path: Path) -> Any:  # a RunFile
         if error["type"] == "extra_forbidden":
             raise RunFileError(path, where, _unknown_key(error["loc"])) from None
         got = error.get("input")
+        if error["loc"][-1] == "[key]":  # a table's key: [roles] ceo = ...
+            where = ".".join(str(part) for part in error["loc"][:-1])
+            raise RunFileError(path, where, f"no such key; {_keys_of(error['loc'])}") from None
         shown = "" if isinstance(got, dict | list) else f" (got {got!r})"
         said = error["msg"] if error["type"] == "missing" else _expected(error["loc"], error["msg"])
+        if error["type"] in ("list_type", "tuple_type") and isinstance(got, str):
+            said = f"expected a list, e.g. {error['loc'][-1]} = [{got!r}]; each {said}"
         if (why := refusal(exc)) is not None:  # a validator of ours said why
             said = f"{said}: {why}"
         raise RunFileError(path, where, f"{said}{shown}") from None
@@ -124,6 +129,13 @@ def _expected(loc: tuple[Any, ...], said: str) -> str:
         if option.kind is not None and option.table_key(table) == key:
             return option.expected
     return said
+
+
+def _keys_of(loc: tuple[Any, ...]) -> str:
+    """The keys a table of the run file takes (the roles, for ``[roles]``)."""
+    if loc[0] == "roles":
+        return f"[roles] names roles: {', '.join(ROLES)}"
+    return "see examples/run.toml for the keys it takes"
 
 
 def _unknown_key(loc: tuple[Any, ...]) -> str:

@@ -379,3 +379,23 @@ def test_the_example_run_file_runs(work: Path, mock_llm: str) -> None:
     assert results[0]["roles"]["sre"] == {"policy": "mock", "model": "chaosops-mock",
                                           "answer": "json"}  # fmt: skip
     assert results[0]["turn_timeout"]["sre"] == 20.0 and results[0]["turn_timeout"]["dev"] == 30.0
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('[roles]\nceo = "oracle"\n', ["roles.ceo: no such key", "sre, oversight, dev, manager"]),
+        ('tiers = "easy"\n', ["tiers: expected a list, e.g. tiers = ['easy']"]),
+    ],
+)
+def test_a_run_file_key_or_list_that_is_wrong_says_what_is_expected(
+    work: Path, text: str, said: list[str]
+) -> None:
+    (work / "wrong.toml").write_text('paths = ["tiny.toml"]\n' + text)
+    done = chaosops("run", "--config", "wrong.toml", "--out", "wrong-out", cwd=work)
+    assert_one_error_line(done, *said)
+
+
+def test_eval_with_policy_names_policies(work: Path) -> None:
+    done = chaosops("eval", "tiny.toml", "--policy", "oracle", cwd=work)
+    assert_one_error_line(done, "--policies A,B", "not --policy")
