@@ -77,7 +77,9 @@ async def arun_to_folder(
     episodes in flight), as ``chaosops run`` does; it replaces a logging set
     up before. Signals are left to the caller: Ctrl-C raises as it would.
     ``samples`` plays each scenario that many times (pass@k, as ``--samples``).
+    A keyword out of bounds is one ValueError naming it, before anything is written.
     """
+    _check_keywords(turn_timeout, concurrency, samples)
     spec = RunSpec(
         policies=(name,), concurrency=concurrency, samples=samples,
         scenarios=tuple(scenario_fields(s) for s in scenarios),
@@ -91,6 +93,21 @@ async def arun_to_folder(
         actors.configure_logging(config.out / LOG_FILE)
     await aplay_all([play], config, Session())
     return play.played
+
+
+def _check_keywords(turn_timeout: TurnTimeout, concurrency: int, samples: int) -> None:
+    given = turn_timeout.values() if isinstance(turn_timeout, Mapping) else [turn_timeout]
+    for seconds in given:
+        if seconds is not None and (
+            isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0
+        ):
+            raise ValueError(
+                f"turn_timeout={turn_timeout!r:.60}: seconds above 0, a map of them by role, "
+                "or None for no deadline"
+            )
+    for keyword, value in (("concurrency", concurrency), ("samples", samples)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{keyword}={value!r:.40}: a whole number from 1")
 
 
 def _deadlines(turn_timeout: TurnTimeout) -> Deadlines:

@@ -3,11 +3,13 @@ view, watch, transcript and replay, and resumed from Python or by the command.""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 from ._cli import chaosops, jsonl
 
@@ -68,3 +70,23 @@ def test_a_python_run_writes_a_run_folder_the_commands_read(tmp_path: Path) -> N
     after = sorted((r["run_key"], r["cumulative_reward"]) for r in jsonl(out / "results.jsonl"))
     assert after == full
     assert orjson.loads((out / "summary.json").read_bytes())["complete"] is True
+
+
+@pytest.mark.parametrize(
+    ("keywords", "said"),
+    [
+        ({"turn_timeout": 0}, "turn_timeout=0: seconds above 0"),
+        ({"turn_timeout": {"sre": -1.0}}, "turn_timeout={'sre': -1.0}"),
+        ({"concurrency": 0}, "concurrency=0: a whole number from 1"),
+        ({"samples": 0}, "samples=0: a whole number from 1"),
+    ],
+)
+def test_run_to_folder_refuses_a_keyword_out_of_bounds_before_writing(
+    tmp_path: Path, keywords: dict, said: str
+) -> None:
+    from chaosops.curriculum.generator import scenarios_for_tier
+    from chaosops.runs import run_to_folder
+
+    with pytest.raises(ValueError, match=re.escape(said)):
+        run_to_folder(tmp_path / "out", scenarios_for_tier("easy")[:1], {}, **keywords)
+    assert not (tmp_path / "out").exists()
