@@ -3,6 +3,7 @@ unless ``--host`` says otherwise."""
 
 from __future__ import annotations
 
+import errno
 import socket
 from collections.abc import Sequence
 from pathlib import Path
@@ -75,6 +76,11 @@ def listening_socket(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
+        if exc.errno == errno.EADDRNOTAVAIL:  # the host's fault, not the port's
+            raise CLIError(
+                f"--host {host}: not an address of this machine ({exc.strerror}); give one "
+                "of its own, e.g. 127.0.0.1"
+            ) from None
         raise CLIError(
             f"--port {port}: cannot listen on {host}:{port}: {exc.strerror or exc}"
             + ("; give another --port, or 0 for a free one" if port else "")

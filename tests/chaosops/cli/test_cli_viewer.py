@@ -254,3 +254,12 @@ def test_view_of_an_evaluation_folder_serves_each_entry(work: Path) -> None:
     line, text = viewed_page(work, out, "/")
     assert "serving 2 run(s)" in line, line
     assert '<a href="/run/0">heuristic</a>' in text and '<a href="/run/1">oracle</a>' in text
+
+
+def test_a_host_that_is_not_this_machines_is_named_not_the_port(
+    oracle_run: Path, work: Path
+) -> None:
+    # binding an address this machine lacks fails at once, locally: no packet leaves
+    done = chaosops("view", oracle_run, "--host", "10.255.255.1", "--port", "0", cwd=work)
+    assert_one_error_line(done, "--host 10.255.255.1: not an address of this machine")
+    assert "--port" not in done.stderr
