@@ -11,11 +11,13 @@ from collections.abc import Sequence
 from actors import resolve_loop
 from chaosops.runs.cluster import on_cluster
 from chaosops.runs.errors import note
+from chaosops.runs.kinds import KINDS
+from chaosops.runs.options import flags_of
 from chaosops.runs.session import Session
 from chaosops.runs.stopping import restoring_signals
 from chaosops.untrusted import printable
 
-from ._args import build_parser, refuse_repeats
+from ._args import build_parser, given_options, refuse_repeats
 from ._config import RunConfig, config_from_args, eval_entries
 from ._errors import PROG, CLIError, RunError, one_line, os_error_in, os_error_line
 from ._eval import cmd_eval
@@ -67,6 +69,7 @@ def _main(argv: list[str]) -> int:
             return _dispatch(args, eval_entries(args, argv))
         if args.command in ("run", "serve"):  # the commands a run file and run.json feed
             args = fill_from_run_record(apply_run_file(args, argv), argv)
+            _note_unused_model_flags(args, argv)
         return _dispatch(_new_folder(args))
     except RunError as exc:
         return _report(exc)
@@ -96,6 +99,22 @@ def _new_folder(args: argparse.Namespace) -> argparse.Namespace:
         named = args.name or args.policy
         args.out, args.point_latest = new_run_folder(named), True
     return args
+
+
+def _note_unused_model_flags(args: argparse.Namespace, argv: Sequence[str]) -> None:
+    """A note for a kind's flags given when no role plays that kind's own model
+    (``--llm-model`` without ``--policy llm``): they would go unused unsaid."""
+    played = {args.policy, *(name for _, name in (args.role_policy or ()))}
+    named = getattr(args, "named_models", None) or {}  # the run file's, which a key may serve
+    given = given_options(argv)
+    for kind in KINDS:
+        flags = sorted({f for _, _, options in flags_of(kind.name) for f in options} & given)
+        ours = {kind.name} | {n for n, s in named.items() if isinstance(s, kind.settings)}
+        if flags and not ours & played:
+            note(
+                f"{', '.join(flags)} given, but no role plays the {kind.name} policy "
+                f"(--policy {kind.name}, or --role-policy ROLE={kind.name}): not used"
+            )
 
 
 def _dispatch(args: argparse.Namespace, entries: Sequence[RunConfig] = ()) -> int:

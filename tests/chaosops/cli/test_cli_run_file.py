@@ -17,6 +17,7 @@ from chaosops.agents.llm.negotiate import PROBE_TOKENS
 
 from ._cli import (
     TIMEOUT,
+    TINY,
     assert_one_error_line,
     chaosops,
     cli_env,
@@ -399,3 +400,13 @@ def test_a_run_file_key_or_list_that_is_wrong_says_what_is_expected(
 def test_eval_with_policy_names_policies(work: Path) -> None:
     done = chaosops("eval", "tiny.toml", "--policy", "oracle", cwd=work)
     assert_one_error_line(done, "--policies A,B", "not --policy")
+
+
+def test_model_flags_no_role_plays_are_noted_not_ignored(work: Path) -> None:
+    done = chaosops("run", *TINY, "--llm-model", "gpt", "--hf-batch", "4", "--out", "unused",
+                    cwd=work)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "--llm-model given, but no role plays the llm policy" in done.stderr
+    assert "--hf-batch given, but no role plays the hf policy" in done.stderr
+    plain = chaosops("run", *TINY, "--out", "unused-not", cwd=work)
+    assert "given, but no role plays" not in plain.stderr
