@@ -20,6 +20,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -79,8 +80,9 @@ def test_every_block_not_run_says_why(record_property: pytest.RecordProperty) ->
 @pytest.mark.timeout(TIMEOUT * 3)
 @pytest.mark.parametrize(("where", "commands"), RUN, ids=[where for where, _ in RUN])
 def test_a_doc_block_runs(where: str, commands: list[str], tmp_path: Path) -> None:
+    commands, ports = _free_ports(commands)
     for name in SHARED:
-        (tmp_path / name).symlink_to(ROOT / name)
+        _share(ROOT / name, tmp_path / name, ports)
     (tmp_path / ".venv").symlink_to(Path(sys.prefix))
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -100,6 +102,40 @@ def test_a_doc_block_runs(where: str, commands: list[str], tmp_path: Path) -> No
         for server in servers:
             os.killpg(server.pid, signal.SIGTERM)
             server.communicate(timeout=30)
+
+
+_PORT = re.compile(r"(--port[ =]|127\.0\.0\.1:|localhost:)(80\d\d)\b")
+
+
+def _free_ports(commands: list[str]) -> tuple[list[str], dict[str, int]]:
+    """The commands with each port the docs write (8000, 8001) replaced by one the
+    system gives free, the same in every command: blocks run beside other tests."""
+    ports: dict[str, int] = {}
+    for command in commands:
+        for _, port in _PORT.findall(command):
+            if port not in ports:
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", 0))
+                    ports[port] = probe.getsockname()[1]
+    return [_ported(c, ports) for c in commands], ports
+
+
+def _ported(text: str, ports: dict[str, int]) -> str:
+    return _PORT.sub(lambda m: f"{m.group(1)}{ports.get(m.group(2), m.group(2))}", text)
+
+
+def _share(source: Path, target: Path, ports: dict[str, int]) -> None:
+    """``source`` linked at ``target``; the examples' run files copied instead
+    with the block's ports, when it has any (they name the servers' URLs)."""
+    if not ports or source.name != "examples":
+        target.symlink_to(source)
+        return
+    target.mkdir()
+    for item in source.iterdir():
+        if item.suffix == ".toml":
+            (target / item.name).write_text(_ported(item.read_text(), ports))
+        else:
+            (target / item.name).symlink_to(item)
 
 
 def _serve(command: str, cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
