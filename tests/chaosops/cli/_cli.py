@@ -45,14 +45,21 @@ def cli_env() -> dict[str, str]:
     return env
 
 
-def chaosops(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+TORCH_TIMEOUT = 300
+"""A command that loads torch and a checkpoint (``--policy hf``): 10 to 40 s on
+2 idle cores, several times that on a loaded machine."""
+
+
+def chaosops(
+    *args: str | Path, cwd: Path, timeout: float = TIMEOUT
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [command(), *map(str, args)],
         capture_output=True,
         text=True,
         cwd=cwd,
         env=cli_env(),
-        timeout=TIMEOUT,
+        timeout=timeout,
         check=False,
     )
 

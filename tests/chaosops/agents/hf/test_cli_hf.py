@@ -16,7 +16,10 @@ import pytest
 
 from chaosops.agents.hf import weights_hash
 
-from ...cli._cli import TINY, TINY_SUITE, assert_one_error_line, chaosops
+from ...cli._cli import TINY, TINY_SUITE, TORCH_TIMEOUT, assert_one_error_line, chaosops
+
+# each test starts a few commands that load torch: each may take TORCH_TIMEOUT
+pytestmark = pytest.mark.timeout(3 * TORCH_TIMEOUT)
 
 FAST = ("--hf-max-new-tokens", "4", "--hf-device", "cpu")
 
@@ -32,7 +35,7 @@ def test_a_run_plays_the_checkpoint_in_batches_and_records_it(
     work = _suite(tmp_path)
     done = chaosops("run", *TINY, "--policy", "hf", "--hf-model", scripted, *FAST,
                     "--hf-batch", "4", "--hf-batch-wait-ms", "50", "--concurrency", "4",
-                    "--out", "run", cwd=work)  # fmt: skip
+                    "--out", "run", cwd=work, timeout=TORCH_TIMEOUT)  # fmt: skip
     assert done.returncode == 0, done.stderr
     record = json.loads((work / "run" / "run.json").read_text())
     played = record["hf"]["hf"]
@@ -66,11 +69,13 @@ def test_resume_refuses_other_weights_under_the_same_path(
     work = _suite(tmp_path)
     model = shutil.copytree(scripted, work / "model")
     first = chaosops("run", *TINY, "--policy", "hf", "--hf-model", model, *FAST, "--limit", "1",
-                     "--out", "run", cwd=work)  # fmt: skip
+                     "--out", "run", cwd=work, timeout=TORCH_TIMEOUT)  # fmt: skip
     assert first.returncode == 0, first.stderr
     shutil.rmtree(model)
     shutil.copytree(tiny, model)  # trained further, say: the same path, other weights
-    again = chaosops("run", "--resume", "--out", "run", "--no-progress", cwd=work)
+    again = chaosops(
+        "run", "--resume", "--out", "run", "--no-progress", cwd=work, timeout=TORCH_TIMEOUT
+    )
     assert_one_error_line(again, "--hf-model's weights", "differs", "recorded")
     assert len((work / "run" / "results.jsonl").read_bytes().splitlines()) == 1  # kept
 
@@ -91,7 +96,9 @@ def test_bad_models_and_values_are_one_line_before_any_episode(tiny: Path, tmp_p
     ]
     for i, (flags, needles) in enumerate(cases):
         out = work / f"out{i}"
-        done = chaosops("run", *TINY, "--policy", "hf", *flags, "--out", out, cwd=work)
+        done = chaosops(
+            "run", *TINY, "--policy", "hf", *flags, "--out", out, cwd=work, timeout=TORCH_TIMEOUT
+        )
         assert done.returncode == 2, (flags, done.stderr)
         assert_one_error_line(done, *needles)
         assert not (out / "results.jsonl").exists() or not (out / "results.jsonl").read_bytes()
@@ -115,7 +122,7 @@ def test_a_checkpoint_that_cannot_load_is_one_line_and_no_network(
     try:
         for i, (model, needles) in enumerate(cases):
             done = chaosops("run", *TINY, "--policy", "hf", "--hf-model", model,
-                            "--out", work / f"out{i}", cwd=work)  # fmt: skip
+                            "--out", work / f"out{i}", cwd=work, timeout=TORCH_TIMEOUT)  # fmt: skip
             assert done.returncode == 2, (model, done.stderr)
             assert_one_error_line(done, *needles)
     finally:
@@ -155,10 +162,12 @@ def test_a_run_file_names_local_models(scripted: Path, tmp_path: Path) -> None:
         f'[hf.small]\nmodel = "{scripted}"\nmax_new_tokens = 4\ndevice = "cpu"\n'
     )
     done = chaosops("run", "--config", "run.toml", "--episodes-per-type", "1", "--no-progress",
-                    "--out", "run", cwd=work)  # fmt: skip
+                    "--out", "run", cwd=work, timeout=TORCH_TIMEOUT)  # fmt: skip
     assert done.returncode == 0, done.stderr
     record = json.loads((work / "run" / "run.json").read_text())
     assert list(record["hf"]) == ["small"] and record["hf"]["small"]["max_new_tokens"] == 4
     (work / "bad.toml").write_text(f'[hf.small]\nmodel = "{scripted}"\nbatch = "4"\n')
-    bad = chaosops("run", "--config", "bad.toml", *TINY, "--out", "bad", cwd=work)
+    bad = chaosops(
+        "run", "--config", "bad.toml", *TINY, "--out", "bad", cwd=work, timeout=TORCH_TIMEOUT
+    )
     assert_one_error_line(bad, "bad.toml", "hf.small.batch", "expected an integer from 1 to 4096")

@@ -10,11 +10,15 @@ import json
 from pathlib import Path
 
 import orjson
+import pytest
 
 from chaosops.agents.conversation import tool_schemas
 from chaosops.train import sft_rows
 
-from ...cli._cli import TINY, TINY_SUITE, assert_one_error_line, chaosops
+from ...cli._cli import TINY, TINY_SUITE, TORCH_TIMEOUT, assert_one_error_line, chaosops
+
+# each test starts a few commands that load torch: each may take TORCH_TIMEOUT
+pytestmark = pytest.mark.timeout(3 * TORCH_TIMEOUT)
 
 FAST = ("--hf-max-new-tokens", "4", "--hf-device", "cpu")
 
@@ -22,7 +26,8 @@ FAST = ("--hf-max-new-tokens", "4", "--hf-device", "cpu")
 def _run(work: Path, model: Path, *extra: str) -> Path:
     (work / "tiny.toml").write_text(TINY_SUITE)
     done = chaosops("run", *TINY, "--policy", "hf", "--hf-model", model, *FAST,
-                    "--hf-conversation", "episode", "--out", "run", *extra, cwd=work)  # fmt: skip
+                    "--hf-conversation", "episode", "--out", "run", *extra, cwd=work,
+                    timeout=TORCH_TIMEOUT)  # fmt: skip
     assert done.returncode == 0, done.stderr
     return work / "run"
 
@@ -64,9 +69,11 @@ def test_run_json_records_the_format_and_resume_holds_to_it(
     record = json.loads((run / "run.json").read_text())
     assert record["hf"]["hf"]["conversation"] == "episode"
     other = chaosops("run", "--resume", "--out", "run", "--no-progress",
-                     "--hf-conversation", "turn", cwd=tmp_path)  # fmt: skip
+                     "--hf-conversation", "turn", cwd=tmp_path, timeout=TORCH_TIMEOUT)  # fmt: skip
     assert_one_error_line(other, "--hf-conversation", "differs", "recorded episode")
-    same = chaosops("run", "--resume", "--out", "run", "--no-progress", cwd=tmp_path)
+    same = chaosops(
+        "run", "--resume", "--out", "run", "--no-progress", cwd=tmp_path, timeout=TORCH_TIMEOUT
+    )
     assert same.returncode == 0, same.stderr  # the same weights, hashed once loaded
     assert "1 of 1 episodes already done" in same.stderr
 
