@@ -304,17 +304,19 @@ def _ci_half(interval: tuple[float, float] | None) -> str:
 
 
 def write_reward_chart(rows: Sequence[EvalRow], path: str | Path) -> bool:
-    """Draw mean cumulative reward by tier, one bar group per policy, each bar
-    with its 95% interval, as a PNG.
+    """Draw success (the share resolved) and mean cumulative reward by tier, a
+    panel each, one bar group per policy, each bar with its 95% interval, as a PNG.
 
     Returns False (and writes nothing) when matplotlib is not installed
     (``pip install 'chaosops[plot]'``).
     """
-    bars = {(row.policy, row.tier): (row.mean_reward, row.mean_reward_ci) for row in rows
-            if row.mean_reward is not None}  # fmt: skip
+    success = {(row.policy, row.tier): (row.success_rate, row.success_rate_ci) for row in rows}
+    reward = {(row.policy, row.tier): (row.mean_reward, row.mean_reward_ci) for row in rows
+              if row.mean_reward is not None}  # fmt: skip
     return _grouped_bars(
-        [("mean cumulative reward", bars)], path, "ChaosOps: mean reward by tier (95% intervals)"
-    )
+        [("success (share resolved)", success), ("mean cumulative reward", reward)], path,
+        "ChaosOps: success and mean reward by tier (95% intervals)",
+    )  # fmt: skip
 
 
 def write_pass_chart(samples: Sequence[Any], path: str | Path) -> bool:

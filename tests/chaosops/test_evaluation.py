@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +166,10 @@ def test_chart_written_when_matplotlib_present(tmp_path: Path) -> None:
     )
     path = tmp_path / "chart.png"
     assert write_reward_chart(rows, path)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    png = path.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])  # the IHDR chunk's
+    assert width > 3 * height  # two panels side by side: success, then mean reward
 
 
 def test_failed_episodes_do_not_resolve_and_stay_out_of_the_reward_figures() -> None:
