@@ -12,6 +12,7 @@ messages, and :class:`Conversation` builds them for the runtime's turns.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from types import MappingProxyType
 from typing import Any
@@ -76,11 +77,10 @@ def action_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 
 class MoveTools:
     """The moves as tools, one per kind: what TRL offers a model (read off
-    these methods' signatures and docstrings). A subclass plays a call in
-    :meth:`_move`."""
+    these methods' signatures and docstrings). A subclass plays a call: it
+    gives ``_move(kind, target, **args)``, which returns the tool's answer."""
 
-    def _move(self, kind: ActionType, target: str | None = None, **args: Any) -> str:
-        raise NotImplementedError
+    _move: Callable[..., str]
 
     def restart(self, service: str) -> str:
         """Restart a service: when a restart is the incident's fix it comes back healthy

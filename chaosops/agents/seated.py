@@ -142,10 +142,9 @@ class _Play:
     async def _play(self, scenario: Scenario, episode_id: str | None) -> EpisodeResult:
         episode = self.episode
         others = policies_for(episode.others, scenario)
-        players: dict[AgentRole | str, Any] = {
-            role: self._seat if role in episode.seats else others.get(role, _noop_policy)
-            for role in AgentRole
-        }
+        # a role neither a seat nor among the others plays noop, as the runner plays it
+        players: dict[AgentRole | str, Any] = {role: p for role, p in others.items()}
+        players.update(dict.fromkeys(episode.seats, self._seat))
         given = timeouts_of(episode.turn_timeout, scenario)
         deadlines: dict[AgentRole | str, float | None] = {
             role: None if role in episode.seats
@@ -330,8 +329,3 @@ class SeatedEpisode:
                 raise RuntimeError(f"the episode failed before its first turn: {result.error}")
         self.now = now
         return now
-
-
-def _noop_policy(observation: ChaosOpsObservation, role: AgentRole) -> ChaosOpsAction:
-    """A role ``others`` leaves out plays the fallback, as the runner's does."""
-    return noop(role)

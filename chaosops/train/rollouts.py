@@ -23,7 +23,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from chaosops.agents.adapters import noop
 from chaosops.agents.hf import HFPolicy
 from chaosops.agents.hf.policy import EpisodeChat
 from chaosops.agents.policies import Others, policies_for
@@ -74,7 +73,6 @@ class RuntimeRollouts:
         self.others, self.turn_timeout, self.concurrency = others, turn_timeout, concurrency
         self.settings = {"temperature": 1.0, "max_new_tokens": 128, **settings,
                          "conversation": "episode"}  # fmt: skip
-        self.batches = 0  # batches played, which names their run folders
 
     @staticmethod
     def prompt_of(scenario: Scenario, role: AgentRole | str) -> str:
@@ -103,7 +101,6 @@ class RuntimeRollouts:
             results = self._play(played, policy)
         finally:
             policy.close()
-        self.batches += 1
         return self._output(played, results)
 
     def _row(self, prompt: Any) -> _Played:
@@ -128,7 +125,9 @@ class RuntimeRollouts:
             assert isinstance(chat, EpisodeChat), "the settings' conversation is 'episode'"
             rollout.chat = chat
             others = policies_for(self.others, scenario)
-            return {r: chat if r in self.roles else others.get(r, _noop) for r in AgentRole}
+            players: dict[AgentRole | str, Any] = {role: p for role, p in others.items()}
+            players.update(dict.fromkeys(self.roles, chat))  # a role in neither plays noop
+            return players
 
         return run_batch([p.scenario for p in played], players, concurrency=self.concurrency,
                          turn_timeout=self._deadlines())  # fmt: skip
@@ -165,7 +164,3 @@ class RuntimeRollouts:
 
 
 _KEYS = ("prompt_ids", "completion_ids", "logprobs", "env_mask", "outcome")
-
-
-def _noop(obs: Any, role: AgentRole) -> Any:
-    return noop(role)

@@ -15,6 +15,7 @@ A folder rewritten under the index (``--resume`` repairs it) is read again.
 
 from __future__ import annotations
 
+import shlex
 import threading
 from array import array
 from collections.abc import Iterator
@@ -288,7 +289,8 @@ class RunIndex:
         return "running" if self.writing() else "stopped"
 
     def resume_command(self) -> str:
-        return f"chaosops run --resume --out {self.folder}"
+        """The command that goes on with the run, quoted as cli's own is."""
+        return f"chaosops run --resume --out {shlex.quote(str(self.folder))}"
 
     def writing(self) -> bool:
         """Whether a run is writing the folder now (it holds its results locked)."""
