@@ -30,13 +30,16 @@ class Request(NamedTuple):
 
 
 class Reply(NamedTuple):
-    """What an actor sends back: the policy's ``action``, or the ``error`` it raised."""
+    """What an actor sends back: the policy's ``action``, or the ``error`` it
+    raised, and when the call returned (``answered``, on the episode's clock:
+    the moment judged against the deadline, and the end of the turn's latency)."""
 
     turn: int
     role: Any
     action: Any
     error: BaseException | None
     info: dict[str, Any] | None
+    answered: float
 
 
 _CANCELLED = object()  # the call was cancelled at its turn's deadline
@@ -92,11 +95,12 @@ class Actor:
         self.turn, self.deadline, self.info = turn, request.deadline, None
         bind_contextvars(turn=turn)
         outcome = await self._call(request.observation)
+        answered = self.slot.replies.clock()
         info, self.info, self.turn = self.info, None, -1
         if outcome is _CANCELLED:
             return None
         action, error = outcome
-        if self._too_late(request, info):
+        if self._too_late(request, info, answered):
             log_late_reply(self.episode_id, turn, self.role, error, self.slot.meter)
             return None
         if error is not None and _logging.log_enabled(_logging.ERROR):
@@ -107,7 +111,7 @@ class Actor:
                 role=self.role,
                 exc_info=error,
             )
-        return Reply(turn, self.role, action, error, info)
+        return Reply(turn, self.role, action, error, info, answered)
 
     async def _call(self, observation: Any) -> Any:
         """``(action, None)``, ``(None, exception)``, or ``_CANCELLED`` at the deadline."""
@@ -135,7 +139,7 @@ class Actor:
             if attached is not None:
                 _tracing.STATE.detach(attached)
 
-    def _too_late(self, request: Request, info: dict[str, Any] | None) -> bool:
+    def _too_late(self, request: Request, info: dict[str, Any] | None, answered: float) -> bool:
         """Whether the turn was closed, or its deadline passed, while the call ran.
 
         A call may come back late when it shielded itself from the
@@ -146,7 +150,7 @@ class Actor:
         if slot.open_turn != request.turn:
             return True
         deadline = request.deadline
-        if deadline is None or slot.replies.clock() < deadline:
+        if deadline is None or answered < deadline:
             return False
         self.turn, self.info = request.turn, info
         return True

@@ -245,10 +245,11 @@ class Episode:
         """Send ``observation`` to ``actor``; its reply, or the fallback at the deadline."""
         await self._admit(actor)
         self._start_actor(actor)
-        deadline = self._deadline(actor)
-        sent = perf_counter()
+        sent = self.replies.clock()
+        deadline = self._deadline(actor, sent)
         reply = await self._exchange(actor, observation, deadline)
-        latency = perf_counter() - sent
+        # to the answer, not to when this loop got round to reading it
+        latency = (self.replies.clock() if reply is None else reply.answered) - sent
         self._learn_instant(actor, reply, latency)
         return self._outcome(actor.role, reply, latency)
 
@@ -264,9 +265,9 @@ class Episode:
             assert self._tasks is not None
             self._tasks.start_soon(actor.run)
 
-    def _deadline(self, actor: Actor) -> float | None:
+    def _deadline(self, actor: Actor, sent: float) -> float | None:
         timeout = self.timeouts[actor.role]
-        return None if timeout is None else self.replies.clock() + timeout
+        return None if timeout is None else sent + timeout
 
     async def _exchange(self, actor: Actor, observation: Any, deadline: float | None) -> Any:
         """Open the turn, send the request, wait for its reply (None once the

@@ -64,7 +64,9 @@ class TurnRecord:
 
     ``observation`` is what the role saw, ``action`` what was applied (the
     fallback on a timeout or error), ``latency_s`` runs from sending the
-    observation to closing the turn, ``info`` holds what the policy recorded
+    observation to the policy's answer (to the turn's close, on a timeout), on
+    the clock deadlines are judged on: an applied answer's is below its
+    deadline. ``info`` holds what the policy recorded
     with :meth:`TurnContext.annotate`.
     """
 

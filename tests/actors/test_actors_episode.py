@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -275,6 +276,25 @@ async def test_no_turn_closes_before_its_deadline() -> None:
     late = [t.latency_s for t in turns if t.timed_out]
     assert len(turns) == 12 * episodes
     assert all(latency >= deadline - 5e-5 for latency in late), min(late)
+
+
+@pytest.mark.asyncio
+async def test_an_applied_turns_latency_is_below_its_deadline_on_a_busy_loop() -> None:
+    """The answer came at 40 ms under a 60 ms deadline, then the loop was busy for
+    60 ms before the coordinator read it: applied, and its latency is the
+    answer's (before, the turn recorded about 100 ms)."""
+
+    async def answers_then_the_loop_stalls(obs: Any, role: str) -> Any:
+        await anyio.sleep(0.04)
+        asyncio.get_running_loop().call_soon(time.sleep, 0.06)  # runs before the reader wakes
+        return act(role, "slow")
+
+    policies = instant_policies()
+    policies["a"] = answers_then_the_loop_stalls
+    trace = await run_episode(ToyEnv(steps=4), policies=policies, **run_kwargs(turn_timeout=0.06))
+    first = trace.turns[0]
+    assert not first.timed_out and first.action == act("a", "slow")
+    assert 0.035 <= first.latency_s < 0.06, first.latency_s
 
 
 @pytest.mark.asyncio
