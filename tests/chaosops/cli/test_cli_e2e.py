@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from ._cli import (
+    TIMEOUT,
     assert_one_error_line,
     chaosops,
     free_port,
@@ -336,13 +337,25 @@ def test_more_ctrl_c_while_stopping_still_ends_in_one_clean_stop(
     assert summary["complete"] is False and summary["episodes"] == len(results)
 
 
+def _loading(proc: subprocess.Popen[str]) -> None:
+    """Wait until the command is importing its libraries (pydantic's native core
+    is mapped): from then on a Ctrl-C is the command's, not the interpreter's
+    start-up, which no Python program can take over."""
+    maps = Path(f"/proc/{proc.pid}/maps")
+    deadline = time.monotonic() + TIMEOUT
+    while "_pydantic_core" not in maps.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, "the command never loaded"
+        time.sleep(0.002)
+
+
 def test_ctrl_c_at_any_moment_of_a_run_is_one_line_and_exit_130(work: Path) -> None:
     """Signals sent while the command loads, plans and plays: never a traceback."""
-    for delay in (0.15, 0.3, 0.6):
+    for delay in (0.0, 0.15, 0.3, 0.6):
         out = work / f"early-{delay}"
         proc = spawn("run", "--tier", "easy", "--episodes-per-type", "200", "--no-progress",
                      "--out", out, cwd=work)  # fmt: skip
-        time.sleep(delay)  # the property holds whenever it lands: no handshake needed
+        _loading(proc)
+        time.sleep(delay)  # after loading began, the property holds whenever it lands
         stderr = interrupt(proc)
         assert proc.returncode in (0, 130), (delay, stderr)
         assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, (delay, stderr)

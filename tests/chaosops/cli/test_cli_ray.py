@@ -198,8 +198,10 @@ def _reap_ray_left_by_a_killed_driver() -> None:
 def test_ctrl_c_stops_the_run_and_its_workers(slow: Path) -> None:
     out = slow / "interrupted"
     proc = spawn("run", *SLOW, "--ray", "local", "--workers", "2", "--out", out, cwd=slow)
-    until_results(out, 3, proc)
-    stderr = interrupt(proc)
+    try:
+        until_results(out, 3, proc)
+    finally:
+        stderr = interrupt(proc)
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     # the command's exit stopped its Ray: none of this test's processes is left

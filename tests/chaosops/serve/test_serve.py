@@ -23,7 +23,7 @@ from chaosops.env.world_sim import Scenario
 from chaosops.viewer.index import RunIndex
 from tests._needs import needs
 
-from ..cli._cli import assert_one_error_line, chaosops, jsonl, mock_process, spawn
+from ..cli._cli import assert_one_error_line, chaosops, jsonl, mock_process, spawn, stop
 
 try:
     from openenv.core.generic_client import GenericEnvClient
@@ -47,7 +47,9 @@ def _openenv() -> None:
 def _start(tmp_path: Path, *options: str) -> tuple[subprocess.Popen[str], str]:
     proc = spawn("serve", "--port", "0", "--out", tmp_path / "served", *options, cwd=tmp_path)
     line = proc.stdout.readline()
-    assert line.startswith("chaosops serve: OpenEnv environment at "), (line, proc.stderr.read())
+    if not line.startswith("chaosops serve: OpenEnv environment at "):
+        stop(proc)  # reaped before the test fails
+        raise AssertionError((line, proc.communicate()[1]))
     return proc, line.split(" at ", 1)[1].split(" ,", 1)[0]
 
 
