@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from chaosops.evaluation import render_table, rows_to_json, write_pass_chart, write_reward_chart
-from chaosops.outputs import EVAL_FILE, atomic_write_bytes
+from chaosops.outputs import EVAL_FILE, RESULTS_FILE, RUN_RECORD, atomic_write_bytes
 from chaosops.role_figures import render_role_table
 from chaosops.runs.batches import stop_code, withheld_note
 from chaosops.runs.engine import (
@@ -77,6 +77,28 @@ def _check_outputs(out: Path, outputs: tuple[tuple[Path | None, str | None, str]
             )
 
 
+def _check_resumed_entries(out: Path, entries: Sequence[RunConfig]) -> None:
+    """``eval --resume`` goes on with the policies the evaluation in ``out``
+    played: a policy it did not play is refused, naming those it did."""
+    missing = [entry.out.name for entry in entries if not _holds_a_run(entry.out)]
+    if not missing:
+        return
+    played_here = sorted(p.name for p in out.iterdir() if _holds_a_run(p)) if out.is_dir() else []
+    if not played_here:
+        raise CLIError(
+            f"--resume: {out} holds no evaluation to resume; run without --resume to start one"
+        )
+    raise CLIError(
+        f"--resume: the evaluation in {out} played {', '.join(played_here)}, not "
+        f"{', '.join(missing)}; resume it with --policies {','.join(played_here)} (or their "
+        "run files), or evaluate the others into a new --out folder"
+    )
+
+
+def _holds_a_run(folder: Path) -> bool:
+    return (folder / RUN_RECORD).is_file() or (folder / RESULTS_FILE).is_file()
+
+
 def cmd_eval(config: RunConfig, entries: Sequence[RunConfig], session: Session) -> int:
     """``chaosops eval``: every entry (a run file, or a policy) over one plan,
     each into a run folder of its own under ``--out``; returns the exit code."""
@@ -87,6 +109,8 @@ def cmd_eval(config: RunConfig, entries: Sequence[RunConfig], session: Session) 
         _check_outputs(
             config.out, ((json_path, config.json, "--json"), (chart, config.chart, "--chart"))
         )
+    if config.resume:
+        _check_resumed_entries(config.out, entries)
     plays = [open_play(entry, planned) for entry in entries]
     start_telemetry(config.telemetry, session)  # fails before anything is written
     for play in plays:

@@ -142,7 +142,29 @@ class ResultsReader:
                 "(expected an object with run_key and steps)",
                 usage=True,
             )
+        for field, kinds, expected in _FIGURES:
+            value = record.get(field)
+            if value is not None and (isinstance(value, bool) is not (bool in kinds)
+                                      or not isinstance(value, kinds)):  # fmt: skip
+                raise OutputError(
+                    f"{self.file}: line {number}: {field} is {value!r:.40}, expected {expected}; "
+                    "the results were edited or damaged",
+                    usage=True,
+                )
         return cast(ResultLine, record)  # a line of the run's own writer (checked above)
+
+
+# The figures every reader computes on, by type: a line edited to hold the text
+# "5" as its reward would otherwise count in a mean.
+_FIGURES: tuple[tuple[str, tuple[type, ...], str], ...] = (
+    ("cumulative_reward", (int, float), "a number"),
+    ("resolved", (bool,), "true or false"),
+    ("final_step", (int,), "a whole number"),
+    ("mttr_steps", (int,), "a whole number"),
+    ("wrong_fixes", (int,), "a whole number"),
+    ("seed", (int,), "a whole number"),
+    ("steps", (list,), "a list of steps"),
+)
 
 
 def read_results(path: str | Path) -> tuple[list[ResultLine], bool]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from chaosops import __version__
 from chaosops._urls import shown_url
@@ -136,6 +136,8 @@ def _record_fields() -> dict[str, Any]:
 
 # run.json's schema, made from the options' table as the run file's model is
 class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a field no run writes: an edited record
+
     @model_validator(mode="after")
     def _planned_unless_served(self) -> Any:
         served, planned, plan = (getattr(self, name) for name in ("served", "planned", "plan"))
@@ -218,7 +220,7 @@ def check_resume(
             raise _served(out)
         _check_options(out, recorded, options)
     if (out / RESULTS_FILE).exists():
-        _check_results(out, options, keys, label)
+        _check_results(out, options, keys, label, recorded is not None)
     return recorded
 
 
@@ -269,6 +271,8 @@ def read_run_record(path: Path) -> dict[str, Any] | None:
         loc = error["loc"] or ("plan",)  # the record's own check: a run's holds its plan
         option = next((o for o in RECORDED if o.recorded == loc[0]), None)
         said = error["msg"] if option is None or option.kind is None else option.expected
+        if error["type"] == "extra_forbidden":
+            said = "no field of a run record"
         got = error.get("input") if error["loc"] else None
         raise RunError(
             f"{path}: {'.'.join(map(str, loc))}: {said} (got {got!r:.60}); the run record was "
@@ -298,9 +302,12 @@ def _check_options(out: Path, recorded: dict[str, Any], options: Mapping[str, An
             raise _refuse(out, *differs)
 
 
-def _check_results(out: Path, options: Mapping[str, Any], keys: PlanKeys, label: str) -> None:
+def _check_results(
+    out: Path, options: Mapping[str, Any], keys: PlanKeys, label: str, recorded: bool
+) -> None:
     """The recorded episodes: played by ``label`` (what the records call the
-    policy), and each one in the plan."""
+    policy), and each one in the plan. ``recorded``: the options matched
+    run.json already, so a difference is between run.json and the results."""
     policies: set[str] = set()
     stray, strays = None, 0  # the first record not in the plan, and how many
     try:
@@ -312,6 +319,12 @@ def _check_results(out: Path, options: Mapping[str, Any], keys: PlanKeys, label:
         raise output_error(exc) from None
     if "served" in policies:  # chaosops.serve.runs.SERVED, which imports the serve extra
         raise _served(out)
+    if policies and sorted(policies) != [label] and recorded:
+        raise RunError(
+            f"--resume: {out / RESULTS_FILE} holds episodes of {', '.join(sorted(policies))}, "
+            f"but {out / RUN_RECORD} records {label}: the folder was edited; resume a folder "
+            "as chaosops run wrote it, or start a new --out folder"
+        )
     if policies and sorted(policies) != [label]:
         raise _refuse(out, "--policy", ", ".join(sorted(policies)), label)
     if stray is not None:

@@ -12,8 +12,10 @@ DIR``, when ``name`` is a policy the command knows) plays only what is missing.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import actors
@@ -24,6 +26,7 @@ from chaosops.summary import Summary
 
 from .config import RunConfig
 from .engine import aplay_all, open_folders, open_play
+from .errors import RunError
 from .plan import plan_episodes
 from .session import Session
 from .spec import Deadlines, RunSpec
@@ -86,13 +89,36 @@ async def arun_to_folder(
         deadlines=_deadlines(turn_timeout),
     )  # fmt: skip
     config = RunConfig(command="run", spec=spec, out=Path(out), resume=resume, progress=False)
-    play = open_play(config, plan_episodes(spec))
+    try:
+        play = open_play(config, plan_episodes(spec))
+        open_folders([play])
+    except RunError as exc:
+        raise RunError(in_keywords(str(exc)), exc.code) from None
     play.factory = _factory(policies)
-    open_folders([play])
     if log:
         actors.configure_logging(config.out / LOG_FILE)
     await aplay_all([play], config, Session())
     return play.played
+
+
+# The engine's words for its options are the command line's; a caller from
+# Python reads this function's keywords instead.
+_KEYWORDS = MappingProxyType(
+    {
+        "--resume": "resume=True",
+        "--out": "out",
+        "--policy": "name",
+        "--concurrency": "concurrency",
+        "--samples": "samples",
+        "--turn-timeout": "turn_timeout",
+        "--role-timeout": "turn_timeout",
+    }
+)
+
+
+def in_keywords(message: str) -> str:
+    """``message`` with each option the command line names as this function's keyword."""
+    return re.sub(r"--[a-z][a-z-]*", lambda m: _KEYWORDS.get(m.group(0), m.group(0)), message)
 
 
 def _check_keywords(turn_timeout: TurnTimeout, concurrency: int, samples: int) -> None:
