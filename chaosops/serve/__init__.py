@@ -19,6 +19,7 @@ from chaosops.agents.policies import Others, policies_for
 from chaosops.env.models import AgentRole
 
 from .env import ChaosOpsServerEnv, TurnAction, TurnObservation, TurnState
+from .frames import ObjectsOnly
 from .runs import ServedRuns
 from .tables import RoleMaps, Table, TableRules, Tables
 
@@ -64,6 +65,7 @@ def build_app(
         # (a fresh environment a request) could open one no step reaches
         mode="production",
     )
+    app.add_middleware(ObjectsOnly)
     app.router.on_shutdown.append(tables.aclose)  # the episodes in play end with the server
     app.state.tables = tables
     return app

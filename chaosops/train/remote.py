@@ -24,12 +24,15 @@ class ServedEpisode:
     play the other roles; its refusals of a move come back as IllegalMove."""
 
     def __init__(self, base_url: str) -> None:
-        self._client = ChaosOpsClient(base_url=base_url).sync()
+        self._base_url = base_url
+        self._client: Any = None  # connected at the first start, again after close()
         self._turn: int | None = None
         self.done = False
         self.resolved = False
 
     def start(self, scenario: Any, role: Any) -> tuple[ChaosOpsObservation, float]:
+        if self._client is None:
+            self._client = ChaosOpsClient(base_url=self._base_url).sync()
         fields = scenario_fields(scenario)
         result = self._client.reset(
             failure_type=fields["failure_type"], difficulty=fields["difficulty"],
@@ -74,7 +77,11 @@ class ServedEpisode:
         return float(self._client.state().cumulative_reward)
 
     def close(self) -> None:
-        self._client.close()
+        """Disconnect: a move now is refused as before any episode, as the
+        local episode's is, and the next start connects again."""
+        if self._client is not None:
+            self._client.close()
+        self._client, self._turn = None, None
 
 
 # a refused move, as OpenEnv's client reports the server's error

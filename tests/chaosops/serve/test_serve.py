@@ -131,13 +131,19 @@ def test_bad_messages_are_answered_and_the_session_goes_on(server: str) -> None:
     with connect(server.replace("http", "ws", 1) + "/ws") as ws:
         for raw, code in (("{not json", "INVALID_JSON"), ('{"type": "dance"}', "UNKNOWN_TYPE"),
                           ('{"type": "step", "data": {"turn": 0, "action_type": "noop",'
-                           ' "colour": "red"}}', "EXECUTION_ERROR")):  # fmt: skip
+                           ' "colour": "red"}}', "EXECUTION_ERROR"),
+                          ("[]", "VALIDATION_ERROR"), ("5", "VALIDATION_ERROR"),
+                          ('"reset"', "VALIDATION_ERROR")):  # fmt: skip
             ws.send(raw)
             answer = json.loads(ws.recv(timeout=10))
             assert answer["type"] == "error" and answer["data"]["code"] == code, answer
-        assert answer["data"]["message"] == (
-            "BAD_ACTION: unknown field 'colour'; a step takes turn, action_type, target and args"
-        )
+            if raw.startswith('{"type": "step"'):
+                assert answer["data"]["message"] == (
+                    "BAD_ACTION: unknown field 'colour'; a step takes turn, action_type, "
+                    "target and args"
+                )
+            if code == "VALIDATION_ERROR":
+                assert answer["data"]["message"].startswith("a message is a JSON object")
         ws.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
         assert json.loads(ws.recv(timeout=10))["type"] == "observation"
 
@@ -338,6 +344,20 @@ def test_the_tool_environment_plays_a_served_world_as_it_plays_its_own(server: s
         assert remote.done and remote.get_reward() == pytest.approx(local.get_reward())
         with pytest.raises(IllegalMove, match="over"):
             remote.noop()
+
+
+def test_a_closed_tool_environment_refuses_moves_alike_local_and_served(server: str) -> None:
+    from chaosops.env.rules import IllegalMove
+    from chaosops.train.trl import ChaosOpsToolEnv
+
+    row = {"failure_type": "db_deadlock", "difficulty": "easy", "seed": 1, "role": "sre"}
+    for env in (ChaosOpsToolEnv(), ChaosOpsToolEnv(base_url=server)):
+        env.reset(**row)
+        env.close()
+        with pytest.raises(IllegalMove, match=r"no episode yet: reset\(\) first"):
+            env.restart("db")
+        assert env.reset(**row).startswith("ChaosOps incident, step 0")  # open again
+        env.close()
 
 
 def test_a_served_rollout_is_scored_whole_and_refuses_moves_out_of_bounds(server: str) -> None:
