@@ -22,7 +22,8 @@ Public API:
 - :func:`in_thread`: run a blocking policy in a worker thread so its deadline holds.
 - :func:`current_turn`: inside a policy, the :class:`TurnContext` of the turn
   (``annotate(**fields)`` attaches data to the step and its log event).
-- :func:`configure_logging`, :func:`get_logger`: structured JSON logs.
+- :func:`configure_logging`, :func:`get_logger`: structured JSON logs
+  (:func:`logging_to`: for a block, the configuration before it restored after).
 - :func:`configure_tracing`: OpenTelemetry spans, one per episode and per turn,
   the policy's own spans nested in its turn's.
 - :func:`configure_metrics`, :func:`current_meter`: Prometheus metrics (episodes,
@@ -42,7 +43,7 @@ from ._deadline import timeouts_by_role
 from ._gc import gc_frozen
 from ._ids import new_episode_id
 from ._json import json_safe
-from ._logging import configure_logging, disable_logging, get_logger
+from ._logging import configure_logging, disable_logging, get_logger, logging_to
 from ._metrics import Meter, configure_metrics, current_meter
 from ._run import LOOPS, new_event_loop, resolve_loop, run
 from ._threads import in_thread
@@ -83,6 +84,7 @@ __all__ = [
     "get_logger",
     "in_thread",
     "json_safe",
+    "logging_to",
     "new_episode_id",
     "new_event_loop",
     "open_jobs",

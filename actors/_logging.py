@@ -8,6 +8,7 @@ standard error. Hot paths check :func:`log_enabled` before building an event.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import logging
@@ -16,7 +17,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import MutableMapping
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any, TextIO
@@ -218,6 +219,27 @@ def configure_logging(
     # processor list, so structlog.testing.capture_logs sees its events.
     STATE.logger = structlog.get_logger("actors").bind()
     return run_id
+
+
+@contextlib.contextmanager
+def logging_to(target: str | os.PathLike[str] | TextIO | None, **options: Any) -> Iterator[str]:
+    """:func:`configure_logging` for a block (its arguments, its run id), then
+    the configuration before it back as it was, structlog's own included; a
+    file it had open stays open. For a part of a program whose log belongs
+    elsewhere (an evaluation inside a training loop)."""
+    saved = (STATE.threshold, STATE.run_id, STATE.file, STATE.logger, STATE.sink, STATE.chain)
+    configured, config = structlog.is_configured(), structlog.get_config()
+    STATE.file = None  # not ours to close: configure_logging would
+    try:
+        yield configure_logging(target, **options)
+    finally:
+        _close_file()
+        (STATE.threshold, STATE.run_id, STATE.file, STATE.logger, STATE.sink,
+         STATE.chain) = saved  # fmt: skip
+        if configured:
+            structlog.configure(**config)
+        else:
+            structlog.reset_defaults()
 
 
 def emit(event: str, fields: dict[str, Any]) -> None:

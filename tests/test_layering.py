@@ -111,7 +111,7 @@ PACKAGE_ORDER = (
     "env",  # the world: its rules, rewards and what an episode returns
     "rewards", "curriculum", "scenarios",
     "agents",  # policies, the runner, the LLM policy
-    "mock_llm", "outputs", "samples", "evaluation", "role_figures", "summary",
+    "mock_llm", "outputs", "samples", "evaluation", "pairing", "role_figures", "summary",
     "runs",  # the run engine: spec, plan, folder, batches, replay
     "serve", "train", "viewer",
     "cli", "_entry",

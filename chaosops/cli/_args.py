@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from chaosops import __version__
+from chaosops.env.models import DifficultyTier, FailureType
 from chaosops.runs import values as v
 from chaosops.runs.options import REPEATABLE as _REPEATABLE_OPTIONS
 from chaosops.runs.options import add_options, add_serve_options
+from chaosops.viewer.index import SORTS
 
 from ._errors import PROG, CLIError, one_line
 
@@ -80,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("paths", nargs="*", metavar="PATH", help="suite files or folders")
 
     _add_viewer_parsers(sub)
+    _add_episodes_parser(sub)
 
     _add_serve_parser(sub)
 
@@ -141,6 +144,32 @@ def _add_viewer_parsers(sub: Any) -> None:
         help="an episode id (or its first characters), its scenario failure/tier/seed=N, "
         "or one sample of it, ...seed=N#K; without it, the run's episodes are listed",
     )  # fmt: skip
+
+
+def _add_episodes_parser(sub: Any) -> None:
+    episodes = sub.add_parser(
+        "episodes",
+        help="a run's episodes, filtered and sorted, as a table",
+        description="List the finished episodes of a run folder: handle, id, policy, "
+        "outcome, MTTR, steps and reward, filtered by failure type, tier and outcome, "
+        "and sorted as the viewer sorts them.",
+    )
+    episodes.add_argument("folder", nargs="?", metavar="RUN_DIR", help="default: runs/latest")
+    episodes.add_argument("--failure-type", choices=[f.value for f in FailureType],
+                          metavar="TYPE", help="only this failure type")  # fmt: skip
+    episodes.add_argument("--tier", choices=[t.value for t in DifficultyTier],
+                          help="only this tier")  # fmt: skip
+    outcome = episodes.add_mutually_exclusive_group()
+    outcome.add_argument("--unresolved", action="store_true", help="only the unresolved ones")
+    outcome.add_argument("--resolved", action="store_true", help="only the resolved ones")
+    episodes.add_argument(
+        "--sort", choices=[key for key in SORTS if not key.startswith("-")], default="finished",
+        help="the order: as finished (default), by reward, MTTR or steps, ascending",
+    )  # fmt: skip
+    episodes.add_argument("--desc", action="store_true", help="sort descending")
+    episodes.add_argument(
+        "--limit", type=v.positive_int, metavar="N", help="at most N episodes (after sorting)"
+    )
 
 
 def _add_serve_parser(sub: Any) -> None:

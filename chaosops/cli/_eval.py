@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 
 from chaosops.evaluation import render_table, rows_to_json, write_pass_chart, write_reward_chart
-from chaosops.outputs import EVAL_FILE, RESULTS_FILE, RUN_RECORD, atomic_write_bytes
+from chaosops.outputs import EVAL_FILE, RESULTS_FILE, RUN_RECORD, ResultsReader, atomic_write_bytes
+from chaosops.pairing import Outcome, Paired, no_shared_note, paired, render_paired_table
 from chaosops.role_figures import render_role_table
 from chaosops.runs.batches import stop_code, withheld_note
 from chaosops.runs.engine import (
@@ -154,14 +155,22 @@ def _report(
         "chaosops eval (interrupted: finished episodes only)" if interrupted else "chaosops eval"
     )
     samples = [row for play in plays for row in play.played.samples]
+    pairs = _pairs(plays)
+    payload = {
+        **_payload(plays, episodes, rows, interrupted),
+        "paired": [p.to_json() for p in pairs],
+    }
     # the files first: a reader that goes away (| head) stops the printing, never the writing
-    _write(
-        config, json_path, chart, _payload(plays, episodes, rows, interrupted), rows, interrupted
-    )
+    _write(config, json_path, chart, payload, rows, interrupted)
     if samples and chart is not None and not interrupted:
         _write_pass_chart(samples, chart)
     console = console_for(table_stream)
     console.print(render_table(rows, title=title))
+    if pairs:
+        console.print(render_paired_table(pairs, title=f"paired against {pairs[0].against}"))
+    for pair in pairs:
+        if not pair.scenarios:
+            note(no_shared_note(pair.policy, pair.against))
     roles = [figures for play in plays for figures in play.played.roles]
     console.print(render_role_table(roles, title="turns by role"))
     if samples:
@@ -169,6 +178,28 @@ def _report(
     for line in trouble(plays, progress):
         note(line)
     return _closing(config, plays, episodes, stop)
+
+
+def _pairs(plays: Sequence[Play]) -> list[Paired]:
+    """Each policy after the first, paired against the first on the episodes
+    both finished (the same plan: the same scenarios and samples)."""
+    if len(plays) < 2:
+        return []
+    outcomes = [_outcomes(play.folder.results_path) for play in plays]
+    first = plays[0].label
+    return [
+        paired(play.label, first, mine, outcomes[0])
+        for play, mine in zip(plays[1:], outcomes[1:], strict=True)
+    ]
+
+
+def _outcomes(results: Path) -> dict[str, Outcome]:
+    """Each finished episode's return and resolution, by its scenario and sample."""
+    found: dict[str, Outcome] = {}
+    for record in ResultsReader(results):
+        key = record["run_key"].split("/", 1)[1]  # without the policy's label
+        found[key] = (float(record["cumulative_reward"]), bool(record["resolved"]))
+    return found
 
 
 def _payload(plays: Sequence[Play], episodes: int, rows: Any, interrupted: bool) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from chaosops.untrusted import printable
 
 from ._args import build_parser, given_options, refuse_repeats
 from ._config import RunConfig, config_from_args, eval_entries
+from ._episodes import cmd_episodes
 from ._errors import PROG, CLIError, RunError, one_line, os_error_in, os_error_line
 from ._eval import cmd_eval
 from ._folders import new_run_folder
@@ -124,6 +125,8 @@ def _dispatch(args: argparse.Namespace, entries: Sequence[RunConfig] = ()) -> in
         return cmd_replay(args.results)
     if args.command == "scenarios":
         return cmd_scenarios(args.paths)
+    if args.command == "episodes":
+        return cmd_episodes(args)
     if args.command in ("watch", "view", "transcript"):
         return _viewer(args)
     if args.command == "serve":

@@ -31,7 +31,10 @@ class EvalCallback(TrainerCallback):
     integration sees the figures: on a step that logs, right after the step's
     own log (a log in between would take its place); without a trainer they
     go into ``state.log_history``. With ``out`` each evaluation is kept as a run
-    folder ``out/step-N`` (``chaosops view out/step-*`` compares them).
+    folder ``out/step-N`` (``chaosops view out/step-*`` compares them), its
+    log in it. The evaluations log nothing to the console: their turns and
+    the warnings of answers that were no move go to ``log`` when given (a
+    file, appended to), else to the run folder's ``log.jsonl``.
     Keep the training rows off these scenarios: ``chaosops.train.dataset(
     seed_offset=...)`` for training, the canonical suites here.
     """
@@ -46,11 +49,12 @@ class EvalCallback(TrainerCallback):
         samples: int = 1,
         out: str | Path | None = None,
         trainer: Any = None,
+        log: str | Path | None = None,
         **settings: Any,
     ) -> None:
         _check(scenarios, every, role, samples, settings)
         self.tokenizer, self.scenarios, self.role = tokenizer, list(scenarios), role
-        self.samples, self.out, self.settings = samples, out, settings
+        self.samples, self.out, self.settings, self.log = samples, out, settings, log
         self.due = due_every(every)
         self.trainer = trainer
         self.reports: list[dict[str, float]] = []
@@ -70,7 +74,7 @@ class EvalCallback(TrainerCallback):
         out = None if self.out is None else Path(self.out) / f"step-{step}"
         figures = evaluate_model(
             model, self.tokenizer, self.scenarios, role=self.role, samples=self.samples,
-            out=out, name=f"step-{step}", **self.settings,
+            out=out, name=f"step-{step}", log=self.log, **self.settings,
         )  # fmt: skip
         logs = {f"eval/{name}": value for name, value in figures.items()}
         self.reports.append({"step": step, **logs})

@@ -17,11 +17,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import actors
 from chaosops.agents.hf import HFPolicy
 from chaosops.agents.policies import scripted_policy
 from chaosops.env.models import AgentRole
 from chaosops.env.world_sim import Scenario
-from chaosops.outputs import parse_run_key
+from chaosops.outputs import LOG_FILE, parse_run_key
 from chaosops.outputs.files import ResultsReader
 from chaosops.runs.python import run_to_folder
 from chaosops.samples import pass_at_k
@@ -40,13 +41,18 @@ def evaluate_model(
     name: str = "model",
     turn_timeout: float | None = None,
     concurrency: int = 16,
+    log: str | Path | None = None,
     **settings: Any,
 ) -> dict[str, float]:
     """Play ``scenarios`` (each ``samples`` times) with the model in the role
     ``role`` (None: all four) and the heuristic in the others; its figures
     (:func:`figures_of`). ``out`` keeps the run folder (``chaosops view``
     shows it); ``settings`` go to :class:`~chaosops.agents.hf.HFSettings`
-    (``max_new_tokens``, ``batch``, ``temperature``...)."""
+    (``max_new_tokens``, ``batch``, ``temperature``...). The evaluation's
+    structured log (its turns, and the warnings of answers that were no move,
+    which the figures count) goes to the file ``log``, by default to the run
+    folder's ``log.jsonl``: never to the trainer's console. The logging set up
+    before is back after."""
     policy = HFPolicy.from_model(model, tokenizer, **settings)
     played = list(AgentRole) if role is None else [AgentRole(role)]
 
@@ -57,8 +63,9 @@ def evaluate_model(
     try:
         with tempfile.TemporaryDirectory(prefix="chaosops-eval-") as scratch:
             folder = Path(out) if out is not None else Path(scratch) / "run"
-            run_to_folder(folder, scenarios, players, name=name, concurrency=concurrency,
-                          turn_timeout=turn_timeout, log=False, samples=samples)  # fmt: skip
+            with actors.logging_to(folder / LOG_FILE if log is None else log):
+                run_to_folder(folder, scenarios, players, name=name, concurrency=concurrency,
+                              turn_timeout=turn_timeout, log=False, samples=samples)  # fmt: skip
             return figures_of(folder, played, samples)
     finally:
         policy.close()

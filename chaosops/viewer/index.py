@@ -19,9 +19,10 @@ import shlex
 import threading
 from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from sys import intern
+from types import MappingProxyType
 from typing import Any, cast
 
 import orjson
@@ -127,6 +128,49 @@ class TierTally:
     @property
     def mean_reward(self) -> float:
         return self.reward / self.episodes if self.episodes else 0.0
+
+
+SORTS = MappingProxyType(
+    {
+        "finished": (lambda r: r.number, False),
+        "-finished": (lambda r: r.number, True),
+        "reward": (lambda r: r.reward, False),
+        "-reward": (lambda r: r.reward, True),
+        "steps": (lambda r: r.steps, False),
+        "-steps": (lambda r: r.steps, True),
+        # unresolved episodes (no MTTR) after the resolved ones, either way
+        "mttr": (lambda r: (r.mttr is None or r.mttr < 0, r.mttr or 0), False),
+        "-mttr": (lambda r: (r.mttr is not None and r.mttr >= 0, r.mttr or 0), True),
+    }
+)
+"""The episode lists' orders (``-``: descending): the viewer's and ``chaosops episodes``'."""
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What an episode list keeps (a run page's, ``chaosops episodes``'); an
+    empty field keeps all."""
+
+    policy: str = ""
+    model: str = ""
+    failure_type: str = ""
+    tier: str = ""
+    resolved: str = ""  # "yes" / "no"
+    timed_out: str = ""  # "yes" / "no"
+
+    def keeps(self, row: EpisodeRow) -> bool:
+        return (
+            (not self.policy or row.policy == self.policy)
+            and (not self.model or self.model in row.models.split("+"))
+            and (not self.failure_type or row.failure_type == self.failure_type)
+            and (not self.tier or row.difficulty == self.tier)
+            and (not self.resolved or row.resolved == (self.resolved == "yes"))
+            and (not self.timed_out or (row.timeouts > 0) == (self.timed_out == "yes"))
+        )
+
+
+FILTERED = tuple(f.name for f in fields(Filters))
+"""The fields a list filters on, as a page's query names them."""
 
 
 @dataclass

@@ -9,9 +9,7 @@ shown, so memory follows the number of episodes by a few hundred bytes each.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlencode
 
@@ -23,48 +21,15 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from chaosops.pairing import no_shared_note, paired
+
 from .charts import bar_chart
-from .index import EpisodeRow, RunIndex
+from .index import FILTERED, SORTS, EpisodeRow, Filters, RunIndex
 from .transcript import action_text
 
 PAGE = 100
 """Episodes a run page lists at a time."""
 HERE = Path(__file__).parent
-SORTS = MappingProxyType(
-    {
-        "finished": (lambda r: r.number, False),
-        "reward": (lambda r: r.reward, False),
-        "-reward": (lambda r: r.reward, True),
-        "steps": (lambda r: r.steps, False),
-        "-steps": (lambda r: r.steps, True),
-    }
-)
-
-
-@dataclass(frozen=True)
-class Filters:
-    """What a run page keeps: each field empty for all."""
-
-    policy: str = ""
-    model: str = ""
-    failure_type: str = ""
-    tier: str = ""
-    resolved: str = ""  # "yes" / "no"
-    timed_out: str = ""  # "yes" / "no"
-
-    @classmethod
-    def of(cls, request: Request) -> Filters:
-        return cls(**{name: request.query_params.get(name, "") for name in cls.__annotations__})
-
-    def keeps(self, row: EpisodeRow) -> bool:
-        return (
-            (not self.policy or row.policy == self.policy)
-            and (not self.model or self.model in row.models.split("+"))
-            and (not self.failure_type or row.failure_type == self.failure_type)
-            and (not self.tier or row.difficulty == self.tier)
-            and (not self.resolved or row.resolved == (self.resolved == "yes"))
-            and (not self.timed_out or (row.timeouts > 0) == (self.timed_out == "yes"))
-        )
 
 
 class Viewer:
@@ -95,7 +60,7 @@ class Viewer:
     async def run_page(self, request: Request) -> Response:
         number = int(request.path_params["run"])
         index = self.run(number)
-        filters = Filters.of(request)
+        filters = Filters(**{name: request.query_params.get(name, "") for name in FILTERED})
         sort = request.query_params.get("sort", "finished")
         key, reverse = SORTS.get(sort, SORTS["finished"])
         kept = sorted((r for r in index.rows if filters.keeps(r)), key=key, reverse=reverse)
@@ -147,10 +112,16 @@ class Viewer:
             for i in i_list[:1]
         ]
         pairs.sort(key=lambda p: abs(p[0].reward - p[1].reward), reverse=True)
+        difference = paired(
+            right.name, left.name,
+            {r.scenario: (r.reward, r.resolved) for _, r in pairs},
+            {x.scenario: (x.reward, x.resolved) for x, _ in pairs},
+        )  # fmt: skip
         return self.page(request, "compare.html", a=a, b=b, left=left, right=right,
                          sides=[_side(left, [p[0] for p in pairs]),
                                 _side(right, [p[1] for p in pairs])],
-                         pairs=pairs[:PAGE], shared=len(pairs))  # fmt: skip
+                         pairs=pairs[:PAGE], shared=len(pairs), difference=difference,
+                         no_shared=no_shared_note(left.name, right.name))  # fmt: skip
 
     async def state(self, request: Request) -> Response:
         """What changed: a page polls it and reloads its part when it moves."""

@@ -26,6 +26,7 @@ from actors import (
     disable_logging,
     get_logger,
     json_safe,
+    logging_to,
     run_episode,
     run_jobs,
 )
@@ -508,6 +509,37 @@ def test_reconfiguring_closes_the_previous_file(tmp_path: Path) -> None:
     get_logger().info("b")
     assert [r["event"] for r in _records(first)] == ["a"]
     assert [r["event"] for r in _records(second)] == ["b"]
+
+
+def test_logging_to_a_block_gives_the_configuration_before_it_back(tmp_path: Path) -> None:
+    outer, inner = tmp_path / "outer.jsonl", tmp_path / "inner.jsonl"
+    run_id = configure_logging(outer)
+    get_logger().info("before")
+    with logging_to(inner, level="warning") as inner_id:
+        get_logger().warning("inside")
+        get_logger().info("below the block's level")
+    get_logger().info("after")
+    assert [r["event"] for r in _records(outer)] == ["before", "after"]
+    assert {r["run_id"] for r in _records(outer)} == {run_id} != {inner_id}
+    assert [r["event"] for r in _records(inner)] == ["inside"]
+    assert _logging.STATE.file is not None and not _logging.STATE.file.closed
+
+
+def test_logging_to_a_block_leaves_an_unconfigured_runtime_and_the_app_s_structlog(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with logging_to(tmp_path / "inner.jsonl"):
+        get_logger().warning("parse_error")
+    get_logger().info("dropped")  # unconfigured again: nothing below warning
+    assert not structlog.is_configured() and capsys.readouterr() == ("", "")
+    sink = io.StringIO()
+    structlog.configure(processors=[structlog.processors.JSONRenderer()],
+                        logger_factory=structlog.WriteLoggerFactory(sink))  # fmt: skip
+    with logging_to(tmp_path / "again.jsonl"):
+        get_logger().warning("inside")
+    get_logger().error("outside")
+    assert [json.loads(line)["event"] for line in sink.getvalue().splitlines()] == ["outside"]
+    assert [r["event"] for r in _records(tmp_path / "again.jsonl")] == ["inside"]
 
 
 @pytest.mark.asyncio

@@ -148,6 +148,13 @@ def test_two_runs_compared(page: Any, viewer: str, runs: tuple[Path, Path]) -> N
     differences = cells(page, "#differences")
     gaps = [abs(float(row[3])) for row in differences]
     assert len(gaps) == 24 and gaps == sorted(gaps, reverse=True)
+    # heuristic minus oracle, scenario by scenario, as the results say
+    reward = [{f"{r['failure_type']}/{r['difficulty']}/{r['seed']}": r["cumulative_reward"]
+               for r in jsonl(run / "results.jsonl")} for run in runs]  # fmt: skip
+    mean = sum(reward[1][k] - reward[0][k] for k in reward[0]) / 24
+    paired = cells(page, "#paired")
+    assert paired[0][0] == "reward" and float(paired[0][1]) == pytest.approx(mean, abs=0.05)
+    assert " to " in paired[0][2] and paired[1][1] == "+0 points"
 
 
 def test_a_page_follows_a_run_being_written(

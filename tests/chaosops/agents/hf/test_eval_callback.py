@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import structlog
 
 from chaosops.agents.hf import HFPolicy
 from chaosops.env.models import AgentRole
@@ -57,6 +58,30 @@ def test_the_callback_logs_held_out_figures_into_the_trainer(
         summary = json.loads((tmp_path / "evals" / f"step-{step}" / "summary.json").read_text())
         assert summary["episodes"] == len(HELD_OUT)
     assert trainer.model.training  # the trainer's mode is given back
+
+
+def test_an_evaluation_keeps_its_parse_warnings_off_the_console(
+    tiny: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The random tiny model answers no move: each turn's parse_error warning
+    goes to the evaluation's log (by default its run folder's), never to the
+    trainer's stderr, and the logging before it is back after."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from chaosops.train.evaluate import evaluate_model
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny)
+    model = AutoModelForCausalLM.from_pretrained(tiny)
+    capfd.readouterr()  # transformers' own loading bar
+    for out, log in ((tmp_path / "kept", None), (None, tmp_path / "evals.jsonl")):
+        figures = evaluate_model(model, tokenizer, HELD_OUT[:1], role="sre", out=out,
+                                 log=log, max_new_tokens=4, device="cpu")  # fmt: skip
+        assert figures["legal_share"] == 0.0
+        path = out / "log.jsonl" if log is None else log
+        events = [json.loads(line)["event"] for line in path.read_text().splitlines()]
+        assert "parse_error" in events and "turn" in events
+    assert "parse_error" not in capfd.readouterr().err
+    assert not structlog.is_configured()
 
 
 def test_a_late_generate_is_never_applied(scripted: Path, tmp_path: Path) -> None:
