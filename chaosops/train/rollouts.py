@@ -11,9 +11,11 @@ with the runtime's fallback; ``others`` play the other roles; the judge reads
 every answer. Each episode's chat for the row's role comes back as TRL needs
 it: the prompt's tokens, the completion's (every answer and every tool
 answer after it), each answer token's sampling log-probability, and
-``env_mask``, which keeps the tool answers out of the loss. Each batch's
-episodes are written to a run folder of its own (``step-N`` under ``out``),
-which ``chaosops view`` opens.
+``env_mask``, which keeps the tool answers out of the loss. With ``out``,
+each batch's episodes are written to a run folder of its own (``step-N``
+under ``out``, N the trainer's step when they were played), which ``chaosops
+view``, ``episodes`` and ``transcript`` open: each turn the model played says
+which version of the policy played it (``played_by``: ``model@step-N``).
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+import actors
 from chaosops.agents.hf import HFPolicy
 from chaosops.agents.hf.policy import EpisodeChat
 from chaosops.agents.policies import Others, policies_for
@@ -30,7 +34,9 @@ from chaosops.agents.runner import run_batch
 from chaosops.env.models import AgentRole
 from chaosops.env.results import EpisodeResult
 from chaosops.env.world_sim import Scenario
+from chaosops.outputs import RunOutputs, plan_keys
 from chaosops.scenarios import choose_scenario
+from chaosops.summary import summarise
 
 from .trl import Outcome, fallback_return, repaid
 
@@ -63,6 +69,7 @@ class RuntimeRollouts:
         others: Others = "heuristic",
         turn_timeout: float | None = None,
         concurrency: int = 64,
+        out: str | Path | None = None,
         **settings: Any,
     ) -> None:
         self.roles = frozenset(AgentRole(role) for role in roles)
@@ -71,6 +78,7 @@ class RuntimeRollouts:
         if settings.get("conversation", "episode") != "episode":
             raise ValueError("conversation: a rollout is one chat per role and episode ('episode')")
         self.others, self.turn_timeout, self.concurrency = others, turn_timeout, concurrency
+        self.out = None if out is None else Path(out)
         self.settings = {"temperature": 1.0, "max_new_tokens": 128, **settings,
                          "conversation": "episode"}  # fmt: skip
 
@@ -96,12 +104,30 @@ class RuntimeRollouts:
     def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list[Any]]:
         """Play one episode per prompt; what TRL reads of each (see the module)."""
         played = [self._row(prompt) for prompt in prompts]
+        version = f"step-{trainer.state.global_step}"
         policy = HFPolicy.from_model(trainer.model, trainer.processing_class, **self.settings)
         try:
-            results = self._play(played, policy)
+            results = self._play(played, policy, f"model@{version}")
         finally:
             policy.close()
+        if self.out is not None:
+            self._write(self.out / version, played, results)
         return self._output(played, results)
+
+    def _write(self, folder: Path, played: list[_Played], results: list[EpisodeResult]) -> None:
+        """The batch's episodes as a run folder: results, trajectories, summary."""
+        keys = plan_keys("rollouts", [p.scenario for p in played])  # a group's: #0, #1...
+        roles = {role.value: {"policy": "rollouts" if role in self.roles else str(self.others),
+                              "model": "model" if role in self.roles else None}
+                 for role in AgentRole}  # fmt: skip
+        with RunOutputs(folder, keys=keys) as outputs:
+            records = [
+                outputs.write_episode(
+                    result, policy="rollouts", key=key, roles=roles, turn_timeout=self.turn_timeout
+                )
+                for key, result in zip(keys, results, strict=True)
+            ]
+            outputs.write_summary(summarise(records, keys, played=roles).data)
 
     def _row(self, prompt: Any) -> _Played:
         text = prompt if isinstance(prompt, str) else str(prompt[-1]["content"])
@@ -115,7 +141,7 @@ class RuntimeRollouts:
                                    max_steps=int(steps))  # fmt: skip
         return _Played(scenario, AgentRole(role))
 
-    def _play(self, played: list[_Played], policy: HFPolicy) -> list[EpisodeResult]:
+    def _play(self, played: list[_Played], policy: HFPolicy, version: str) -> list[EpisodeResult]:
         # each rollout its own scenario object, so that its chats are found again
         by_id = {id(p.scenario): p for p in played}
 
@@ -126,7 +152,8 @@ class RuntimeRollouts:
             rollout.chat = chat
             others = policies_for(self.others, scenario)
             players: dict[AgentRole | str, Any] = {role: p for role, p in others.items()}
-            players.update(dict.fromkeys(self.roles, chat))  # a role in neither plays noop
+            versioned = _Versioned(chat, version)
+            players.update(dict.fromkeys(self.roles, versioned))  # a role in neither plays noop
             return players
 
         return run_batch([p.scenario for p in played], players, concurrency=self.concurrency,
@@ -164,3 +191,14 @@ class RuntimeRollouts:
 
 
 _KEYS = ("prompt_ids", "completion_ids", "logprobs", "env_mask", "outcome")
+
+
+class _Versioned:
+    """A seat's policy whose every turn records the version that played it."""
+
+    def __init__(self, policy: Any, version: str) -> None:
+        self.policy, self.version = policy, version
+
+    async def __call__(self, observation: Any, role: Any) -> Any:
+        actors.current_turn().annotate(played_by=self.version)
+        return await self.policy(observation, role)

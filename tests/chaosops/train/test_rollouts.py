@@ -5,7 +5,11 @@ what TRL reads; and the rollouts' chats are those ``chaosops run --policy hf
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,7 +53,7 @@ def test_a_grpo_step_trains_on_episodes_the_runtime_played(
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL
     model, tokenizer = _tiny()
-    rollouts = RuntimeRollouts(["sre"], max_new_tokens=8, batch=8)
+    rollouts = RuntimeRollouts(["sre"], max_new_tokens=8, batch=8, out=tmp_path / "rollouts")
     seen: list[tuple[list[Any], dict[str, Any]]] = []
 
     def recorded(prompts: list[Any], trainer: Any) -> dict[str, Any]:
@@ -88,6 +92,24 @@ def test_a_grpo_step_trains_on_episodes_the_runtime_played(
     changed = any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
     assert changed  # the step trained on them
     assert {o.resolved for o in out["outcome"]} <= {True, False}
+    _check_the_step_s_run_folder(tmp_path / "rollouts", out)
+
+
+def _check_the_step_s_run_folder(rollouts: Any, out: dict[str, Any]) -> None:
+    """The step's episodes as a run folder the viewer's commands open, each of
+    the model's turns marked with the policy version that played it."""
+    [folder] = sorted(rollouts.iterdir())
+    assert folder.name == "step-0"  # played before the first optimiser step
+    results = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["run_key"].rsplit("/", 1)[1] for r in results) == ["#0", "#0", "#1", "#1"]
+    assert [r["resolved"] for r in results] == [o.resolved for o in out["outcome"]]
+    for record in results:
+        for step in record["steps"]:
+            assert step["played_by"] == ("model@step-0" if step["role"] == "sre" else None)
+    listed = subprocess.run([str(Path(sys.executable).with_name("chaosops")), "episodes",
+                             str(folder)], capture_output=True, text=True, check=False)  # fmt: skip
+    assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 1 + 4, listed.stderr
+    assert json.loads((folder / "summary.json").read_text())["episodes"] == 4
 
 
 def test_rows_name_their_scenario_and_role_and_bad_ones_are_refused() -> None:
