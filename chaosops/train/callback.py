@@ -11,6 +11,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from chaosops.agents.hf.settings import HFSettings
+from chaosops.agents.policies import Others
 from chaosops.env.models import AgentRole
 from chaosops.env.world_sim import Scenario
 
@@ -46,6 +47,7 @@ class EvalCallback(TrainerCallback):
         *,
         every: int = 50,
         role: str | None = None,
+        others: Others = "heuristic",
         samples: int = 1,
         out: str | Path | None = None,
         trainer: Any = None,
@@ -55,6 +57,7 @@ class EvalCallback(TrainerCallback):
         _check(scenarios, every, role, samples, settings)
         self.tokenizer, self.scenarios, self.role = tokenizer, list(scenarios), role
         self.samples, self.out, self.settings, self.log = samples, out, settings, log
+        self.others = others
         self.due = due_every(every)
         self.trainer = trainer
         self.reports: list[dict[str, float]] = []
@@ -74,7 +77,7 @@ class EvalCallback(TrainerCallback):
         out = None if self.out is None else Path(self.out) / f"step-{step}"
         figures = evaluate_model(
             model, self.tokenizer, self.scenarios, role=self.role, samples=self.samples,
-            out=out, name=f"step-{step}", log=self.log, **self.settings,
+            out=out, name=f"step-{step}", log=self.log, others=self.others, **self.settings,
         )  # fmt: skip
         logs = {f"eval/{name}": value for name, value in figures.items()}
         self.reports.append({"step": step, **logs})

@@ -3,8 +3,8 @@ the trainer callback that does it every N steps.
 
 The model plays through :class:`~chaosops.agents.hf.HFPolicy` (the same
 prompts, batching and parsing as ``chaosops run --policy hf``), the roles it
-does not play by the heuristic. The figures are those of a run folder:
-success (the share of episodes resolved), pass@k over ``samples`` plays of
+does not play by scripted teammates (the heuristic by default). The figures
+are those of a run folder: success (the share of episodes resolved), pass@k over ``samples`` plays of
 each scenario, the mean team return, and the legal share (the model's turns
 that played a move of its own: not unread, late or failed).
 """
@@ -13,21 +13,23 @@ from __future__ import annotations
 
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import actors
 from chaosops.agents.hf import HFPolicy
-from chaosops.agents.policies import scripted_policy
-from chaosops.env.models import AgentRole
+from chaosops.agents.policies import Others, policies_for, scripted_policy
+from chaosops.agents.runner import run_episode
+from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.env.models import AgentRole, DifficultyTier
 from chaosops.env.world_sim import Scenario
 from chaosops.outputs import LOG_FILE, parse_run_key
 from chaosops.outputs.files import ResultsReader
 from chaosops.runs.python import run_to_folder
 from chaosops.samples import pass_at_k
 
-__all__ = ["due_every", "evaluate_model", "figures_of"]
+__all__ = ["decisive", "due_every", "evaluate_model", "figures_of"]
 
 
 def evaluate_model(
@@ -36,6 +38,7 @@ def evaluate_model(
     scenarios: Sequence[Scenario],
     *,
     role: str | None = None,
+    others: Others = "heuristic",
     samples: int = 1,
     out: str | Path | None = None,
     name: str = "model",
@@ -45,7 +48,8 @@ def evaluate_model(
     **settings: Any,
 ) -> dict[str, float]:
     """Play ``scenarios`` (each ``samples`` times) with the model in the role
-    ``role`` (None: all four) and the heuristic in the others; its figures
+    ``role`` (None: all four) and ``others`` (a scripted policy's name, a
+    policy, or a map of them by role) in the rest; its figures
     (:func:`figures_of`). ``out`` keeps the run folder (``chaosops view``
     shows it); ``settings`` go to :class:`~chaosops.agents.hf.HFSettings`
     (``max_new_tokens``, ``batch``, ``temperature``...). The evaluation's
@@ -57,8 +61,8 @@ def evaluate_model(
     played = list(AgentRole) if role is None else [AgentRole(role)]
 
     def players(scenario: Scenario) -> Mapping[AgentRole | str, Any]:
-        others = scripted_policy("heuristic", scenario)
-        return {r: policy if r in played else others for r in AgentRole}
+        rest = policies_for(others, scenario)
+        return {r: policy if r in played else rest[r] for r in AgentRole}
 
     try:
         with tempfile.TemporaryDirectory(prefix="chaosops-eval-") as scratch:
@@ -72,15 +76,19 @@ def evaluate_model(
 
 
 def figures_of(folder: Path, roles: Sequence[AgentRole], k: int) -> dict[str, float]:
-    """A run folder's success, pass@k, mean return and the legal share of ``roles``' turns."""
+    """A run folder's success, pass@k, mean return and the legal share of
+    ``roles``' turns; then success, mean return and episodes by tier
+    (``success/easy``...), since one tier's figures hide another's."""
     resolved: dict[Any, list[bool]] = defaultdict(list)
-    returns: list[float] = []
+    by_tier: dict[str, list[tuple[bool, float]]] = defaultdict(list)
     turns = legal = 0
     played = {r.value for r in roles}
     for record in ResultsReader(folder):
         key = parse_run_key(record["run_key"])
         resolved[key[1] if key else record["run_key"]].append(bool(record["resolved"]))
-        returns.append(float(record["cumulative_reward"]))
+        by_tier[str(record["difficulty"])].append(
+            (bool(record["resolved"]), float(record["cumulative_reward"]))
+        )
         for step in record["steps"]:
             if step["role"] in played:
                 turns += 1
@@ -89,13 +97,53 @@ def figures_of(folder: Path, roles: Sequence[AgentRole], k: int) -> dict[str, fl
     if not episodes:
         return {}
     passes = [pass_at_k(len(r), sum(r), min(k, len(r))) for r in resolved.values()]
-    return {
-        "success": sum(map(sum, resolved.values())) / episodes,
+    every = [outcome for outcomes in by_tier.values() for outcome in outcomes]
+    figures = {
+        **_outcome_figures(every, ""),
         f"pass@{k}": sum(passes) / len(passes),
-        "mean_return": sum(returns) / episodes,
         "legal_share": legal / turns if turns else 0.0,
-        "episodes": float(episodes),
     }
+    for tier in sorted(by_tier, key=_tier_order):
+        figures.update(_outcome_figures(by_tier[tier], f"/{tier}"))
+    return figures
+
+
+def _outcome_figures(outcomes: Sequence[tuple[bool, float]], suffix: str) -> dict[str, float]:
+    return {
+        f"success{suffix}": sum(r for r, _ in outcomes) / len(outcomes),
+        f"mean_return{suffix}": sum(g for _, g in outcomes) / len(outcomes),
+        f"episodes{suffix}": float(len(outcomes)),
+    }
+
+
+def _tier_order(tier: str) -> tuple[int, str]:
+    order = [t.value for t in DifficultyTier]
+    return (order.index(tier) if tier in order else len(order), tier)
+
+
+def decisive(
+    scenarios: Iterable[Scenario], roles: Iterable[str], others: Others = "heuristic"
+) -> list[Scenario]:
+    """The scenarios on which ``roles``' moves decide the outcome: with the
+    oracle in those roles the episode resolves, and with the fallback (noop)
+    there it does not, ``others`` playing the rest. An evaluation on the others
+    (where the teammates resolve the incident whatever the trained roles do)
+    cannot see those roles learn."""
+    seats = [AgentRole(role) for role in roles]
+    kept = []
+    for scenario in scenarios:
+        rest: dict[AgentRole | str, Any] = {
+            r: p for r, p in policies_for(others, scenario).items() if r not in seats
+        }
+        oracle = dict(rest)
+        oracle.update(dict.fromkeys(seats, scripted_policy("oracle", scenario)))
+        env = ChaosOpsEnvironment()
+        if (
+            run_episode(env, scenario, oracle).resolved
+            and not run_episode(env, scenario, rest).resolved
+        ):
+            kept.append(scenario)
+    return kept
 
 
 def due_every(steps: int) -> Callable[[int, int], bool]:

@@ -54,6 +54,10 @@ def test_the_callback_logs_held_out_figures_into_the_trainer(
         assert entry["eval/episodes"] == len(HELD_OUT)
         assert 0.0 <= entry["eval/success"] == entry["eval/pass@1"] <= 1.0  # one sample each
         assert isinstance(entry["eval/mean_return"], float)
+        # by tier too: the held-out rows here are all easy
+        assert entry["eval/success/easy"] == entry["eval/success"]
+        assert entry["eval/mean_return/easy"] == entry["eval/mean_return"]
+        assert entry["eval/episodes/easy"] == len(HELD_OUT) and "eval/success/hard" not in entry
     for step in (2, 3):
         summary = json.loads((tmp_path / "evals" / f"step-{step}" / "summary.json").read_text())
         assert summary["episodes"] == len(HELD_OUT)
