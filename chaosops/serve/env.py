@@ -1,11 +1,12 @@
 """ChaosOps as an OpenEnv ``Environment``: a session's client plays some roles
 of an episode, other clients or the server's policies the others.
 
-``reset`` opens an episode (a scenario and the roles the client plays, all
-four by default), joins an open one (``join``: its id) to play roles the
-server was playing, or comes back to a seat (``session``: its id) after a
-lost connection. Each observation is for the client's role whose turn it is,
-names that turn, and carries the reward earned since the client's last step.
+``reset`` opens an episode (a scenario, or a task of the Task API by its
+split and index, and the roles the client plays, all four by default), joins
+an open one (``join``: its id) to play roles the server was playing, or comes
+back to a seat (``session``: its id) after a lost connection. Each
+observation is for the client's role whose turn it is, names that turn, and
+carries the reward earned since the client's last step.
 A step names the turn it answers: a step for another turn is refused and
 never applied, as is a move that is no legal move of the view (checked as
 LLM answers are). The episodes themselves are :mod:`chaosops.serve.tables`.
@@ -25,9 +26,11 @@ from chaosops.agents.llm.answers import describe
 from chaosops.env.failures import DEFAULT_FAILURE
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, RoleView
 from chaosops.env.rules import view_problem
+from chaosops.env.world_sim import Scenario
 from chaosops.scenarios import choose_scenario
 
 from .tables import Seat, Tables
+from .tasks import TaskSplits, scenario_of_task
 
 __all__ = ["ChaosOpsServerEnv", "StepRefused", "TurnAction", "TurnObservation", "TurnState"]
 
@@ -90,7 +93,7 @@ class TurnState(State):
     cumulative_reward: float = 0.0
 
 
-class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
+class ChaosOpsServerEnv(TaskSplits, Environment[TurnAction, TurnObservation, TurnState]):
     """One session: a client's seat at a table of ``tables``."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
@@ -111,6 +114,8 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
         roles: list[str] | None = None,
         join: str | None = None,
         session: str | None = None,
+        split: str | None = None,
+        index: int | None = None,
         **kwargs: Any,
     ) -> TurnObservation:
         if kwargs:
@@ -128,7 +133,8 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
         elif join is not None:
             seat = self._join(join, played)
         else:
-            seat = self._open(failure_type, difficulty, seed, max_steps, played, episode_id)
+            scenario = _scenario(failure_type, difficulty, seed, max_steps, split, index)
+            seat = self._open(scenario, played, episode_id)
         self._seat = seat
         await seat.next_turn(after=-1)
         _check_waited(seat)
@@ -161,16 +167,9 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
     def step(self, *args: Any, **kwargs: Any) -> TurnObservation:
         raise StepRefused("SYNC_CALL", "a served episode plays on the server's loop: step_async")
 
-    def _open(self, failure_type: str, difficulty: str, seed: int | None,
-              max_steps: int | None, played: frozenset[AgentRole] | None,
-              episode_id: str | None) -> Seat:  # fmt: skip
-        try:
-            scenario = choose_scenario(
-                failure_type=failure_type, difficulty=difficulty,
-                seed=0 if seed is None else seed, max_steps=max_steps,
-            )  # fmt: skip
-        except ValueError as exc:
-            raise StepRefused("BAD_SCENARIO", str(exc)) from None
+    def _open(
+        self, scenario: Scenario, played: frozenset[AgentRole] | None, episode_id: str | None
+    ) -> Seat:
         if episode_id is not None and self._tables.has(episode_id):
             raise StepRefused("EPISODE_ID_TAKEN", f"episode {episode_id!r} is open already")
         roles = played if played is not None else frozenset(AgentRole)
@@ -260,8 +259,34 @@ class ChaosOpsServerEnv(Environment[TurnAction, TurnObservation, TurnState]):
             self._seat = None
 
 
+def _scenario(
+    failure_type: str,
+    difficulty: str,
+    seed: int | None,
+    max_steps: int | None,
+    split: str | None,
+    index: int | None,
+) -> Scenario:
+    """The scenario a reset names: a task of the Task API (``split`` and
+    ``index``, nothing else), or its fields."""
+    try:
+        if split is None and index is None:
+            seed = 0 if seed is None else seed
+            return choose_scenario(failure_type=failure_type, difficulty=difficulty,
+                                   seed=seed, max_steps=max_steps)  # fmt: skip
+        fields = (failure_type, difficulty, seed, max_steps)
+        if fields != (DEFAULT_FAILURE.value, "easy", None, None):
+            raise ValueError("a task (split and index) names its scenario: give no other field")
+        return scenario_of_task(split, index)
+    except ValueError as exc:
+        raise StepRefused("BAD_SCENARIO", str(exc)) from None
+
+
 _MAX_ID = 128  # an episode id names a folder's records: bounded
-_RESET_FIELDS = "failure_type, difficulty, seed, max_steps, roles, episode_id, join and session"
+_RESET_FIELDS = (
+    "failure_type, difficulty, seed, max_steps (or a task: split and index), roles, "
+    "episode_id, join and session"
+)
 
 
 def _roles(roles: list[str] | None) -> frozenset[AgentRole] | None:

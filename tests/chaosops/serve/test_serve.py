@@ -198,6 +198,43 @@ def test_the_stateless_http_routes_are_not_served(server: str) -> None:
         assert refused.value.code in (404, 405), route
 
 
+def _post(url: str, body: dict) -> dict:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"content-type": "application/json"})  # fmt: skip
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def test_the_task_api_lists_the_canonical_suites_and_a_reset_plays_a_task(server: str) -> None:
+    from chaosops.scenarios import canonical_suite_paths, load_scenarios
+
+    with urllib.request.urlopen(server + "/chaosops/splits", timeout=10) as answer:
+        splits = [split["name"] for split in json.loads(answer.read())]
+    assert splits == ["easy", "medium", "hard", "canonical"]
+    hard = load_scenarios(canonical_suite_paths()[2])
+    assert _post(server + "/chaosops/num_tasks", {"split": "hard"}) == {"num_tasks": len(hard)}
+    assert _post(server + "/chaosops/num_tasks", {"split": "canonical"})["num_tasks"] == 55
+    task = _post(server + "/chaosops/task", {"split": "hard", "index": 3})["task"]
+    assert task["id"] == f"{hard[3].failure_type}/hard/seed={hard[3].seed}"
+    every = _post(server + "/chaosops/task_range", {"split": "hard"})["tasks"]
+    assert [t["index"] for t in every] == list(range(len(hard))) and every[3] == task
+    for body, code in (({"split": "hard", "index": 99}, 400), ({"split": "bogus"}, 404)):
+        route = "/chaosops/task" if "index" in body else "/chaosops/num_tasks"
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            _post(server + route, body)
+        refused.value.close()
+        assert refused.value.code == code
+    with GenericEnvClient(base_url=server).sync() as env:
+        by_task = env.reset(split="hard", index=3, roles=["sre"]).observation
+        by_fields = env.reset(failure_type=task["failure_type"], difficulty="hard",
+                              seed=task["seed"], roles=["sre"]).observation  # fmt: skip
+        assert by_task["view"] == by_fields["view"] and by_task["message"] == by_fields["message"]
+        for bad, said in (({"split": "hard", "index": 99}, "index 99: 0 to 19"),
+                          ({"split": "hard", "index": 0, "seed": 4}, "give no other field")):
+            with pytest.raises(RuntimeError, match=re.escape(said)):
+                env.reset(**bad)
+
+
 def test_a_scenario_without_max_steps_is_the_tiers_everywhere(server: str) -> None:
     from chaosops.train.pettingzoo import aec_env
     from chaosops.train.trl import ChaosOpsToolEnv
