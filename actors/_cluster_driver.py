@@ -98,7 +98,8 @@ class Pool:
             return None
         ray = import_ray()
         self.spare -= 1
-        actor = self.spawn(len(self.actors) + self.coming)  # the next worker number
+        number = len(self.actors) + self.coming  # the next worker number
+        actor = self.spawn(number)
         self.coming += 1
         ready = False
         try:
@@ -112,7 +113,17 @@ class Pool:
             self.coming -= 1
             if not ready:
                 ray.kill(actor, no_restart=True)
+        _log_replacement(number, ready)
         return self.add(actor) if ready else None
+
+
+def _log_replacement(number: int, ready: bool) -> None:
+    """Say what became of a worker started in place of a dead one: up (and
+    taking jobs), or given up, the others going on without it."""
+    if ready and _logging.log_enabled(_logging.INFO):
+        _logging.get_logger().info("worker_replaced", worker=number)
+    elif not ready:
+        _logging.get_logger().warning("worker_not_replaced", worker=number, within_s=REPLACE_S)
 
 
 @asynccontextmanager

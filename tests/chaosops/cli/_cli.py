@@ -232,11 +232,11 @@ def stop(proc: subprocess.Popen[Any]) -> None:
         proc.wait()
 
 
-def interrupt(proc: subprocess.Popen[str]) -> str:
+def interrupt(proc: subprocess.Popen[str], timeout: float = TIMEOUT) -> str:
     """Ctrl-C a spawned command and wait for it; returns its stderr (killed if it hangs)."""
     try:
         proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=TIMEOUT)
+        _, stderr = proc.communicate(timeout=timeout)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -229,8 +229,10 @@ def test_the_task_api_lists_the_canonical_suites_and_a_reset_plays_a_task(server
         by_fields = env.reset(failure_type=task["failure_type"], difficulty="hard",
                               seed=task["seed"], roles=["sre"]).observation  # fmt: skip
         assert by_task["view"] == by_fields["view"] and by_task["message"] == by_fields["message"]
-        for bad, said in (({"split": "hard", "index": 99}, "index 99: 0 to 19"),
-                          ({"split": "hard", "index": 0, "seed": 4}, "give no other field")):
+        for bad, said in (
+            ({"split": "hard", "index": 99}, "index 99: 0 to 19"),
+            ({"split": "hard", "index": 0, "seed": 4}, "give no other field"),
+        ):
             with pytest.raises(RuntimeError, match=re.escape(said)):
                 env.reset(**bad)
 
