@@ -147,8 +147,8 @@ class ResultsReader:
             if value is not None and (isinstance(value, bool) is not (bool in kinds)
                                       or not isinstance(value, kinds)):  # fmt: skip
                 raise OutputError(
-                    f"{self.file}: line {number}: {field} is {value!r:.40}, expected {expected}; "
-                    "the results were edited or damaged",
+                    f"{self.file}: line {number}: {field}: expected {expected}, got "
+                    f"{value!r:.40}; the results were edited or damaged",
                     usage=True,
                 )
         return cast(ResultLine, record)  # a line of the run's own writer (checked above)

@@ -4,9 +4,10 @@ the trainer callback that does it every N steps.
 The model plays through :class:`~chaosops.agents.hf.HFPolicy` (the same
 prompts, batching and parsing as ``chaosops run --policy hf``), the roles it
 does not play by scripted teammates (the heuristic by default). The figures
-are those of a run folder: success (the share of episodes resolved), pass@k over ``samples`` plays of
-each scenario, the mean team return, and the legal share (the model's turns
-that played a move of its own: not unread, late or failed).
+are those of a run folder: success (the share of episodes resolved), pass@k
+over ``samples`` plays of each scenario, the mean team return, and the legal
+share (the model's turns that played a move of its own: not unread, late or
+failed), then success and mean return by tier.
 """
 
 from __future__ import annotations
@@ -97,11 +98,13 @@ def figures_of(folder: Path, roles: Sequence[AgentRole], k: int) -> dict[str, fl
     if not episodes:
         return {}
     passes = [pass_at_k(len(r), sum(r), min(k, len(r))) for r in resolved.values()]
-    every = [outcome for outcomes in by_tier.values() for outcome in outcomes]
+    every = _outcome_figures([o for outcomes in by_tier.values() for o in outcomes], "")
     figures = {
-        **_outcome_figures(every, ""),
+        "success": every["success"],
         f"pass@{k}": sum(passes) / len(passes),
+        "mean_return": every["mean_return"],
         "legal_share": legal / turns if turns else 0.0,
+        "episodes": every["episodes"],
     }
     for tier in sorted(by_tier, key=_tier_order):
         figures.update(_outcome_figures(by_tier[tier], f"/{tier}"))

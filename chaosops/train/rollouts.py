@@ -104,7 +104,8 @@ class RuntimeRollouts:
     def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list[Any]]:
         """Play one episode per prompt; what TRL reads of each (see the module)."""
         played = [self._row(prompt) for prompt in prompts]
-        version = f"step-{trainer.state.global_step}"
+        # the trainer's step names the policy's version (a stand-in trainer may have none)
+        version = f"step-{getattr(getattr(trainer, 'state', None), 'global_step', 0)}"
         policy = HFPolicy.from_model(trainer.model, trainer.processing_class, **self.settings)
         try:
             results = self._play(played, policy, f"model@{version}")

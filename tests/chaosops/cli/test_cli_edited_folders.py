@@ -51,7 +51,7 @@ def _reward_as_text(out: Path) -> None:
         ("edited-policy", _edit_record(policy="oracle"),
          ("results.jsonl holds episodes of heuristic", "run.json records oracle")),
         ("text-reward", _reward_as_text,
-         ("results.jsonl: line 1: cumulative_reward is", "expected a number")),
+         ("results.jsonl: line 1: cumulative_reward: expected a number",)),
     ],
 )  # fmt: skip
 def test_an_edited_folder_is_refused_naming_the_file(work: Path, name, edit, needles) -> None:

@@ -71,7 +71,8 @@ def test_the_eval_table_fits_80_columns_and_cuts_no_number(work: Path) -> None:
     assert "…" not in proc.stdout
     rows = orjson.loads((out / "eval.json").read_bytes())["rows"]
     policies = {"random", "heuristic", "oracle"}
-    main = lines[: lines.index(next(line for line in lines if line.startswith("turns by role")))]
+    after = ("paired against", "turns by role")  # the tables below the evaluation's own
+    main = lines[: lines.index(next(line for line in lines if line.startswith(after)))]
     table = [line.split() for line in main if line.split()[:1] and line.split()[0] in policies]
     assert len(table) == len(rows) == 3  # one tier (easy) for each policy
     for cells in table:
