@@ -12,10 +12,10 @@ from rich.console import Console
 from rich.live import Live
 
 from chaosops.outputs import parse_run_key
-from chaosops.untrusted import one_line
 from chaosops.viewer.dashboard import Rate, follow, frame_view, run_view, status_line
 from chaosops.viewer.frames import frames
 from chaosops.viewer.index import NotARun, RunIndex
+from chaosops.viewer.listing import episode_lines
 from chaosops.viewer.transcript import transcript
 
 from ._errors import CLIError
@@ -133,22 +133,10 @@ def cmd_transcript(folder: str, episode: str | None) -> int:
     index = open_index(folder)
     try:
         if episode is None:
-            sys.stdout.writelines(episode_lines(index))
+            sys.stdout.writelines(episode_lines(index.rows))
             return 0
         row = episode_row(index, episode)
         sys.stdout.write(transcript(index.record(row), index.trajectory(row.episode_id)))
     finally:
         index.close()
     return 0
-
-
-def episode_lines(index: Any) -> list[str]:
-    """A line per finished episode: its handle, id, outcome and reward."""
-    lines = [f"{'episode':<44} {'id':<12} {'policy':<12} {'outcome':<12} {'reward':>8}\n"]
-    for row in index.rows:
-        outcome = row.status if row.status != "ok" else "resolved" if row.resolved else "unresolved"
-        lines.append(
-            f"{one_line(row.handle):<44} {row.episode_id[:12]:<12} {one_line(row.policy):<12} "
-            f"{outcome:<12} {row.reward:>+8.1f}\n"
-        )
-    return lines

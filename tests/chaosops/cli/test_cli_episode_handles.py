@@ -56,7 +56,7 @@ def test_a_sample_has_a_handle_of_its_own_and_transcript_lists_them(tmp_path: Pa
     listed = chaosops("transcript", out, cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
-    assert lines[0].split() == ["episode", "id", "policy", "outcome", "reward"]
+    assert lines[0].split() == ["episode", "id", "policy", "outcome", "mttr", "steps", "reward"]
     assert len(lines) == 1 + len(records)
     row = next(line for line in lines if line.startswith(handle + " "))
     assert third["episode_id"][:12] in row and f"{third['cumulative_reward']:+.1f}" in row
