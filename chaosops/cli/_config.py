@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ from chaosops.runs.options import flags_of
 from chaosops.runs.policies import known_policy, unknown_policy
 from chaosops.runs.spec import Deadlines, RunSpec
 
-from ._errors import CLIError
+from ._errors import CLIError, refusal_text
 from ._folders import folder_name
 from ._run_file import apply_run_file
 
@@ -101,12 +102,24 @@ def _log_target(args: argparse.Namespace) -> str | None:
     return log_target(args.log_json, args.out if args.command == "run" else None)
 
 
+def _in_flags(exc: ValueError, flags: Sequence[tuple[str, str, Sequence[str]]]) -> str:
+    """A settings object's refusal, its fields named by their flags."""
+    text = refusal_text(exc)
+    for key, _, names in sorted(flags, key=lambda f: -len(f[0])):
+        text = re.sub(rf"(?<![\w-]){re.escape(key)}\b", names[0], text)
+    return text
+
+
 def models_of(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
     """Every model a policy name names: each kind's own, from its flags (when
     they name a model), then the run file's (``args.named_models``)."""
     own = []
     for kind in KINDS:
-        settings = kind.own({key: getattr(args, dest) for key, dest, _ in flags_of(kind.name)})
+        flags = flags_of(kind.name)
+        try:
+            settings = kind.own({key: getattr(args, dest) for key, dest, _ in flags})
+        except ValueError as exc:  # settings that do not go together: each flag was valid
+            raise CLIError(_in_flags(exc, flags)) from None
         if settings is not None and kind.name == "llm":  # a key: the flag's, or a variable's
             settings = dataclasses.replace(
                 settings, api_key=args.llm_api_key, api_key_env=args.llm_api_key_env

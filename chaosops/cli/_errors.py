@@ -25,3 +25,12 @@ __all__ = [
 class CLIError(RunError):
     """A failure of the command's own input, reported as one line
     ``chaosops: error: <message>``, exit ``code``."""
+
+
+def refusal_text(exc: ValueError) -> str:
+    """What a settings object said when it refused its values: pydantic's first
+    message without its prefix, or the error's text."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        return str(errors()[0]["msg"]).removeprefix("Value error, ")
+    return str(exc)

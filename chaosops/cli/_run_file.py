@@ -27,7 +27,7 @@ from chaosops.runs.policies import known_policy, unknown_policy
 from chaosops.runs.values import POLICIES, ROLES, refusal
 
 from ._args import given_options
-from ._errors import CLIError
+from ._errors import CLIError, refusal_text
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 # strict: a run file's values are validated exactly as the flags' (no "4" for 4)
@@ -198,9 +198,18 @@ def apply_run_file(args: argparse.Namespace, argv: Sequence[str]) -> argparse.Na
                 values = {field: getattr(entry, field) for field in entry.model_fields_set}
                 _fill(args, values, flags_of(kind.name), given)
             else:
-                args.named_models[name] = kind.settings(**entry.model_dump())
+                args.named_models[name] = _named_model(path, kind, name, entry)
     _read_keys_from(args, run_file, given)
     return args
+
+
+def _named_model(path: Path, kind: Any, name: str, entry: Any) -> Any:
+    """A ``[KIND.NAME]`` table's settings; settings that do not go together
+    (each key was valid) are one line naming the table."""
+    try:
+        return kind.settings(**entry.model_dump())
+    except ValueError as exc:
+        raise CLIError(f"{path}: [{kind.name}.{name}]: {refusal_text(exc)}") from None
 
 
 def _fill(

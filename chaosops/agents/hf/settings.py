@@ -60,6 +60,16 @@ class HFSettings:
     resolved_device: str | None = None
     settled: Literal["tools", "json"] | None = None
 
+    def __post_init__(self) -> None:
+        # the episode's chat is the trainer's, system message and tools included
+        defaults = (self.system_prompt, self.answer) == ("system", "auto")
+        if self.conversation == "episode" and not defaults:
+            raise ValueError(
+                "conversation 'episode' is the trainers' chat, with its own system message "
+                "and tool calls: system_prompt and answer keep their defaults there "
+                f"(got system_prompt={self.system_prompt!r}, answer={self.answer!r})"
+            )
+
     @property
     def answer_format(self) -> str | None:
         """The format asked for: ``answer``, or for ``auto`` the one settled."""

@@ -203,3 +203,24 @@ def test_mock_llm_main_on_a_taken_port_is_one_line(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
     assert f"port {taken_port} on 127.0.0.1 is already in use" in err
+
+
+def test_hf_settings_that_do_not_go_together_are_one_line(work: Path) -> None:
+    """The episode conversation is the trainers' chat: a user-turn system prompt
+    or a JSON answer would be ignored there, so each is refused before loading,
+    by its flag on the command line and by its table in a run file."""
+    flags = ("run", "tiny.toml", "--policy", "hf", "--hf-model", "no-such-model",
+             "--hf-conversation", "episode", "--out", work / "hf-episode")  # fmt: skip
+    for extra, named in ((("--hf-system-prompt", "user"), "--hf-system-prompt='user'"),
+                         (("--hf-answer", "json"), "--hf-answer='json'")):  # fmt: skip
+        proc = chaosops(*flags, *extra, cwd=work)
+        assert proc.returncode == 2
+        assert_one_error_line(proc, "--hf-conversation 'episode'", named)
+    (work / "hf-episode.toml").write_text(
+        '[hf.trained]\nmodel = "no-such-model"\nconversation = "episode"\n'
+        'system_prompt = "user"\n[roles]\nsre = "trained"\n'
+    )
+    proc = chaosops("run", "--config", "hf-episode.toml", "--out", work / "hf-file", cwd=work)
+    assert_one_error_line(proc, "hf-episode.toml: [hf.trained]: conversation 'episode'",
+                          "system_prompt='user'")  # fmt: skip
+    assert not (work / "hf-episode").exists() and not (work / "hf-file").exists()
