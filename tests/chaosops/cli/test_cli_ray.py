@@ -177,9 +177,9 @@ def test_a_ray_run_killed_midway_resumes(slow: Path, local_run: Path, canonical_
     proc = spawn("run", *SLOW, "--ray", "local", "--workers", "2", "--out", out, cwd=slow)
     try:
         until_results(out, 10, proc)
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=TIMEOUT)
     finally:
+        proc.send_signal(signal.SIGKILL)  # also when the wait failed: reaped, never left running
+        proc.communicate(timeout=TIMEOUT)
         _reap_ray_left_by_a_killed_driver()
     done = len(jsonl(out / "results.jsonl"))
     assert 10 <= done < canonical_size
