@@ -34,7 +34,17 @@ from ._telemetry import finish
 from ._view import cmd_view
 from ._watch import cmd_transcript, cmd_watch
 
-_COMMANDS = ("run", "eval", "replay", "scenarios", "watch", "view", "transcript", "serve")
+_COMMANDS = (
+    "run",
+    "eval",
+    "replay",
+    "scenarios",
+    "watch",
+    "view",
+    "transcript",
+    "episodes",
+    "serve",
+)
 
 
 def main(argv: Sequence[str] | None = None, *, keep_signals: bool = False) -> int:
