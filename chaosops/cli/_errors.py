@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from chaosops.runs.errors import (
     PROG,
     RunError,
@@ -10,6 +12,7 @@ from chaosops.runs.errors import (
     os_error_line,
     output_error,
 )
+from chaosops.runs.values import refusal
 
 __all__ = [
     "PROG",
@@ -28,9 +31,7 @@ class CLIError(RunError):
 
 
 def refusal_text(exc: ValueError) -> str:
-    """What a settings object said when it refused its values: pydantic's first
-    message without its prefix, or the error's text."""
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        return str(errors()[0]["msg"]).removeprefix("Value error, ")
-    return str(exc)
+    """What a settings object said when it refused its values: its validator's
+    own words (:func:`chaosops.runs.values.refusal`), or the error's text."""
+    said = refusal(exc) if isinstance(exc, ValidationError) else None
+    return said or str(exc)

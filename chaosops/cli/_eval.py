@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from chaosops.evaluation import render_table, rows_to_json, write_pass_chart, write_reward_chart
-from chaosops.outputs import EVAL_FILE, RESULTS_FILE, RUN_RECORD, ResultsReader, atomic_write_bytes
+from chaosops.outputs import EVAL_FILE, ResultsReader, atomic_write_bytes
 from chaosops.pairing import Outcome, Paired, no_shared_note, paired, render_paired_table
 from chaosops.role_figures import render_role_table
 from chaosops.runs.batches import stop_code, withheld_note
@@ -27,7 +27,7 @@ from chaosops.runs.engine import (
     unplayed,
 )
 from chaosops.runs.errors import note
-from chaosops.runs.folder import played, refuse_existing
+from chaosops.runs.folder import RunFolder, played, refuse_existing
 from chaosops.runs.session import Session
 from chaosops.samples import render_sample_table
 
@@ -81,10 +81,12 @@ def _check_outputs(out: Path, outputs: tuple[tuple[Path | None, str | None, str]
 def _check_resumed_entries(out: Path, entries: Sequence[RunConfig]) -> None:
     """``eval --resume`` goes on with the policies the evaluation in ``out``
     played: a policy it did not play is refused, naming those it did."""
-    missing = [entry.out.name for entry in entries if not _holds_a_run(entry.out)]
+    missing = [entry.out.name for entry in entries if not RunFolder(entry.out).holds_a_run()]
     if not missing:
         return
-    played_here = sorted(p.name for p in out.iterdir() if _holds_a_run(p)) if out.is_dir() else []
+    played_here = (
+        sorted(p.name for p in out.iterdir() if RunFolder(p).holds_a_run()) if out.is_dir() else []
+    )
     if not played_here:
         raise CLIError(
             f"--resume: {out} holds no evaluation to resume; run without --resume to start one"
@@ -94,10 +96,6 @@ def _check_resumed_entries(out: Path, entries: Sequence[RunConfig]) -> None:
         f"{', '.join(missing)}; resume it with --policies {','.join(played_here)} (or their "
         "run files), or evaluate the others into a new --out folder"
     )
-
-
-def _holds_a_run(folder: Path) -> bool:
-    return (folder / RUN_RECORD).is_file() or (folder / RESULTS_FILE).is_file()
 
 
 def cmd_eval(config: RunConfig, entries: Sequence[RunConfig], session: Session) -> int:
