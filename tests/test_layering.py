@@ -113,7 +113,7 @@ PACKAGE_ORDER = (
     "agents",  # policies, the runner, the LLM policy
     "mock_llm", "outputs", "samples", "evaluation", "pairing", "role_figures", "summary",
     "runs",  # the run engine: spec, plan, folder, batches, replay
-    "serve", "train", "viewer",
+    "serve", "train", "inspect", "viewer",
     "cli", "_entry",
 )  # fmt: skip
 

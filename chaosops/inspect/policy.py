@@ -1,0 +1,88 @@
+"""A ChaosOps policy that asks an inspect_ai model.
+
+Each turn sends the role's system prompt and rendered view (the messages
+``chaosops run --policy llm`` sends), and reads the answer with the LLM
+policy's own reader and judge: an answer that is no legal move of the view
+plays a noop and records its ``parse_error``. The runtime cancels the call at
+the turn's deadline, which cancels inspect's ``generate`` and plays the fallback.
+"""
+
+from __future__ import annotations
+
+import time
+from types import MappingProxyType
+from typing import Any
+
+from inspect_ai.model import (
+    ChatMessage,
+    ChatMessageSystem,
+    ChatMessageUser,
+    GenerateConfig,
+    Model,
+    ModelOutput,
+)
+
+from chaosops.agents.llm import build_messages
+from chaosops.agents.llm.completion import annotate, interpret, turn_or_none
+from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation
+
+__all__ = ["InspectPolicy", "as_completion"]
+
+_FINISH = MappingProxyType(
+    {"max_tokens": "length", "model_length": "length", "tool_calls": "tool_calls"}
+)
+
+
+def as_completion(output: ModelOutput) -> dict[str, Any]:
+    """inspect's ``ModelOutput`` in the chat-completions shape the LLM policy's
+    reader takes (text, finish reason, usage, the model that answered)."""
+    usage = output.usage
+    return {
+        "model": output.model,
+        "choices": [
+            {
+                "message": {"content": output.completion},
+                "finish_reason": _FINISH.get(str(output.stop_reason), "stop"),
+            }
+        ],
+        "usage": None
+        if usage is None
+        else {
+            "prompt_tokens": usage.input_tokens,
+            "completion_tokens": usage.output_tokens,
+            "total_tokens": usage.total_tokens,
+        },
+    }
+
+
+def _chat(messages: list[dict[str, Any]]) -> list[ChatMessage]:
+    kinds = {"system": ChatMessageSystem, "user": ChatMessageUser}
+    return [kinds[m["role"]](content=m["content"]) for m in messages]
+
+
+class InspectPolicy:
+    """An async policy ``(obs, role) -> ChaosOpsAction`` over an inspect ``Model``.
+
+    ``config`` is sent with every call (e.g. ``GenerateConfig(max_tokens=256)``).
+    Each turn is annotated as an LLM turn is: ``prompt``, ``completion``,
+    ``usage``, ``model``, ``finish_reason``, ``latency_ms``.
+    """
+
+    def __init__(self, model: Model, config: GenerateConfig | None = None) -> None:
+        self.model = model
+        self.config = config or GenerateConfig()
+
+    def __repr__(self) -> str:
+        return f"InspectPolicy(model={str(self.model)!r})"
+
+    async def __call__(self, obs: ChaosOpsObservation, role: AgentRole | str) -> ChaosOpsAction:
+        role = AgentRole(getattr(role, "value", role))
+        messages = build_messages(obs, role)
+        turn = turn_or_none()
+        annotate(turn, prompt=messages)  # kept even if the turn times out
+        started = time.perf_counter()
+        output = await self.model.generate(_chat(messages), config=self.config)
+        info: dict[str, Any] = {"latency_ms": round((time.perf_counter() - started) * 1e3, 3)}
+        action = interpret(as_completion(output), obs, role, info)
+        annotate(turn, **info)
+        return action
