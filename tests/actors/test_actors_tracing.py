@@ -114,15 +114,14 @@ async def test_timeouts_errors_usage_and_late_replies(
     _, exporter = provider
     from actors import current_turn
 
-    # a's deadline is 0.2 s and its first call answers after 0.5 s, shielded:
-    # turn 0 closes at 0.2, turn 4 (asked at about 0.2) at 0.4 while that call
-    # still runs, and turn 8 (asked at about 0.4) is answered at 0.5, 0.1 s
-    # before its deadline: every margin is 0.1 s, tens of times the scheduling
-    # noise of a loaded machine
+    # a's deadline is 1 s and its first call answers after 2.5 s, shielded:
+    # turn 0 closes at 1, turn 4 (asked at about 1) at 2 while that call still
+    # runs, and turn 8 (asked at about 2) is answered at 2.5, before its
+    # deadline: every margin is 0.5 s, more than a loaded machine's stalls
     async def slow(obs: Any, role: str) -> Any:
         if obs.step == 0:
             with anyio.CancelScope(shield=True):  # answers late, shielded
-                await anyio.sleep(0.5)
+                await anyio.sleep(2.5)
         return act(role)
 
     def broken(obs: Any, role: str) -> Any:
@@ -134,14 +133,14 @@ async def test_timeouts_errors_usage_and_late_replies(
 
     policies = {"a": slow, "b": broken, "c": talks, "d": instant_policies()["d"]}
     trace = await run_episode(
-        ToyEnv(steps=24), policies=policies, **run_kwargs(turn_timeout={"a": 0.2})
+        ToyEnv(steps=24), policies=policies, **run_kwargs(turn_timeout={"a": 1.0})
     )
     spans = exporter.get_finished_spans()
     [episode] = by_name(spans, "episode")
     turns = by_name(spans, "turn")
     # turn 0 times out; so does turn 4, asked while a's shielded call still runs
     assert [t.attributes["turn.index"] for t in turns if t.attributes["turn.timed_out"]] == [0, 4]
-    assert turns[0].attributes["turn.latency_ms"] >= 195  # uvloop's clock counts milliseconds
+    assert turns[0].attributes["turn.latency_ms"] >= 995  # uvloop's clock counts milliseconds
     assert turns[1].status.status_code is StatusCode.ERROR
     assert turns[1].attributes["turn.error"] == "RuntimeError: no luck"
     assert turns[1].status.description == "RuntimeError: no luck"
