@@ -66,6 +66,7 @@ def _commands(body: str) -> list[str]:
 
 BLOCKS = _blocks()
 RUN = [(where, commands) for where, why, commands in BLOCKS if why is None]
+RAY = pytest.mark.xdist_group("ray")  # one Ray instance at a time (tests/conftest.py)
 
 
 def test_every_block_not_run_says_why(record_property: pytest.RecordProperty) -> None:
@@ -78,7 +79,10 @@ def test_every_block_not_run_says_why(record_property: pytest.RecordProperty) ->
 
 
 @pytest.mark.timeout(TIMEOUT * 3)
-@pytest.mark.parametrize(("where", "commands"), RUN, ids=[where for where, _ in RUN])
+@pytest.mark.parametrize(
+    ("where", "commands"),
+    [pytest.param(w, c, id=w, marks=[RAY] if "--ray" in " ".join(c) else []) for w, c in RUN],
+)
 def test_a_doc_block_runs(where: str, commands: list[str], tmp_path: Path) -> None:
     commands, ports = _free_ports(commands)
     for name in SHARED:

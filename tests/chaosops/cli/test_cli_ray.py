@@ -36,7 +36,10 @@ TIMEOUT = 300
 """A command that starts a local Ray cluster (head, raylet, worker actors): 8 to
 20 s on 2 idle cores, minutes when the machine is loaded; every wait of this
 module is bounded by it."""
-pytestmark = pytest.mark.timeout(4 * TIMEOUT)  # a test runs up to three such commands
+pytestmark = [
+    pytest.mark.timeout(4 * TIMEOUT),  # a test runs up to three such commands
+    pytest.mark.xdist_group("ray"),  # one Ray instance at a time (tests/conftest.py)
+]
 
 SLOW_POLICY = '''\
 import anyio
