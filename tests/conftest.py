@@ -29,14 +29,3 @@ def canonical_size() -> int:
     from chaosops.scenarios import canonical_suite_paths, load_scenarios
 
     return sum(len(load_scenarios(path)) for path in canonical_suite_paths())
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """On pytest-xdist's ``loadgroup``, each file is one unit (its module
-    fixtures set up once, as under ``loadfile``), except the tests that name a
-    group: every test that starts a Ray instance is in ``ray``, so that two
-    instances never share the two cores."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))

@@ -23,9 +23,12 @@ import signal
 import socket
 import subprocess
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
+
+from tests._ray import one_ray_instance
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -66,7 +69,6 @@ def _commands(body: str) -> list[str]:
 
 BLOCKS = _blocks()
 RUN = [(where, commands) for where, why, commands in BLOCKS if why is None]
-RAY = pytest.mark.xdist_group("ray")  # one Ray instance at a time (tests/conftest.py)
 
 
 def test_every_block_not_run_says_why(record_property: pytest.RecordProperty) -> None:
@@ -79,11 +81,10 @@ def test_every_block_not_run_says_why(record_property: pytest.RecordProperty) ->
 
 
 @pytest.mark.timeout(TIMEOUT * 3)
-@pytest.mark.parametrize(
-    ("where", "commands"),
-    [pytest.param(w, c, id=w, marks=[RAY] if "--ray" in " ".join(c) else []) for w, c in RUN],
-)
-def test_a_doc_block_runs(where: str, commands: list[str], tmp_path: Path) -> None:
+@pytest.mark.parametrize(("where", "commands"), RUN, ids=[where for where, _ in RUN])
+def test_a_doc_block_runs(
+    where: str, commands: list[str], tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     commands, ports = _free_ports(commands)
     for name in SHARED:
         _share(ROOT / name, tmp_path / name, ports)
@@ -99,8 +100,10 @@ def test_a_doc_block_runs(where: str, commands: list[str], tmp_path: Path) -> No
             if code.endswith("&"):
                 servers.append(_serve(code.removesuffix("&"), tmp_path, env))
                 continue
-            done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env,
-                                  capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
+            alone = one_ray_instance(tmp_path_factory) if "--ray" in code else nullcontext()
+            with alone:
+                done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env,
+                                      capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
             assert done.returncode == 0, f"{where}: {command}\n{done.stdout}\n{done.stderr}"
     finally:
         for server in servers:

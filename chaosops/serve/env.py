@@ -14,6 +14,7 @@ LLM answers are). The episodes themselves are :mod:`chaosops.serve.tables`.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 from openenv.core.env_server import Action, Environment, Observation, State
@@ -31,6 +32,7 @@ from chaosops.scenarios import choose_scenario
 
 from .tables import Seat, Tables
 from .tasks import TaskSplits, scenario_of_task
+from .tools import session_tools
 
 __all__ = ["ChaosOpsServerEnv", "StepRefused", "TurnAction", "TurnObservation", "TurnState"]
 
@@ -160,6 +162,26 @@ class ChaosOpsServerEnv(TaskSplits, Environment[TurnAction, TurnObservation, Tur
         if not seat.applied(turn, move):
             raise StepRefused("WRONG_TURN", f"{closed}; reset(session=...) gives the open turn")
         return self._observation(seat)
+
+    async def play_open_turn(self, move: dict[str, Any]) -> TurnObservation:
+        """``move`` (``action_type``, ``target``, ``args``) as the step of the
+        session's open turn: what an MCP tool call plays."""
+        pending = self._playing().pending
+        turn = None if pending is None else pending.number
+        return await self.step_async(TurnAction(turn=turn, **move))
+
+    def current_observation(self) -> TurnObservation:
+        """The session's observation now, its open turn's if it has one."""
+        seat = self._seat
+        if seat is None:
+            raise StepRefused("NO_EPISODE", "no episode yet: open_episode (or reset) first")
+        return self._observation(seat)
+
+    @cached_property
+    def mcp_server(self) -> Any:
+        """The session's moves as MCP tools (:mod:`chaosops.serve.tools`), which
+        OpenEnv serves on ``/mcp``."""
+        return session_tools(self)
 
     def reset(self, *args: Any, **kwargs: Any) -> TurnObservation:
         raise StepRefused("SYNC_CALL", "a served episode plays on the server's loop: reset_async")

@@ -23,6 +23,7 @@ import pytest
 from actors.cluster import REPLACE_S
 
 from ..._needs import needs
+from ..._ray import one_ray_instance
 from ._cli import assert_one_error_line, chaosops, interrupt, jsonl, spawn
 
 # before Ray is imported (it reads it then): this test's own Ray nodes on 127.0.0.1
@@ -36,10 +37,14 @@ TIMEOUT = 300
 """A command that starts a local Ray cluster (head, raylet, worker actors): 8 to
 20 s on 2 idle cores, minutes when the machine is loaded; every wait of this
 module is bounded by it."""
-pytestmark = [
-    pytest.mark.timeout(4 * TIMEOUT),  # a test runs up to three such commands
-    pytest.mark.xdist_group("ray"),  # one Ray instance at a time (tests/conftest.py)
-]
+pytestmark = pytest.mark.timeout(4 * TIMEOUT)  # a test runs up to three such commands
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _alone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with one_ray_instance(tmp_path_factory):
+        yield
+
 
 SLOW_POLICY = '''\
 import anyio
