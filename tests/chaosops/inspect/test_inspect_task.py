@@ -35,12 +35,18 @@ from chaosops.inspect import incident  # noqa: E402
 from chaosops.mock_llm import decide_action  # noqa: E402
 
 # inspect_ai 0.3.285 leaves memory streams of its own unclosed after an eval
-# (a bare Task with its generate() does too); they are collected here, after
-# each test, so that the warning stays with the tests that cause it
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:Exception ignored in. <function MemoryObjectReceiveStream.__del__"
-    ":pytest.PytestUnraisableExceptionWarning"
-)
+# (a bare Task with its generate() does too). They are collected after each
+# test here, so that the warning stays with these tests; on an xdist worker
+# that collection also meets pipes an earlier test file left to the collector
+pytestmark = [
+    pytest.mark.filterwarnings(
+        "ignore:Exception ignored in. <function MemoryObjectReceiveStream.__del__"
+        ":pytest.PytestUnraisableExceptionWarning"
+    ),
+    pytest.mark.filterwarnings(
+        "ignore:Exception ignored in. <_io.FileIO:pytest.PytestUnraisableExceptionWarning"
+    ),
+]
 
 
 @pytest.fixture(autouse=True)
