@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -97,3 +98,20 @@ def test_openenv_validate_finds_the_tools(server: str, tmp_path: Path) -> None:
     assert done.returncode == 0 and report["passed"], report["summary"]
     mcp = [c for c in report["criteria"] if "mcp" in c["id"]]
     assert mcp and all(c["passed"] for c in mcp), mcp
+
+
+def test_the_manifest_declares_what_the_server_serves(server: str) -> None:
+    from openenv.validation.parsers.openenv_yaml import OpenEnvYamlParser
+
+    manifest = OpenEnvYamlParser().parse(Path(__file__).parents[3])
+    assert manifest.name == "chaosops" and manifest.capabilities.task_api
+    with MCPToolClient(base_url=server).sync() as env:
+        served = sorted(tool.name for tool in env.list_tools())
+    assert sorted(manifest.capabilities.declared_tools) == served
+    for split, count in manifest.capabilities.declared_task_count.items():
+        request = urllib.request.Request(
+            f"{server}/chaosops/num_tasks", data=json.dumps({"split": split}).encode(),
+            headers={"content-type": "application/json"},
+        )  # fmt: skip
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert json.load(answer)["num_tasks"] == count, split
