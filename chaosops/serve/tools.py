@@ -14,25 +14,22 @@ call's params); over the ``/mcp`` WebSocket it is the connection's.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastmcp import FastMCP
 
 from chaosops.agents.conversation import MoveTools, action_call
 from chaosops.env.models import ActionType
 
-if TYPE_CHECKING:
-    from .env import ChaosOpsServerEnv, TurnObservation
-
 __all__ = ["session_tools"]
 
 
-def _answer(obs: TurnObservation) -> dict[str, Any]:
+def _answer(obs: Any) -> dict[str, Any]:
     """What a tool returns: the observation without its view as data (its text says it all)."""
     return obs.model_dump(exclude={"view", "metadata"})
 
 
-def _move_tool(env: ChaosOpsServerEnv, kind: ActionType) -> Any:
+def _move_tool(env: Any, kind: ActionType) -> Any:
     """The async tool playing ``kind`` on ``env``'s open turn, with the signature
     and docstring of :class:`MoveTools`' method for it."""
 
@@ -43,8 +40,9 @@ def _move_tool(env: ChaosOpsServerEnv, kind: ActionType) -> Any:
     return play
 
 
-def session_tools(env: ChaosOpsServerEnv) -> FastMCP:
-    """The FastMCP server of one session: its moves, ``open_episode`` and ``observe``."""
+def session_tools(env: Any) -> FastMCP:
+    """The FastMCP server of one session (a ``ChaosOpsServerEnv``, which imports
+    this module): its moves, ``open_episode`` and ``observe``."""
     server: FastMCP = FastMCP("chaosops")
     for kind in ActionType:
         server.tool(_move_tool(env, kind))
