@@ -16,14 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from chaosops.agents.policies import oracle_policy
-from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import FailureType
-from chaosops.env.world_sim import Scenario
 from chaosops.viewer.index import RunIndex
 from tests._needs import needs
 
 from ..cli._cli import assert_one_error_line, chaosops, jsonl, mock_process, spawn, stop
+from ._local import oracle_episode
 
 try:
     from openenv.core.generic_client import GenericEnvClient
@@ -74,22 +72,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.mark.parametrize("failure", [FailureType.DB_DEADLOCK, FailureType.ROGUE_DEPLOY_BOT])
 def test_an_episode_through_the_server_equals_it_played_locally(server: str, failure) -> None:
-    scenario = Scenario.from_type(failure, seed=4, difficulty="hard")
-    oracle = oracle_policy(failure)
-    local = ChaosOpsEnvironment()
-    obs = local.reset(scenario=scenario)
+    turns, local = oracle_episode(failure)
     with GenericEnvClient(base_url=server).sync() as env:
         result = env.reset(failure_type=failure.value, difficulty="hard", seed=4)
-        while not obs.done:
-            assert result.observation["role"] == obs.turn_role.value
-            assert result.observation["turn"] == obs.step
-            assert result.observation["view"] == obs.view.model_dump(mode="json")
-            move = oracle(obs, obs.turn_role)
-            before = local.state.cumulative_reward
-            obs = local.step(move)
-            result = env.step({"turn": result.observation["turn"], **move.model_dump(
+        for turn in turns:
+            assert result.observation["role"] == turn.seen.turn_role.value
+            assert result.observation["turn"] == turn.seen.step
+            assert result.observation["view"] == turn.seen.view.model_dump(mode="json")
+            result = env.step({"turn": result.observation["turn"], **turn.move.model_dump(
                 mode="json", include={"action_type", "target", "args"})})  # fmt: skip
-            assert result.reward == pytest.approx(local.state.cumulative_reward - before)
+            assert result.reward == pytest.approx(turn.reward)
         assert result.done and result.observation["terminated"] == local.state.resolved
         state = env.state()
         assert state["cumulative_reward"] == pytest.approx(local.state.cumulative_reward)
@@ -552,6 +544,8 @@ def test_openenv_validate_passes_its_live_checks(server: str, tmp_path: Path) ->
     assert done.returncode == 0 and report["passed"], report["summary"]
     (metadata,) = [c for c in report["criteria"] if c["id"] == "metadata_endpoint"]
     assert metadata["actual"]["name"] == "chaosops"
+    mcp = [c for c in report["criteria"] if "mcp" in c["id"]]  # the tools on /mcp
+    assert mcp and all(c["passed"] for c in mcp), mcp
 
 
 def test_served_episodes_are_counted_in_prometheus_metrics(tmp_path: Path) -> None:
