@@ -8,6 +8,10 @@ from contextlib import contextmanager
 
 import pytest
 
+RAY_TIMEOUT = 600
+"""A command that starts a local Ray instance (head, raylet, worker actors): 8
+to 20 s on 2 idle cores, over 300 s at a load of 8 to 9 (measured)."""
+
 
 @contextmanager
 def one_ray_instance(factory: pytest.TempPathFactory) -> Iterator[None]:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._ray import one_ray_instance
+from tests._ray import RAY_TIMEOUT, one_ray_instance
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -80,7 +80,9 @@ def test_every_block_not_run_says_why(record_property: pytest.RecordProperty) ->
         print(f"not run: {where}: {why}")
 
 
-@pytest.mark.timeout(TIMEOUT * 3)
+# each command is bounded by TIMEOUT (RAY_TIMEOUT); a block that waits for the
+# Ray lock first may wait for the Ray tests' whole file
+@pytest.mark.timeout(3600)
 @pytest.mark.parametrize(("where", "commands"), RUN, ids=[where for where, _ in RUN])
 def test_a_doc_block_runs(
     where: str, commands: list[str], tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
@@ -100,10 +102,11 @@ def test_a_doc_block_runs(
             if code.endswith("&"):
                 servers.append(_serve(code.removesuffix("&"), tmp_path, env))
                 continue
-            alone = one_ray_instance(tmp_path_factory) if "--ray" in code else nullcontext()
-            with alone:
+            ray = "--ray" in code
+            with one_ray_instance(tmp_path_factory) if ray else nullcontext():
                 done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env,
-                                      capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
+                                      capture_output=True, text=True,
+                                      timeout=RAY_TIMEOUT if ray else TIMEOUT)  # fmt: skip
             assert done.returncode == 0, f"{where}: {command}\n{done.stdout}\n{done.stderr}"
     finally:
         for server in servers:

@@ -149,8 +149,11 @@ async def test_timeouts_errors_usage_and_late_replies(
     assert episode.attributes["episode.timeouts"] == trace.timeouts == 2
     assert episode.attributes["episode.errors"] == trace.errors == 6
     assert episode.status.status_code is StatusCode.UNSET  # policy errors cost turns only
-    [late] = [e for e in episode.events if e.name == "late_reply_dropped"]
-    assert dict(late.attributes or {}) == {"turn.index": 0, "turn.role": "a"}
+    # turn 0's answer comes late; on a loaded machine turn 4's may too, when
+    # its request is taken only after the shielded call ends
+    late = [dict(e.attributes or {}) for e in episode.events if e.name == "late_reply_dropped"]
+    assert late[0] == {"turn.index": 0, "turn.role": "a"}
+    assert all(e["turn.role"] == "a" and e["turn.index"] in (0, 4) for e in late)
 
 
 @pytest.mark.asyncio

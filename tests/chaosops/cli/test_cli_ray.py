@@ -23,7 +23,7 @@ import pytest
 from actors.cluster import REPLACE_S
 
 from ..._needs import needs
-from ..._ray import one_ray_instance
+from ..._ray import RAY_TIMEOUT, one_ray_instance
 from ._cli import assert_one_error_line, chaosops, interrupt, jsonl, spawn
 
 # before Ray is imported (it reads it then): this test's own Ray nodes on 127.0.0.1
@@ -33,10 +33,7 @@ needs(importlib.util.find_spec("psutil"), "psutil", "pip install -e '.[test]'")
 ray = importlib.import_module("ray")
 psutil = importlib.import_module("psutil")
 
-TIMEOUT = 300
-"""A command that starts a local Ray cluster (head, raylet, worker actors): 8 to
-20 s on 2 idle cores, minutes when the machine is loaded; every wait of this
-module is bounded by it."""
+TIMEOUT = RAY_TIMEOUT  # every wait of this module is bounded by it
 pytestmark = pytest.mark.timeout(4 * TIMEOUT)  # a test runs up to three such commands
 
 
