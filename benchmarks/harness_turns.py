@@ -16,13 +16,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 from inspect_ai import eval as inspect_eval
+from llm_mock import MODEL, mock_server
 
 from chaosops.agents.llm import LLMPolicy
 from chaosops.agents.runner import run_batch
@@ -32,19 +30,11 @@ from chaosops.inspect import incident, scenarios_of
 IN_FLIGHT = 64
 
 
-def _mock() -> tuple[subprocess.Popen[str], str]:
-    chaosops = Path(sys.executable).with_name("chaosops")
-    command = [chaosops, "mock-llm", "--port", "0"]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline() if proc.stdout else ""
-    return proc, line.split(" at ", 1)[1].split()[0]
-
-
 def _inspect_side(url: str, logs: str) -> tuple[float, int]:
     os.environ.update(MOCK_BASE_URL=url, MOCK_API_KEY="EMPTY")
     started = time.perf_counter()
     [log] = inspect_eval(
-        incident(models="all"), model="openai-api/mock/chaosops-mock", log_dir=logs,
+        incident(models="all"), model=f"openai-api/mock/{MODEL}", log_dir=logs,
         display="none", max_samples=IN_FLIGHT, max_connections=IN_FLIGHT,
     )  # fmt: skip
     wall = time.perf_counter() - started
@@ -53,7 +43,7 @@ def _inspect_side(url: str, logs: str) -> tuple[float, int]:
 
 
 def _runtime_side(url: str) -> tuple[float, int]:
-    policy = LLMPolicy("chaosops-mock", base_url=url, max_in_flight=IN_FLIGHT)
+    policy = LLMPolicy(MODEL, base_url=url, max_in_flight=IN_FLIGHT)
     started = time.perf_counter()
     results = run_batch(scenarios_of(), dict.fromkeys(AgentRole, policy), concurrency=IN_FLIGHT)
     wall = time.perf_counter() - started
@@ -64,19 +54,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rounds", type=int, default=5)
     rounds = parser.parse_args().rounds
-    proc, url = _mock()
     per_turn: dict[str, list[float]] = {"inspect": [], "runtime": []}
-    try:
-        with tempfile.TemporaryDirectory() as logs:
-            _inspect_side(url, logs), _runtime_side(url)  # warm-up: imports, connections
-            for _ in range(rounds):
-                for side, play in (("inspect", lambda: _inspect_side(url, logs)),
-                                   ("runtime", lambda: _runtime_side(url))):  # fmt: skip
-                    wall, turns = play()
-                    per_turn[side].append(wall / turns * 1e3)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with mock_server(0.0) as (url, _), tempfile.TemporaryDirectory() as logs:
+        _inspect_side(url, logs), _runtime_side(url)  # warm-up: imports, connections
+        for _ in range(rounds):
+            for side, play in (("inspect", lambda: _inspect_side(url, logs)),
+                               ("runtime", lambda: _runtime_side(url))):  # fmt: skip
+                wall, turns = play()
+                per_turn[side].append(wall / turns * 1e3)
     ratios = [a / b for a, b in zip(per_turn["inspect"], per_turn["runtime"], strict=True)]
     for side, values in per_turn.items():
         print(f"{side:8} {statistics.median(values):7.3f} ms per turn (median of {rounds})")

@@ -50,6 +50,11 @@ def _in_span(policy: Policy, role: AgentRole) -> Policy:
     return play
 
 
+def _model_of(role: AgentRole) -> Any:
+    """The model of a model seat: ``--model-role ROLE=...``, else the task's model."""
+    return get_model(role=role.value, default=get_model())
+
+
 def _seats(
     models: Sequence[AgentRole], others: Any, scenario: Any, config: GenerateConfig
 ) -> PolicyMap:
@@ -57,7 +62,7 @@ def _seats(
     ROLE=...`` over the task's model), the ``others`` for the rest."""
     chosen = policies_for(others, scenario)
     for role in models:
-        chosen[role] = InspectPolicy(get_model(role=role.value, default=get_model()), config)
+        chosen[role] = InspectPolicy(_model_of(role), config)
     return {role: _in_span(policy, role) for role, policy in chosen.items()}
 
 
@@ -66,8 +71,7 @@ def _players(models: Sequence[AgentRole], others: Any) -> dict[str, dict[str, An
     players = {}
     for role in DEFAULT_TURN_ORDER:
         if role in models:
-            model = get_model(role=role.value, default=get_model())
-            players[role.value] = {"policy": "inspect", "model": str(model)}
+            players[role.value] = {"policy": "inspect", "model": str(_model_of(role))}
         else:
             other = others.get(role.value, "?") if isinstance(others, Mapping) else others
             players[role.value] = {"policy": other if isinstance(other, str) else repr(other)}

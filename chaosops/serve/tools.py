@@ -29,11 +29,11 @@ def _answer(obs: Any) -> dict[str, Any]:
     return obs.model_dump(exclude={"view", "metadata"})
 
 
-def _move_tool(env: Any, kind: ActionType) -> Any:
+def _move_tool(env: Any, kind: ActionType, moves: MoveTools) -> Any:
     """The async tool playing ``kind`` on ``env``'s open turn, with the signature
-    and docstring of :class:`MoveTools`' method for it."""
+    and docstring of ``moves``' method for it."""
 
-    @functools.wraps(getattr(MoveTools(), kind.value))
+    @functools.wraps(getattr(moves, kind.value))
     async def play(**arguments: Any) -> dict[str, Any]:
         return _answer(await env.play_open_turn(action_call(kind.value, arguments)))
 
@@ -44,8 +44,9 @@ def session_tools(env: Any) -> FastMCP:
     """The FastMCP server of one session (a ``ChaosOpsServerEnv``, which imports
     this module): its moves, ``open_episode`` and ``observe``."""
     server: FastMCP = FastMCP("chaosops")
+    moves = MoveTools()  # its bound methods: the signatures without self
     for kind in ActionType:
-        server.tool(_move_tool(env, kind))
+        server.tool(_move_tool(env, kind, moves))
 
     @server.tool
     async def open_episode(
