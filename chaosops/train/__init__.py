@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from chaosops.env.rules import IllegalMove
 
-from .data import dataset, row_of, rows, tool_system_prompt
+from .data import (
+    dataset,
+    held_out_scenarios,
+    row_of,
+    rows,
+    tool_system_prompt,
+    training_scenarios,
+)
 from .evaluate import evaluate_model
 from .rewards import legal_share, role_credit, team_return
 from .sft import call_tool, sft_dataset, sft_rows, tool_call, tool_schemas
@@ -43,6 +50,7 @@ __all__ = [
     "call_tool",
     "dataset",
     "evaluate_model",
+    "held_out_scenarios",
     "legal_share",
     "role_credit",
     "row_of",
@@ -53,4 +61,5 @@ __all__ = [
     "tool_call",
     "tool_schemas",
     "tool_system_prompt",
+    "training_scenarios",
 ]

@@ -46,7 +46,7 @@ class EvalCallback(TrainerCallback):
         scenarios: Sequence[Scenario],
         *,
         every: int = 50,
-        role: str | None = None,
+        role: str | Sequence[str] | None = None,
         others: Others = "heuristic",
         samples: int = 1,
         out: str | Path | None = None,
@@ -102,8 +102,11 @@ def _check(scenarios: Any, every: Any, role: Any, samples: Any, settings: dict[s
     """One ValueError for the first argument a run would refuse later (at the
     first evaluation, ``every`` steps on), naming it and what it accepts."""
     roles = [r.value for r in AgentRole]
-    if role is not None and role not in roles:
-        raise ValueError(f"role={role!r}: one of {', '.join(roles)}, or None for all four")
+    given_roles = [role] if role is None or isinstance(role, str) else list(role)
+    if not given_roles or any(r is not None and r not in roles for r in given_roles):
+        raise ValueError(
+            f"role={role!r}: one of {', '.join(roles)}, a list of them, or None for all four"
+        )
     for name, value in (("every", every), ("samples", samples)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name}={value!r}: a whole number from 1")

@@ -12,11 +12,16 @@ from chaosops.agents.conversation import opening_prompt, tool_system_prompt
 from chaosops.agents.llm.answers import describe
 from chaosops.agents.policies import Others
 from chaosops.agents.seated import SeatedEpisode
-from chaosops.env.models import AgentRole
+from chaosops.curriculum.generator import TIER_MAX_STEPS, TIER_POOLS
+from chaosops.env.models import AgentRole, DifficultyTier, FailureType
 from chaosops.env.world_sim import Scenario
 from chaosops.scenarios import canonical_suite_paths, load_scenarios
 
-__all__ = ["dataset", "row_of", "rows", "tool_system_prompt"]
+__all__ = ["dataset", "held_out_scenarios", "row_of", "rows", "tool_system_prompt",
+           "training_scenarios"]  # fmt: skip
+
+TRAINING_SEED_OFFSET = 10_000
+"""Added to the training scenarios' seeds: none is a canonical seed."""
 
 
 def row_of(scenario: Scenario, role: AgentRole | str) -> dict[str, Any]:
@@ -37,9 +42,12 @@ def rows(
     role: str = "sre",
     others: Others | None = "heuristic",
     seed_offset: int = 0,
+    *,
+    scenarios: Iterable[Scenario] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per scenario of ``suites`` (default: the canonical suites) in
-    which ``role``, trained, gets a move.
+    """One row per scenario of ``suites`` (default: the canonical suites), or
+    of ``scenarios`` (:func:`training_scenarios`, say), in which ``role``,
+    trained, gets a move.
 
     ``others`` are the policies that will play the other roles, as
     :class:`~chaosops.train.trl.ChaosOpsToolEnv` takes them (its default,
@@ -48,6 +56,10 @@ def rows(
     would score the others alone, the same for every completion). Scripted
     policies are seeded per scenario, so the environment replays exactly that
     opening. ``others=None`` keeps every scenario.
+
+    Rows of ``scenarios`` whose opening (the role's first prompt, its view
+    included) is a canonical row's are left out: a dev is shown the same
+    first view of a cascade as of a deadlock, whose fix is the same.
 
     ``seed_offset`` shifts every seed: rows to train on that share no scenario
     with the suites, which stay held out for evaluation. An offset that makes
@@ -58,6 +70,10 @@ def rows(
     distractor lines follow the seed). Train on other scenarios of those tiers.
     """
     role = AgentRole(role).value
+    if scenarios is not None:
+        if suites is not None or seed_offset:
+            raise ValueError("scenarios= is instead of suites= and seed_offset=")
+        return _rows_of(_unlike_held_out(list(scenarios), AgentRole(role), others), role, others)
     given = [
         scenario
         for path in (canonical_suite_paths() if suites is None else suites)
@@ -71,12 +87,49 @@ def rows(
             f"({len(shared)}, e.g. {first.failure_type} seed {first.seed}); "
             "choose an offset larger than the suites' largest seed"
         )
+    if seed_offset:
+        scenarios = _unlike_held_out(scenarios, AgentRole(role), others, given)
+    return _rows_of(scenarios, role, others)
+
+
+def _unlike_held_out(
+    scenarios: list[Scenario], role: AgentRole, others: Others | None,
+    held_out: list[Scenario] | None = None,
+) -> list[Scenario]:
+    """``scenarios`` less those whose opening for ``role`` a held-out row has."""
+    held = {_opening(sc, role, others) for sc in held_out or held_out_scenarios()}
+    return [sc for sc in scenarios if _opening(sc, role, others) not in held]
+
+
+def _rows_of(scenarios: list[Scenario], role: str, others: Others | None) -> list[dict[str, Any]]:
     if others is not None:
         scenarios = [sc for sc in scenarios if _role_moves(sc, AgentRole(role), others)]
-    if seed_offset:
-        held = {_opening(sc, AgentRole(role), others) for sc in given}
-        scenarios = [sc for sc in scenarios if _opening(sc, AgentRole(role), others) not in held]
     return [row_of(scenario, role) for scenario in scenarios]
+
+
+def held_out_scenarios() -> list[Scenario]:
+    """The canonical suites' 55 scenarios, in order: the rows an evaluation holds out."""
+    return [scenario for path in canonical_suite_paths() for scenario in load_scenarios(path)]
+
+
+def training_scenarios(episodes_per_type: int = 3) -> list[Scenario]:
+    """Scenarios to train on, none of which opens as a held-out one does:
+    on each tier, the failure types its canonical suite leaves out (memory
+    leaks with the medium tier's 18 steps, say), at seeds of their own.
+
+    Held-out rows so differ from training rows by scenario, not by seed: the
+    easy and medium openings do not change with the seed, and the hard
+    tier's distractor lines do not show in every role's view. Every failure
+    type is among them, so every fix is seen in training, on another tier.
+    """
+    return [
+        Scenario.from_type(failure, seed=TRAINING_SEED_OFFSET + 97 * i + 31 * r,
+                           difficulty=tier, max_steps=TIER_MAX_STEPS[tier])  # fmt: skip
+        for tier in DifficultyTier
+        for i, failure in enumerate(FailureType)
+        if failure not in TIER_POOLS[tier]
+        for r in range(episodes_per_type)
+    ]
 
 
 def _opening(scenario: Scenario, role: AgentRole, others: Others | None) -> str:

@@ -30,7 +30,7 @@ from chaosops.outputs.files import ResultsReader
 from chaosops.runs.python import run_to_folder
 from chaosops.samples import pass_at_k
 
-__all__ = ["decisive", "due_every", "evaluate_model", "figures_of"]
+__all__ = ["decisive", "due_every", "evaluate_model", "figures_of", "seats_of"]
 
 
 def evaluate_model(
@@ -38,7 +38,7 @@ def evaluate_model(
     tokenizer: Any,
     scenarios: Sequence[Scenario],
     *,
-    role: str | None = None,
+    role: str | Sequence[str] | None = None,
     others: Others = "heuristic",
     samples: int = 1,
     out: str | Path | None = None,
@@ -49,7 +49,7 @@ def evaluate_model(
     **settings: Any,
 ) -> dict[str, float]:
     """Play ``scenarios`` (each ``samples`` times) with the model in the role
-    ``role`` (None: all four) and ``others`` (a scripted policy's name, a
+    ``role`` (several roles, or None for all four) and ``others`` (a scripted policy's name, a
     policy, or a map of them by role) in the rest; its figures
     (:func:`figures_of`). ``out`` keeps the run folder (``chaosops view``
     shows it); ``settings`` go to :class:`~chaosops.agents.hf.HFSettings`
@@ -59,7 +59,7 @@ def evaluate_model(
     folder's ``log.jsonl``: never to the trainer's console. The logging set up
     before is back after."""
     policy = HFPolicy.from_model(model, tokenizer, **settings)
-    played = list(AgentRole) if role is None else [AgentRole(role)]
+    played = seats_of(role)
 
     def players(scenario: Scenario) -> Mapping[AgentRole | str, Any]:
         rest = policies_for(others, scenario)
@@ -74,6 +74,13 @@ def evaluate_model(
             return figures_of(folder, played, samples)
     finally:
         policy.close()
+
+
+def seats_of(role: str | Sequence[str] | None) -> list[AgentRole]:
+    """The roles a model plays: one, several, or (None) all four."""
+    if role is None:
+        return list(AgentRole)
+    return [AgentRole(role)] if isinstance(role, str) else [AgentRole(r) for r in role]
 
 
 def figures_of(folder: Path, roles: Sequence[AgentRole], k: int) -> dict[str, float]:

@@ -3,6 +3,8 @@ ValueError each, naming the argument and what it accepts."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytest.importorskip("transformers", reason="the train extra is not installed")
@@ -17,6 +19,8 @@ SCENARIOS = scenarios_for_tier("easy")[:2]
     ("given", "said"),
     [
         ({"role": "ceo"}, "role='ceo': one of sre"),
+        ({"role": ["dev", "ceo"]}, "role=['dev', 'ceo']: one of sre"),
+        ({"role": []}, "role=[]: one of sre"),
         ({"samples": 0}, "samples=0: a whole number from 1"),
         ({"every": 0}, "every=0: a whole number from 1"),
         ({"scenarios": ["easy"]}, "'easy' is no Scenario"),
@@ -28,7 +32,7 @@ SCENARIOS = scenarios_for_tier("easy")[:2]
 )
 def test_a_bad_argument_is_one_value_error_when_built(given: dict, said: str) -> None:
     arguments = {"scenarios": SCENARIOS, **given}
-    with pytest.raises(ValueError, match=said.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ValueError, match=re.escape(said)):
         EvalCallback(None, **arguments)
 
 
@@ -36,3 +40,4 @@ def test_good_arguments_are_taken() -> None:
     callback = EvalCallback(None, SCENARIOS, every=5, role="dev", samples=2, max_new_tokens=16,
                             turn_timeout=5.0, concurrency=4)  # fmt: skip
     assert callback.role == "dev" and callback.samples == 2
+    assert EvalCallback(None, SCENARIOS, role=["sre", "dev"]).role == ["sre", "dev"]

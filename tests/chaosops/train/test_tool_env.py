@@ -17,7 +17,7 @@ from chaosops.env.environment import ChaosOpsEnvironment
 from chaosops.env.models import ActionType, AgentRole, ChaosOpsAction, FailureType
 from chaosops.env.rules import IllegalMove
 from chaosops.env.world_sim import Scenario
-from chaosops.train import rows
+from chaosops.train import rows, training_scenarios
 from chaosops.train.trl import ChaosOpsToolEnv
 from tests._needs import needs
 
@@ -221,3 +221,21 @@ def test_training_rows_share_no_first_prompt_with_the_held_out_rows(role: str) -
     train = rows(role=role, seed_offset=1000)
     assert train and not any(opening(row) in held for row in train)
     assert {row["difficulty"] for row in train} == {"hard"}  # the only openings a seed changes
+
+
+@pytest.mark.parametrize("role", [role.value for role in AgentRole])
+def test_the_training_scenarios_open_as_no_held_out_row_and_cover_every_fix(role: str) -> None:
+    def opening(row: dict) -> str:
+        with ChaosOpsToolEnv() as env:
+            return json.dumps(row["prompt"]) + env.reset(**row)
+
+    held = {opening(row) for row in rows(role=role, others=None)}
+    train = rows(role=role, scenarios=training_scenarios())
+    assert len(train) >= 15 and not any(opening(row) in held for row in train)
+    scenarios = training_scenarios()
+    assert {sc.failure_type for sc in scenarios} == set(FailureType)
+    assert {sc.difficulty.value for sc in scenarios} == {"easy", "medium", "hard"}
+    if role == "sre":  # the first to move: no scenario is closed before its turn
+        assert {row["failure_type"] for row in train} == {f.value for f in FailureType}
+    with pytest.raises(ValueError, match="scenarios= is instead of suites= and seed_offset="):
+        rows(seed_offset=1000, scenarios=training_scenarios())
