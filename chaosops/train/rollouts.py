@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import actors
+from chaosops.agents.conversation import opening_prompt, tool_schemas
 from chaosops.agents.hf import HFPolicy
 from chaosops.agents.hf.policy import EpisodeChat
 from chaosops.agents.policies import Others, policies_for
@@ -113,7 +114,7 @@ class RuntimeRollouts:
             policy.close()
         if self.out is not None:
             self._write(self.out / version, played, results)
-        return self._output(played, results)
+        return self._output(played, results, trainer.processing_class)
 
     def _write(self, folder: Path, played: list[_Played], results: list[EpisodeResult]) -> None:
         """The batch's episodes as a run folder: results, trajectories, summary."""
@@ -165,13 +166,16 @@ class RuntimeRollouts:
             return None
         return {role: self.turn_timeout for role in AgentRole}
 
-    def _output(self, played: list[_Played], results: list[EpisodeResult]) -> dict[str, list[Any]]:
+    def _output(
+        self, played: list[_Played], results: list[EpisodeResult], tokenizer: Any
+    ) -> dict[str, list[Any]]:
         out: dict[str, list[Any]] = {key: [] for key in _KEYS}
         for rollout, result in zip(played, results, strict=True):
             chat = rollout.chat.chats.get(rollout.role) if rollout.chat is not None else None
-            fields: tuple[Sequence[Any], ...] = ((), (), (), ())  # no turn: an empty completion
             if chat is not None:
                 fields = (chat.prompt_ids, chat.completion_ids, chat.logprobs, chat.mask)
+            else:
+                fields = _no_turn(rollout.role, tokenizer)
             for key, value in zip(_KEYS, fields, strict=False):
                 out[key].append(list(value))
             out["outcome"].append(self._score(rollout, result))
@@ -189,6 +193,15 @@ class RuntimeRollouts:
         return Outcome(team_return=team, credit=credit,
                        legal_share=legal / len(own) if own else 0.0,
                        resolved=result.resolved, fallback_turns=len(own) - legal)  # fmt: skip
+
+
+def _no_turn(role: AgentRole, tokenizer: Any) -> tuple[list[Any], ...]:
+    """A row whose role got no turn (the episode ended first): its opening chat,
+    and one end-of-turn token masked out of the loss, as TRL needs a token."""
+    system, _ = opening_prompt(role)
+    prompt = tokenizer.apply_chat_template([system], tools=tool_schemas(), tokenize=True,
+                                           add_generation_prompt=True, return_dict=True)  # fmt: skip
+    return list(prompt["input_ids"]), [tokenizer.eos_token_id], [0.0], [0]
 
 
 _KEYS = ("prompt_ids", "completion_ids", "logprobs", "env_mask", "outcome")

@@ -24,6 +24,7 @@ from chaosops.train.rollouts import RuntimeRollouts
 
 SCENARIOS = [choose_scenario(failure_type=f, difficulty="easy", seed=s)
              for f, s in (("memory_leak", 1), ("misrouted_traffic", 2))]  # fmt: skip
+DEADLOCK = choose_scenario(failure_type="db_deadlock", difficulty="easy", seed=0)
 
 
 def _tiny() -> tuple[Any, Any]:
@@ -110,6 +111,43 @@ def _check_the_step_s_run_folder(rollouts: Any, out: dict[str, Any]) -> None:
                              str(folder)], capture_output=True, text=True, check=False)  # fmt: skip
     assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 1 + 4, listed.stderr
     assert json.loads((folder / "summary.json").read_text())["episodes"] == 4
+
+
+@pytest.mark.filterwarnings("ignore:.*is deprecated and will be removed in v6:FutureWarning")
+def test_a_row_whose_role_gets_no_turn_trains_on_nothing(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The heuristic dev restarts the deadlocked db at step 3: the manager,
+    the model's second seat, never plays. Its row is one masked token, and the
+    step goes on."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    model, tokenizer = _tiny()
+    rollouts = RuntimeRollouts(["sre", "manager"], max_new_tokens=8, batch=8)
+    seen: list[dict[str, Any]] = []
+
+    def recorded(prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        seen.append(rollouts(prompts, trainer))
+        return seen[-1]
+
+    config = GRPOConfig(
+        output_dir=str(tmp_path / "grpo"), max_steps=1, num_generations=2,
+        per_device_train_batch_size=2, logging_steps=1, save_strategy="no", report_to="none",
+        use_cpu=True, beta=0.0, max_completion_length=4096,
+    )  # fmt: skip
+    trainer = GRPOTrainer(
+        model=model, processing_class=tokenizer, args=config,
+        train_dataset=Dataset.from_list(rollouts.rows([DEADLOCK], "manager")),
+        reward_funcs=[team_return], rollout_func=recorded,
+    )  # fmt: skip
+    trainer.train()
+    [out] = seen
+    assert all(o.resolved for o in out["outcome"])
+    assert out["completion_ids"] == [[tokenizer.eos_token_id]] * 2
+    assert out["env_mask"] == [[0]] * 2 and out["logprobs"] == [[0.0]] * 2
+    assert all(len(ids) > 0 for ids in out["prompt_ids"])
 
 
 def test_rows_name_their_scenario_and_role_and_bad_ones_are_refused() -> None:
