@@ -93,7 +93,9 @@ def rows(
 
 
 def _unlike_held_out(
-    scenarios: list[Scenario], role: AgentRole, others: Others | None,
+    scenarios: list[Scenario],
+    role: AgentRole,
+    others: Others | None,
     held_out: list[Scenario] | None = None,
 ) -> list[Scenario]:
     """``scenarios`` less those whose opening for ``role`` a held-out row has."""
@@ -123,8 +125,12 @@ def training_scenarios(episodes_per_type: int = 3) -> list[Scenario]:
     type is among them, so every fix is seen in training, on another tier.
     """
     return [
-        Scenario.from_type(failure, seed=TRAINING_SEED_OFFSET + 97 * i + 31 * r,
-                           difficulty=tier, max_steps=TIER_MAX_STEPS[tier])  # fmt: skip
+        Scenario.from_type(
+            failure,
+            seed=TRAINING_SEED_OFFSET + 97 * i + 31 * r,
+            difficulty=tier,
+            max_steps=TIER_MAX_STEPS[tier],
+        )
         for tier in DifficultyTier
         for i, failure in enumerate(FailureType)
         if failure not in TIER_POOLS[tier]

@@ -172,6 +172,7 @@ class RuntimeRollouts:
         out: dict[str, list[Any]] = {key: [] for key in _KEYS}
         for rollout, result in zip(played, results, strict=True):
             chat = rollout.chat.chats.get(rollout.role) if rollout.chat is not None else None
+            fields: tuple[Sequence[Any], ...]
             if chat is not None:
                 fields = (chat.prompt_ids, chat.completion_ids, chat.logprobs, chat.mask)
             else:
@@ -199,8 +200,9 @@ def _no_turn(role: AgentRole, tokenizer: Any) -> tuple[list[Any], ...]:
     """A row whose role got no turn (the episode ended first): its opening chat,
     and one end-of-turn token masked out of the loss, as TRL needs a token."""
     system, _ = opening_prompt(role)
-    prompt = tokenizer.apply_chat_template([system], tools=tool_schemas(), tokenize=True,
-                                           add_generation_prompt=True, return_dict=True)  # fmt: skip
+    prompt = tokenizer.apply_chat_template(
+        [system], tools=tool_schemas(), tokenize=True, add_generation_prompt=True, return_dict=True
+    )
     return list(prompt["input_ids"]), [tokenizer.eos_token_id], [0.0], [0]
 
 
