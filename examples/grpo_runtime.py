@@ -35,7 +35,9 @@ import argparse
 import json
 import math
 import random
+import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -168,22 +170,46 @@ def warm_up(sft: Supervised, tokenizer, validation: list[dict], args, log: list)
     print(f"warm-up: kept the check at {best:.0%}", flush=True)
 
 
-class Deadline(TrainerCallback):
-    """Stops training once ``seconds`` have passed since it began."""
+class Clock:
+    """A branch's training time, its evaluations left out, and the points of
+    its curve: the held-out rows played once the time passes each of
+    ``marks`` (seconds; the last one ends the branch)."""
 
-    def __init__(self, seconds: float, log: list) -> None:
-        self.seconds, self.log, self.start = seconds, log, None
+    def __init__(self, marks: list[float], evaluate) -> None:
+        self.marks, self.evaluate, self.points = marks, evaluate, []
+
+    def begin(self) -> None:
+        self.start, self.paused, self.rows = time.perf_counter(), 0.0, None
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start - self.paused
+
+    def done(self, model, branch: str) -> bool:
+        """Evaluate when a mark is passed; whether the branch's time is spent."""
+        if len(self.points) < len(self.marks) and self.elapsed() >= self.marks[len(self.points)]:
+            at, paused = self.elapsed(), time.perf_counter()
+            self.rows = self.evaluate(model, f"{branch}-{len(self.points) + 1}")
+            self.points.append({"branch": branch, "seconds": at, "figures": figures(self.rows)})
+            self.paused += time.perf_counter() - paused
+            model.train()
+        return len(self.points) == len(self.marks)
+
+
+class Deadline(TrainerCallback):
+    """Stops GRPO when its clock's time is spent; logs each step."""
+
+    def __init__(self, clock: Clock, log: list) -> None:
+        self.clock, self.log = clock, log
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self.start = time.perf_counter()
+        self.clock.begin()
 
-    def on_step_end(self, args, state, control, **kwargs):
-        control.should_training_stop = time.perf_counter() - self.start >= self.seconds
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        control.should_training_stop = self.clock.done(model, "grpo")
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "loss" in logs:
-            point = {"phase": "grpo", "step": state.global_step,
-                     "seconds": time.perf_counter() - self.start,
+            point = {"phase": "grpo", "step": state.global_step, "seconds": self.clock.elapsed(),
                      "return": logs.get("rewards/team_return/mean", math.nan),
                      "legal": logs.get("rewards/legal_share/mean", math.nan)}  # fmt: skip
             self.log.append(point)
@@ -191,8 +217,8 @@ class Deadline(TrainerCallback):
                   f"{point['return']:+.1f}, legal {point['legal']:.2f}", flush=True)  # fmt: skip
 
 
-def grpo(model, tokenizer, args, out: Path, log: list) -> float:
-    """GRPO through the runtime's rollouts for ``--seconds``; its wall time."""
+def grpo(model, tokenizer, args, out: Path, log: list, clock: Clock) -> None:
+    """GRPO through the runtime's rollouts for the clock's time."""
     model.save_pretrained(out / "warm-up")  # the KL term's reference model
     kept = out / "rollouts" if args.keep_rollouts else None
     rollouts = RuntimeRollouts(SEATS, temperature=args.temperature, max_new_tokens=48,
@@ -209,17 +235,16 @@ def grpo(model, tokenizer, args, out: Path, log: list) -> float:
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=config,
                           train_dataset=Dataset.from_list(rows), rollout_func=rollouts,
                           reward_funcs=[team_return, legal_share],
-                          callbacks=[Deadline(args.seconds, log)])  # fmt: skip
-    started = time.perf_counter()
+                          callbacks=[Deadline(clock, log)])  # fmt: skip
     with actors.logging_to(out / "rollouts.log.jsonl"):  # the rollouts' turns, not the console
         trainer.train()
-    return time.perf_counter() - started
 
 
-def more_sft(sft: Supervised, seconds: float) -> int:
-    """SFT alone for ``seconds``: the control; its steps."""
-    started, first = time.perf_counter(), sft.steps
-    while time.perf_counter() - started < seconds:
+def more_sft(sft: Supervised, clock: Clock) -> int:
+    """SFT alone for the clock's time: the control; its steps."""
+    first = sft.steps
+    clock.begin()
+    while not clock.done(sft.model, "sft-alone"):
         sft.step()
     return sft.steps - first
 
@@ -274,10 +299,13 @@ def chaosops_eval(checkpoint: Path, out: Path) -> list[tuple[bool, float]]:
     """The saved checkpoint in the same seats through ``chaosops eval``: its rows."""
     run_file = out.with_suffix(".toml")
     run_file.write_text(RUN_FILE.format(model=checkpoint.resolve()))
-    command = ["chaosops", "eval", "--config", str(run_file), "--policies", "heuristic",
+    chaosops = shutil.which("chaosops") or str(Path(sys.executable).with_name("chaosops"))
+    command = [chaosops, "eval", "--config", str(run_file), "--policies", "heuristic",
                "--out", str(out), "--log-json", str(out.with_suffix(".log.jsonl"))]  # fmt: skip
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    return outcomes(out / "heuristic")
+    done = subprocess.run(command, check=False, capture_output=True, text=True)
+    if done.returncode not in (0, 1):  # 1: a seat never made a move of its own, and said so
+        raise RuntimeError(f"chaosops eval failed ({done.returncode}): {done.stderr[-2000:]}")
+    return outcomes(out / "trained")
 
 
 def paired(a: list[tuple[bool, float]], b: list[tuple[bool, float]]) -> dict:
@@ -297,6 +325,8 @@ def options() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="torch's, the rows' order, TRL's")
     parser.add_argument("--seconds", type=float, default=360.0,
                         help="wall time of each branch, GRPO and SFT alone (360)")  # fmt: skip
+    parser.add_argument("--checks", type=int, default=3,
+                        help="held-out evaluations a branch, the last at its end (3)")  # fmt: skip
     parser.add_argument("--width", type=int, default=128, help="the model's hidden size")
     parser.add_argument("--sft-lr", type=float, default=2e-3, help="SFT learning rate")
     parser.add_argument("--sft-max-steps", type=int, default=2400, help="most warm-up steps")
@@ -329,18 +359,26 @@ def main() -> None:
     played = {"teacher": teacher(out / "teacher"),
               "warm-up": held_out(model, tokenizer, out / "warm-up-eval")}  # fmt: skip
     sft.model.save_pretrained(out / "warm-up")
-    spent = grpo(model, tokenizer, args, out, log)
-    played["grpo"] = held_out(model, tokenizer, out / "grpo-eval")
+
+    def evaluate(model, name: str) -> list[tuple[bool, float]]:
+        return held_out(model, tokenizer, out / f"{name}-eval")
+
+    trained = Clock([args.seconds * (i + 1) / args.checks for i in range(args.checks)], evaluate)
+    grpo(model, tokenizer, args, out, log, trained)
+    played["grpo"] = trained.rows
     model.save_pretrained(out / "grpo-final")
     tokenizer.save_pretrained(out / "grpo-final")
     played["grpo, chaosops eval"] = chaosops_eval(out / "grpo-final", out / "chaosops-eval")
     control = type(model).from_pretrained(out / "warm-up")
     sft.model = control
     sft.optimizer = torch.optim.AdamW(control.parameters(), lr=args.sft_lr)
-    steps = more_sft(sft, spent)
-    played["sft-alone"] = held_out(control, tokenizer, out / "sft-alone-eval")
+    control_clock = Clock([point["seconds"] for point in trained.points], evaluate)
+    steps = more_sft(sft, control_clock)
+    played["sft-alone"] = control_clock.rows
+    start = {"branch": "warm-up", "seconds": 0.0, "figures": figures(played["warm-up"])}
     report = {
-        "seed": args.seed, "seconds": spent, "sft_alone_steps": steps, "log": log,
+        "seed": args.seed, "seconds": trained.points[-1]["seconds"], "sft_alone_steps": steps,
+        "log": log, "curve": [start, *trained.points, *control_clock.points],
         "figures": {name: figures(rows) for name, rows in played.items()},
         "grpo_less": {name: paired(played["grpo"], played[name])
                       for name in ("teacher", "warm-up", "sft-alone")},
