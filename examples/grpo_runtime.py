@@ -120,6 +120,7 @@ class Supervised:
         ids, labels = self.batch[self.order.randrange(len(self.batch))]
         loss = self.model(input_ids=ids, labels=labels).loss
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)  # one row a step: spiky
         self.optimizer.step()
         self.optimizer.zero_grad()
         self.steps += 1
@@ -328,10 +329,10 @@ def options() -> argparse.ArgumentParser:
     parser.add_argument("--checks", type=int, default=3,
                         help="held-out evaluations a branch, the last at its end (3)")  # fmt: skip
     parser.add_argument("--width", type=int, default=128, help="the model's hidden size")
-    parser.add_argument("--sft-lr", type=float, default=2e-3, help="SFT learning rate")
+    parser.add_argument("--sft-lr", type=float, default=1e-3, help="SFT learning rate")
     parser.add_argument("--sft-max-steps", type=int, default=2400, help="most warm-up steps")
     parser.add_argument("--check-every", type=int, default=300, help="warm-up steps a check")
-    parser.add_argument("--patience", type=int, default=3, help="checks without a gain")
+    parser.add_argument("--patience", type=int, default=4, help="checks without a gain")
     parser.add_argument("--lr", type=float, default=5e-4, help="GRPO learning rate")
     parser.add_argument("--beta", type=float, default=0.0, help="KL weight to the warm-up")
     parser.add_argument("--generations", type=int, default=8, help="rollouts a row (8)")
