@@ -62,7 +62,7 @@ from chaosops.train import (
     training_scenarios,
 )
 from chaosops.train.rollouts import RuntimeRollouts
-from chaosops.train.tiny import tiny_model, tiny_tokenizer
+from chaosops.train.tiny import sft_corpus, tiny_model, tiny_tokenizer
 
 SEATS = ("sre", "dev", "manager")
 SCHEMAS = tool_schemas()
@@ -74,15 +74,6 @@ def demonstrations(folder: Path) -> list[dict]:
     run_to_folder(folder, training_scenarios(), lambda sc: policies_for("heuristic", sc),
                   name="teacher", log=False)  # fmt: skip
     return [row for seat in SEATS for row in sft_rows(folder, role=seat, resolved_only=False)]
-
-
-def corpus_of(examples: list[dict]) -> list[str]:
-    texts = [json.dumps(SCHEMAS)]
-    for row in examples:
-        for message in row["prompt"] + row["completion"]:
-            texts.append(message.get("content") or "")
-            texts += [json.dumps(call["function"]) for call in message.get("tool_calls") or []]
-    return texts
 
 
 def split(examples: list[dict], seed: int) -> tuple[list[dict], list[dict]]:
@@ -351,7 +342,7 @@ def main() -> None:
     out, log = Path(args.out), []
     examples = demonstrations(out / "teacher-training")
     training, validation = split(examples, args.seed)
-    tokenizer = tiny_tokenizer(corpus_of(examples))
+    tokenizer = tiny_tokenizer(sft_corpus(examples))
     model = tiny_model(tokenizer, args.width)
     print(f"{len(training)} SFT rows, {len(validation)} validation; model "
           f"{model.num_parameters() / 1e6:.2f} M parameters", flush=True)  # fmt: skip

@@ -57,21 +57,11 @@ from chaosops.train import (
     sft_dataset,
     tool_schemas,
 )
-from chaosops.train.tiny import tiny_model, tiny_tokenizer
+from chaosops.train.tiny import sft_corpus, tiny_model, tiny_tokenizer
 from chaosops.train.trl import ChaosOpsToolEnv
 
 SCHEMAS = tool_schemas()
 TOOLS = {schema["function"]["name"] for schema in SCHEMAS}
-
-
-def corpus_of(examples: list[dict]) -> list[str]:
-    """The text the model reads and writes: prompts, tool answers, calls, schemas."""
-    texts = [json.dumps(SCHEMAS)]
-    for row in examples:
-        for message in row["prompt"] + row["completion"]:
-            texts.append(message.get("content") or "")
-            texts += [json.dumps(call["function"]) for call in message.get("tool_calls") or []]
-    return texts
 
 
 def oracle_demonstrations(folder: Path, seed_offset: int) -> list[dict]:
@@ -342,7 +332,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(args.out or scratch)
         examples = oracle_demonstrations(out / "oracle-run", args.seed_offset)
-        tokenizer = tiny_tokenizer(corpus_of(examples))
+        tokenizer = tiny_tokenizer(sft_corpus(examples))
         model = tiny_model(tokenizer, args.width)
         log: list[dict] = []
         print(f"{len(examples)} SFT rows; model {model.num_parameters() / 1e6:.2f} M "

@@ -15,7 +15,7 @@ from chaosops.agents.policies import Others
 from chaosops.env.models import AgentRole
 from chaosops.env.world_sim import Scenario
 
-from .evaluate import due_every, evaluate_model
+from .evaluate import due_every, evaluate_model, seats_of
 
 __all__ = ["EvalCallback"]
 
@@ -102,8 +102,11 @@ def _check(scenarios: Any, every: Any, role: Any, samples: Any, settings: dict[s
     """One ValueError for the first argument a run would refuse later (at the
     first evaluation, ``every`` steps on), naming it and what it accepts."""
     roles = [r.value for r in AgentRole]
-    given_roles = [role] if role is None or isinstance(role, str) else list(role)
-    if not given_roles or any(r is not None and r not in roles for r in given_roles):
+    try:
+        seats = seats_of(role)
+    except ValueError:
+        seats = []
+    if not seats:
         raise ValueError(
             f"role={role!r}: one of {', '.join(roles)}, a list of them, or None for all four"
         )

@@ -12,7 +12,12 @@ from chaosops.agents.conversation import opening_prompt, tool_system_prompt
 from chaosops.agents.llm.answers import describe
 from chaosops.agents.policies import Others
 from chaosops.agents.seated import SeatedEpisode
-from chaosops.curriculum.generator import TIER_MAX_STEPS, TIER_POOLS
+from chaosops.curriculum.generator import (
+    SEED_STRIDE_REPEAT,
+    SEED_STRIDE_TYPE,
+    TIER_MAX_STEPS,
+    TIER_POOLS,
+)
 from chaosops.env.models import AgentRole, DifficultyTier, FailureType
 from chaosops.env.world_sim import Scenario
 from chaosops.scenarios import canonical_suite_paths, load_scenarios
@@ -127,7 +132,7 @@ def training_scenarios(episodes_per_type: int = 3) -> list[Scenario]:
     return [
         Scenario.from_type(
             failure,
-            seed=TRAINING_SEED_OFFSET + 97 * i + 31 * r,
+            seed=TRAINING_SEED_OFFSET + SEED_STRIDE_TYPE * i + SEED_STRIDE_REPEAT * r,
             difficulty=tier,
             max_steps=TIER_MAX_STEPS[tier],
         )

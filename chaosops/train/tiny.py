@@ -18,7 +18,7 @@ from chaosops.env.models import SERVICE_NAMES, AgentRole, FailureType
 
 from .sft import tool_schemas
 
-__all__ = ["NAMES", "tiny_model", "tiny_tokenizer", "write_tiny_checkpoint"]
+__all__ = ["NAMES", "sft_corpus", "tiny_model", "tiny_tokenizer", "write_tiny_checkpoint"]
 
 SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 CALL_TAGS = ("<tool_call>", "</tool_call>")  # ordinary added tokens: parsing reads them
@@ -76,6 +76,17 @@ def tiny_model(tokenizer: Any, width: int = 64, layers: int = 2) -> Any:
 def chaosops_text() -> list[str]:
     """What a ChaosOps model reads and writes: the role prompts and the tools' schemas."""
     return [system_prompt(role) for role in AgentRole] + [json.dumps(tool_schemas())]
+
+
+def sft_corpus(rows: list[dict[str, Any]]) -> list[str]:
+    """The text of supervised rows (:func:`~chaosops.train.sft_rows`) for a
+    tokenizer to learn: every message, every call, and the tools' schemas."""
+    texts = [json.dumps(tool_schemas())]
+    for row in rows:
+        for message in row["prompt"] + row["completion"]:
+            texts.append(message.get("content") or "")
+            texts += [json.dumps(call["function"]) for call in message.get("tool_calls") or []]
+    return texts
 
 
 def write_tiny_checkpoint(
