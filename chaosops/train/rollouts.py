@@ -172,11 +172,11 @@ class RuntimeRollouts:
         out: dict[str, list[Any]] = {key: [] for key in _KEYS}
         for rollout, result in zip(played, results, strict=True):
             chat = rollout.chat.chats.get(rollout.role) if rollout.chat is not None else None
-            fields: tuple[Sequence[Any], ...]
-            if chat is not None:
-                fields = (chat.prompt_ids, chat.completion_ids, chat.logprobs, chat.mask)
-            else:
-                fields = _no_turn(rollout.role, tokenizer)
+            fields: tuple[Sequence[Any], ...] = (
+                (chat.prompt_ids, chat.completion_ids, chat.logprobs, chat.mask)
+                if chat is not None
+                else _no_turn(rollout.role, tokenizer)
+            )
             for key, value in zip(_KEYS, fields, strict=False):
                 out[key].append(list(value))
             out["outcome"].append(self._score(rollout, result))
@@ -196,7 +196,9 @@ class RuntimeRollouts:
                        resolved=result.resolved, fallback_turns=len(own) - legal)  # fmt: skip
 
 
-def _no_turn(role: AgentRole, tokenizer: Any) -> tuple[list[Any], ...]:
+def _no_turn(
+    role: AgentRole, tokenizer: Any
+) -> tuple[list[Any], list[Any], list[float], list[int]]:
     """A row whose role got no turn (the episode ended first): its opening chat,
     and one end-of-turn token masked out of the loss, as TRL needs a token."""
     system, _ = opening_prompt(role)
