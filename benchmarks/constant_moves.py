@@ -1,8 +1,9 @@
-"""Which view-blind strategies earn a seat more credit than the oracle's moves:
+"""Which view-blind strategies earn a seat more credit than the seat's oracle:
 every move of ``chaosops.train.pettingzoo.MOVES`` played every turn by one
-seat, the heuristic in the others, on the 55 canonical rows. The credit is
-the trainers' (the return less the seat's all-fallback return, a repeated
-right declaration paid once). Usage::
+seat, the heuristic in the others, on the 55 canonical rows. The oracle and
+the credit are ``chaosops.train.oracle``'s: the best of the seat's knowing
+plans, and the return less the seat's all-fallback return, a move the world
+pays again counted once. Usage::
 
     python benchmarks/constant_moves.py
 """
@@ -12,25 +13,12 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 
-from chaosops.agents.policies import oracle_policy, policies_for
-from chaosops.agents.runner import run_batch
 from chaosops.env.models import AgentRole, ChaosOpsAction
 from chaosops.train import held_out_scenarios
+from chaosops.train.oracle import seat_credits, seat_oracle_credits
 from chaosops.train.pettingzoo import MOVES
-from chaosops.train.trl import fallback_return, repaid
 
 ROWS = held_out_scenarios()
-
-
-def credits(role: AgentRole, make) -> list[float]:
-    """The seat's credit on each row, ``make(scenario)`` its policy."""
-
-    def players(scenario):
-        return policies_for("heuristic", scenario) | {role: make(scenario)}
-
-    results = run_batch(ROWS, players)
-    return [r.cumulative_reward - repaid(r) - fallback_return("heuristic", sc, role)
-            for r, sc in zip(results, ROWS, strict=True)]  # fmt: skip
 
 
 def constant(move: dict):
@@ -45,16 +33,15 @@ def label(move: dict) -> str:
 def main() -> None:
     print("seat       oracle credit (mean) | constant moves above it on some row")
     for role in AgentRole:
-        oracle = credits(role, lambda sc: oracle_policy(sc.failure_type))
+        oracle = seat_oracle_credits(ROWS, role)
         above = []
         for move in MOVES:
-            mine = credits(role, constant(move))
+            mine = seat_credits(ROWS, role, constant(move))
             won = [sc for sc, a, b in zip(ROWS, mine, oracle, strict=True) if a > b + 1e-9]
             if won:
                 kinds = Counter(str(sc.failure_type) for sc in won)
-                mean = statistics.mean(mine)
-                above.append(f"{label(move)}: mean {mean:+.1f}, above on {len(won)} rows "
-                             f"({', '.join(sorted(kinds))})")  # fmt: skip
+                above.append(f"{label(move)}: mean {statistics.mean(mine):+.1f}, above on "
+                             f"{len(won)} rows ({', '.join(sorted(kinds))})")  # fmt: skip
         print(f"{role.value:10} {statistics.mean(oracle):+20.1f} | {len(above)} moves")
         for line in above:
             print(f"{'':27}{line}")

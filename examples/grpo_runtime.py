@@ -11,9 +11,10 @@ teacher, resolves 45 of 55. The run:
    (``chaosops.train.training_scenarios``: no held-out row opens as one
    does) into a run folder; its three seats' turns are the SFT rows, in the
    chat format the rollouts have, resolved or not (every failure type);
-2. supervised steps until the greedy move matches the teacher's on a
-   validation split of those turns (a sixth of the scenarios) as often as it
-   will: the warm-up stops when that share has not risen for ``--patience``
+2. supervised steps, each on one role's chat of one episode (all its moves
+   labelled), until the greedy move matches the teacher's on a validation
+   split of those turns (a sixth of the scenarios) as often as it will: the
+   warm-up stops when that share has not risen for ``--patience``
    checks;
 3. from that one warm-up, two branches of the same wall time: GRPO through
    ``RuntimeRollouts`` (the team's return, the legal share at a small
@@ -69,9 +70,9 @@ SCHEMAS = tool_schemas()
 SETTINGS = {"max_new_tokens": 48, "device": "cpu", "conversation": "episode"}
 
 
-def demonstrations(folder: Path) -> list[dict]:
+def demonstrations(folder: Path, scenarios: list) -> list[dict]:
     """The heuristic's turns in the model's seats, on the training scenarios."""
-    run_to_folder(folder, training_scenarios(), lambda sc: policies_for("heuristic", sc),
+    run_to_folder(folder, scenarios, lambda sc: policies_for("heuristic", sc),
                   name="teacher", log=False)  # fmt: skip
     return [row for seat in SEATS for row in sft_rows(folder, role=seat, resolved_only=False)]
 
@@ -92,17 +93,34 @@ def encode(tokenizer, messages: list[dict], generation_prompt: bool) -> list[int
     return chat["input_ids"]
 
 
+def chats(examples: list[dict]) -> list[list[dict]]:
+    """The rows grouped by episode and role, each group in turn order."""
+    grouped: dict[tuple, list[dict]] = {}
+    for row in examples:
+        grouped.setdefault((row["episode_id"], row["role"]), []).append(row)
+    return [sorted(turns, key=lambda row: row["turn"]) for turns in grouped.values()]
+
+
+def chat_labels(tokenizer, turns: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The last turn's whole chat as ids, labelled at every move's tokens: the
+    template only appends, so each turn's chat is a prefix of the last's."""
+    last = turns[-1]
+    ids = encode(tokenizer, last["prompt"] + last["completion"], False)
+    labels = [-100] * len(ids)
+    for row in turns:
+        start = len(encode(tokenizer, row["prompt"], True))
+        end = len(encode(tokenizer, row["prompt"] + row["completion"], False))
+        labels[start:end] = ids[start:end]
+    return torch.tensor([ids]), torch.tensor([labels])
+
+
 class Supervised:
-    """SFT on the rows' calls (the prompt masked), one row a step."""
+    """SFT on the rows' calls, one role's chat of one episode a step: every
+    move of that chat is a label in one pass, the rest of the chat masked."""
 
     def __init__(self, model, tokenizer, examples: list[dict], lr: float, seed: int) -> None:
         self.model, self.order = model, random.Random(seed)
-        self.batch = []
-        for row in examples:
-            asked = encode(tokenizer, row["prompt"], True)
-            ids = encode(tokenizer, row["prompt"] + row["completion"], False)
-            labels = [-100] * len(asked) + ids[len(asked) :]
-            self.batch.append((torch.tensor([ids]), torch.tensor([labels])))
+        self.batch = [chat_labels(tokenizer, turns) for turns in chats(examples)]
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
         self.steps = 0
 
@@ -111,7 +129,7 @@ class Supervised:
         ids, labels = self.batch[self.order.randrange(len(self.batch))]
         loss = self.model(input_ids=ids, labels=labels).loss
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)  # one row a step: spiky
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)  # one chat a step: spiky
         self.optimizer.step()
         self.optimizer.zero_grad()
         self.steps += 1
@@ -209,13 +227,13 @@ class Deadline(TrainerCallback):
                   f"{point['return']:+.1f}, legal {point['legal']:.2f}", flush=True)  # fmt: skip
 
 
-def grpo(model, tokenizer, args, out: Path, log: list, clock: Clock) -> None:
+def grpo(model, tokenizer, args, out: Path, log: list, clock: Clock, scenarios: list) -> None:
     """GRPO through the runtime's rollouts for the clock's time."""
     model.save_pretrained(out / "warm-up")  # the KL term's reference model
     kept = out / "rollouts" if args.keep_rollouts else None
     rollouts = RuntimeRollouts(SEATS, temperature=args.temperature, max_new_tokens=48,
                                batch=64, out=kept)  # fmt: skip
-    rows = [row for seat in SEATS for row in rollouts.rows(training_scenarios(), seat)]
+    rows = [row for seat in SEATS for row in rollouts.rows(scenarios, seat)]
     random.Random(args.seed).shuffle(rows)
     config = GRPOConfig(
         output_dir=str(out / "grpo"), max_steps=100_000, num_generations=args.generations,
@@ -319,6 +337,8 @@ def options() -> argparse.ArgumentParser:
                         help="wall time of each branch, GRPO and SFT alone (360)")  # fmt: skip
     parser.add_argument("--checks", type=int, default=3,
                         help="held-out evaluations a branch, the last at its end (3)")  # fmt: skip
+    parser.add_argument("--episodes-per-type", type=int, default=6,
+                        help="training episodes of each off-pool type and tier (6)")  # fmt: skip
     parser.add_argument("--width", type=int, default=128, help="the model's hidden size")
     parser.add_argument("--sft-lr", type=float, default=1e-3, help="SFT learning rate")
     parser.add_argument("--sft-max-steps", type=int, default=2400, help="most warm-up steps")
@@ -340,7 +360,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     out, log = Path(args.out), []
-    examples = demonstrations(out / "teacher-training")
+    scenarios = training_scenarios(args.episodes_per_type)
+    examples = demonstrations(out / "teacher-training", scenarios)
     training, validation = split(examples, args.seed)
     tokenizer = tiny_tokenizer(sft_corpus(examples))
     model = tiny_model(tokenizer, args.width)
@@ -356,7 +377,7 @@ def main() -> None:
         return held_out(model, tokenizer, out / f"{name}-eval")
 
     trained = Clock([args.seconds * (i + 1) / args.checks for i in range(args.checks)], evaluate)
-    grpo(model, tokenizer, args, out, log, trained)
+    grpo(model, tokenizer, args, out, log, trained, scenarios)
     played["grpo"] = trained.rows
     model.save_pretrained(out / "grpo-final")
     tokenizer.save_pretrained(out / "grpo-final")

@@ -135,11 +135,19 @@ def _repaid(world: Any) -> float:
     return 0.0 if result is None else repaid(result)
 
 
+_PAID_ONCE = ("early_root_cause_bonus", "rogue_caught_bonus")
+"""The reward parts the world pays again with every repetition of their move."""
+
+
 def repaid(result: EpisodeResult) -> float:
-    """What the world paid again for a right root cause declared once more (its
-    early bonus comes with every repetition): a trainer's return counts it once."""
-    paid = [s.breakdown.early_root_cause_bonus for s in result.steps if s.breakdown]
-    return sum(bonus for bonus in paid if bonus) - next((b for b in paid if b), 0.0)
+    """What the world paid again for a move that pays with every repetition (a
+    right root cause declared once more, the rogue agent flagged once more):
+    a trainer's return counts each of them once."""
+    total = 0.0
+    for part in _PAID_ONCE:
+        paid = [getattr(s.breakdown, part) for s in result.steps if s.breakdown]
+        total += sum(bonus for bonus in paid if bonus) - next((b for b in paid if b), 0.0)
+    return total
 
 
 # Scripted others and a server's policies are seeded per scenario: the

@@ -94,9 +94,11 @@ def test_an_episode_through_the_tools_equals_the_runners(failure: FailureType, r
     policies = {r: others for r in AgentRole} | {trained: lambda obs, r: next(replayed)}
     result = run_episode(ChaosOpsEnvironment(), scenario, policies)
     assert record is not None and record.cumulative_reward == result.cumulative_reward
-    paid = [s.breakdown.early_root_cause_bonus for s in result.steps if s.breakdown]
-    repaid = sum(paid) - next((bonus for bonus in paid if bonus), 0.0)
-    assert tool_reward == pytest.approx(result.cumulative_reward - repaid)  # paid once
+    repaid = 0.0  # a right declaration and a right flag are each paid once
+    for part in ("early_root_cause_bonus", "rogue_caught_bonus"):
+        paid = [getattr(s.breakdown, part) for s in result.steps if s.breakdown]
+        repaid += sum(paid) - next((bonus for bonus in paid if bonus), 0.0)
+    assert tool_reward == pytest.approx(result.cumulative_reward - repaid)
     assert [s.action for s in result.steps if s.role is trained] == [
         m.model_copy(update={"role": trained}) for m in moves
     ]
