@@ -113,6 +113,7 @@ PACKAGE_ORDER = (
     "agents",  # policies, the runner, the LLM policy
     "mock_llm", "outputs", "samples", "evaluation", "pairing", "role_figures", "summary",
     "runs",  # the run engine: spec, plan, folder, batches, replay
+    "incidents",  # what the harness adapters share: the rows, their handles, figures
     "serve", "train", "inspect", "viewer",
     "cli", "_entry",
 )  # fmt: skip

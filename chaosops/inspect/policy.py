@@ -9,7 +9,6 @@ the turn's deadline, which cancels inspect's ``generate`` and plays the fallback
 
 from __future__ import annotations
 
-import time
 from types import MappingProxyType
 from typing import Any
 
@@ -22,9 +21,8 @@ from inspect_ai.model import (
     ModelOutput,
 )
 
-from chaosops.agents.llm import build_messages
-from chaosops.agents.llm.completion import annotate, interpret, turn_or_none
-from chaosops.env.models import AgentRole, ChaosOpsAction, ChaosOpsObservation
+from chaosops.agents.llm.asking import AskingPolicy
+from chaosops.env.models import AgentRole
 
 __all__ = ["InspectPolicy", "as_completion"]
 
@@ -60,29 +58,19 @@ def _chat(messages: list[dict[str, Any]]) -> list[ChatMessage]:
     return [kinds[m["role"]](content=m["content"]) for m in messages]
 
 
-class InspectPolicy:
+class InspectPolicy(AskingPolicy):
     """An async policy ``(obs, role) -> ChaosOpsAction`` over an inspect ``Model``.
 
     ``config`` is sent with every call (e.g. ``GenerateConfig(max_tokens=256)``).
-    Each turn is annotated as an LLM turn is: ``prompt``, ``completion``,
-    ``usage``, ``model``, ``finish_reason``, ``latency_ms``.
     """
 
     def __init__(self, model: Model, config: GenerateConfig | None = None) -> None:
         self.model = model
         self.config = config or GenerateConfig()
+        super().__init__(self._generate, str(model))
 
     def __repr__(self) -> str:
         return f"InspectPolicy(model={str(self.model)!r})"
 
-    async def __call__(self, obs: ChaosOpsObservation, role: AgentRole | str) -> ChaosOpsAction:
-        role = AgentRole(getattr(role, "value", role))
-        messages = build_messages(obs, role)
-        turn = turn_or_none()
-        annotate(turn, prompt=messages)  # kept even if the turn times out
-        started = time.perf_counter()
-        output = await self.model.generate(_chat(messages), config=self.config)
-        info: dict[str, Any] = {"latency_ms": round((time.perf_counter() - started) * 1e3, 3)}
-        action = interpret(as_completion(output), obs, role, info)
-        annotate(turn, **info)
-        return action
+    async def _generate(self, messages: list[dict[str, Any]], role: AgentRole) -> dict[str, Any]:
+        return as_completion(await self.model.generate(_chat(messages), config=self.config))

@@ -25,8 +25,9 @@ from inspect_ai.scorer import (
 )
 from inspect_ai.solver import TaskState
 
+from chaosops.incidents import figures_of
 from chaosops.outputs import ResultLine
-from chaosops.role_figures import ROLE_ORDER, role_figures
+from chaosops.role_figures import ROLE_ORDER
 
 from .solver import RECORD
 
@@ -67,21 +68,6 @@ def resolved() -> Scorer:
         )
 
     return score
-
-
-def figures_of(record: ResultLine) -> dict[str, float]:
-    """A results line's figures: return, MTTR, wrong fixes, legal shares (-1 where none)."""
-    shares = {f.role: f.legal_share for f in role_figures([record])}
-    return {
-        "return": float(record["cumulative_reward"]),
-        "mttr": float(record["mttr_steps"]),
-        "wrong_fixes": float(record["wrong_fixes"]),
-        **{f"legal_{role}": _or_none(shares.get(role)) for role in ROLE_ORDER},
-    }
-
-
-def _or_none(share: float | None) -> float:
-    return -1.0 if share is None else float(share)
 
 
 @scorer(

@@ -16,12 +16,11 @@ from typing import Any
 from inspect_ai import Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
 
+from chaosops import incidents
 from chaosops.agents.policies import SCRIPTED
 from chaosops.env.environment import DEFAULT_TURN_ORDER
-from chaosops.env.models import DifficultyTier, FailureType
+from chaosops.incidents import handles_of, names_of
 from chaosops.outputs import scenario_fields
-from chaosops.runs.plan import plan_episodes
-from chaosops.runs.spec import RunSpec
 
 from .scorer import incident_figures, resolved
 from .solver import play_incident
@@ -30,14 +29,7 @@ __all__ = ["incident", "scenarios_of"]
 
 
 def _names(argument: str, given: str | Sequence[str] | None, accepted: Sequence[str]) -> list[str]:
-    """``given`` (one name, names joined by commas, or a list) checked against ``accepted``."""
-    if given is None:
-        return []
-    names = [n.strip() for n in given.split(",")] if isinstance(given, str) else list(given)
-    for name in names:
-        if name not in accepted:
-            raise ValueError(f"-T {argument}={name!r}: expected one of {', '.join(accepted)}")
-    return names
+    return names_of(f"-T {argument}", given, accepted)
 
 
 def scenarios_of(
@@ -46,21 +38,12 @@ def scenarios_of(
     seed_offset: int = 0,
 ) -> list[Any]:
     """The scenarios ``chaosops run`` plays for this selection, in its order."""
-    spec = RunSpec(
-        policies=("heuristic",),
-        tiers=tuple(_names("tier", tier, [t.value for t in DifficultyTier])),
-        failure_types=tuple(_names("failure_type", failure_type, [f.value for f in FailureType])),
-        seed_offset=int(seed_offset),
-    )
-    return [planned.scenario for planned in plan_episodes(spec)]
+    return incidents.scenarios_of(tier, failure_type, seed_offset,
+                                  arguments=("-T tier", "-T failure_type"))  # fmt: skip
 
 
-def _sample(scenario: Any, ids: set[str]) -> Sample:
+def _sample(scenario: Any, handle: str) -> Sample:
     fields = scenario_fields(scenario)
-    handle = f"{fields['failure_type']}/{fields['difficulty']}/seed={fields['seed']}"
-    if handle in ids:  # two suite entries differ by their step limit only
-        handle += f"/max_steps={fields['max_steps']}"
-    ids.add(handle)
     return Sample(
         input=f"ChaosOps incident {handle}",
         target=fields["failure_type"],
@@ -96,8 +79,8 @@ def incident(
     _names("others", others, SCRIPTED)
     if turn_timeout is not None and not float(turn_timeout) > 0:
         raise ValueError(f"-T turn_timeout={turn_timeout!r}: expected a number of seconds above 0")
-    ids: set[str] = set()
-    dataset = [_sample(s, ids) for s in scenarios_of(tier, failure_type, seed_offset)]
+    scenarios = scenarios_of(tier, failure_type, seed_offset)
+    dataset = [_sample(s, h) for s, h in zip(scenarios, handles_of(scenarios), strict=True)]
     return Task(
         dataset=MemoryDataset(dataset, name="chaosops"),
         solver=play_incident(seats, others, turn_timeout, max_tokens),
