@@ -14,7 +14,7 @@ import pytest
 from tests._needs import needs
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECKED = ["actors", "chaosops", "tests", "examples", "benchmarks"]
+CHECKED = ["actors", "chaosops", "tests", "examples", "benchmarks", "environments"]
 
 
 def _ruff(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,187 @@
+"""The taskset ``chaosops-vf`` through verifiers' own ``vf-eval``, offline:
+``chaosops mock-llm`` on loopback is the model, and the outcomes must be
+those of ``chaosops run`` against the same server.
+
+Runs in this package's own virtual environment (verifiers 0.4 needs
+``openai<3``; chaosops' test extra pins ``openai>=3.54``): see README.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BIN = Path(sys.executable).parent
+SELECTION = ("--env.taskset.tier", "hard",
+             "--env.taskset.failure-type", "misrouted_traffic", "rogue_deploy_bot")  # fmt: skip
+
+
+def _command(name: str) -> str:
+    found = shutil.which(name, path=str(BIN)) or shutil.which(name)
+    assert found, f"{name} is not installed: pip install -e environments/chaosops_vf"
+    return found
+
+
+@pytest.fixture(scope="module")
+def mock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from _mock(tmp_path_factory.mktemp("mock"))
+
+
+def _mock(cwd: Path, *options: str) -> Iterator[str]:
+    """``chaosops mock-llm`` on a free loopback port: its base URL, stopped after."""
+    proc = subprocess.Popen(
+        [_command("chaosops"), "mock-llm", "--port", "0", "--model", "chaosops-mock", *options],
+        cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # printed once it listens
+        assert "http://" in line, line
+        yield line.split(" at ", 1)[1].split()[0]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def vf_eval(url: str, out: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [_command("vf-eval"), "chaosops-vf", "-m", "chaosops-mock", "--client.base-url", url,
+         "--client.api-key-var", "CHAOSOPS_MOCK_KEY", "--no-push", "-o", str(out), *options],
+        cwd=out.parent, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "CHAOSOPS_MOCK_KEY": "unused"},
+    )  # fmt: skip
+
+
+def episodes(out: Path) -> list[dict[str, Any]]:
+    """The episodes of the one run under ``out``, as vf-eval wrote them."""
+    (path,) = out.glob("*/traces.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _outcome(record: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        record["resolved"],
+        record["cumulative_reward"],
+        record["final_step"],
+        record["wrong_fixes"],
+        [(s["role"], s["action"]) for s in record["steps"]],
+    )
+
+
+def _key(record: dict[str, Any]) -> tuple[Any, ...]:
+    return (record["failure_type"], record["difficulty"], record["seed"])
+
+
+@pytest.fixture(scope="module")
+def played(mock: str, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    out = tmp_path_factory.mktemp("vf") / "outputs"
+    proc = vf_eval(mock, out, *SELECTION, "--env.models", "sre", "dev", "-r", "2")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return episodes(out)
+
+
+def test_vf_eval_plays_the_episodes_chaosops_run_plays(
+    played: list[dict[str, Any]], mock: str, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    proc = subprocess.run(
+        [_command("chaosops"), "run", "--policy", "heuristic", "--role-policy", "sre=llm",
+         "--role-policy", "dev=llm", "--llm-base-url", mock, "--tier", "hard",
+         "--failure-type", "misrouted_traffic", "--failure-type", "rogue_deploy_bot",
+         "--no-progress", "--out", str(run)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    by_run = {_key(r): _outcome(r) for r in map(json.loads, (run / "results.jsonl").open())}
+    assert len(by_run) == 10
+    assert len(played) == 20  # -r 2: each task twice
+    for episode in played:
+        assert episode["ok"], episode["errors"]
+        records = [t["info"]["chaosops"] for t in episode["traces"]]
+        assert sorted(t["agent"]["name"] for t in episode["traces"]) == ["dev", "sre"]
+        assert records[0] == records[1]  # one episode, seen from each seat
+        assert _outcome(records[0]) == by_run[_key(records[0])]
+        assert episode["task"]["key"] == "{failure_type}/{difficulty}/seed={seed}".format(
+            **records[0]
+        )
+
+
+def test_each_seat_s_trace_holds_chaosops_figures_and_its_model_calls(
+    played: list[dict[str, Any]],
+) -> None:
+    for episode in played:
+        for trace in episode["traces"]:
+            record = trace["info"]["chaosops"]
+            role = trace["agent"]["name"]
+            assert trace["rewards"]["team_return"] == {
+                "score": record["cumulative_reward"], "weight": 1.0,
+            }  # fmt: skip
+            assert trace["metrics"]["resolved"] == float(record["resolved"])
+            turns = [s for s in record["steps"] if s["role"] == role]
+            answers = [n for n in trace["nodes"] if n["message"]["role"] == "assistant"]
+            assert len(answers) == len(turns)  # one model call a turn, on the trace
+            # the mock answers every view legally; -1: the seat got no turn
+            assert trace["metrics"]["legal"] == (1.0 if turns else -1.0)
+            views = [n["message"]["content"] for n in trace["nodes"]
+                     if n["message"]["role"] == "user"]  # fmt: skip
+            assert len(views) == len(turns)
+            assert all(f"Your role: {role}." in view for view in views)
+
+
+def test_a_late_turn_plays_the_fallback_and_the_episode_goes_on(tmp_path: Path) -> None:
+    for url in _mock(tmp_path, "--latency", "uniform:0-2s", "--seed", "3"):
+        out = tmp_path / "outputs"
+        proc = vf_eval(url, out, *SELECTION[:2], "--env.taskset.failure-type",
+                       "misrouted_traffic", "-n", "1", "--env.turn-timeout", "1")  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        ((trace,),) = [e["traces"] for e in episodes(out)]
+        record = trace["info"]["chaosops"]
+        turns = [s for s in record["steps"] if s["role"] == "sre"]
+        late = [s for s in turns if s["timed_out"]]
+        assert late and all(s["action"]["action_type"] == "noop" for s in late)
+        answered = [s for s in turns if s["turn"] > late[0]["turn"] and not s["timed_out"]]
+        assert answered  # the seat's interaction goes on after a cancelled turn
+        assert record["error"] is None
+        assert record["resolved"] or record["final_step"] == record["max_steps"]
+        assert trace["metrics"]["legal"] == pytest.approx(1 - len(late) / len(turns))
+
+
+def test_an_answer_that_is_no_move_plays_a_noop(tmp_path: Path) -> None:
+    for url in _mock(tmp_path, "--rate-garbage", "1"):
+        out = tmp_path / "outputs"
+        proc = vf_eval(url, out, "--env.taskset.tier", "easy", "-n", "2")
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        for episode in episodes(out):
+            (trace,) = episode["traces"]
+            turns = [s for s in trace["info"]["chaosops"]["steps"] if s["role"] == "sre"]
+            assert all(s["parse_error"] and s["action"]["action_type"] == "noop" for s in turns)
+            assert trace["metrics"]["legal"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (("--env.taskset.tier", "ultra"), "Input should be 'easy', 'medium' or 'hard'"),
+        (("--env.models", "ceo"), "Input should be 'sre', 'oversight', 'dev' or 'manager'"),
+        (("--env.turn-timeout", "0"), "Input should be greater than 0"),
+        (("--env.others", "smart"), "Input should be 'random', 'heuristic' or 'oracle'"),
+    ],
+)
+def test_a_bad_setting_is_refused_before_any_episode(
+    options: tuple[str, ...], message: str, tmp_path: Path
+) -> None:
+    proc = vf_eval("http://127.0.0.1:9/v1", tmp_path / "outputs", *options)
+    assert proc.returncode != 0
+    assert message in " ".join((proc.stdout + proc.stderr).replace("│", " ").split())
+    assert not list((tmp_path / "outputs").glob("*/traces.jsonl"))
