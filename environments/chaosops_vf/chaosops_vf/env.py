@@ -64,21 +64,34 @@ def _seat_task(task: IncidentTask, role: str) -> IncidentTask:
     return task.with_data(prompt=None, system_prompt=system_prompt(role))
 
 
+class _Seat:
+    """A model seat: its agent's interaction, opened at the seat's first turn
+    (a seat the episode never reaches costs verifiers no rollout)."""
+
+    def __init__(self, agent: Any, task: IncidentTask, role: str, stack: AsyncExitStack) -> None:
+        self.agent, self.task, self.role, self.stack = agent, task, role, stack
+        self.interaction: Any = None
+
+    async def ask(self, messages: list[dict[str, Any]], role: AgentRole) -> dict[str, Any]:
+        if self.interaction is None:
+            opened = self.agent.interaction(_seat_task(self.task, self.role))
+            self.interaction = await self.stack.enter_async_context(opened)
+        segment = await self.interaction.turn(messages[-1]["content"])
+        return _reply(segment, self.agent.config.model or "?")
+
+
 class ChaosOpsEnv(vf.Env[ChaosOpsEnvConfig]):
     async def run(self, task: IncidentTask, agents: vf.Agents) -> None:
         config = self.config
         scenario = scenario_from_record(task.data.scenario)
         policies: dict[Any, Any] = dict(policies_for(config.others, scenario))
+        deadline = None if config.turn_timeout is None else {
+            AgentRole(role): config.turn_timeout for role in config.models
+        }  # fmt: skip
         async with AsyncExitStack() as stack:
-            seats = {}
-            for role in config.models:
-                agent = getattr(agents, role)
-                seat = await stack.enter_async_context(agent.interaction(_seat_task(task, role)))
-                seats[role] = seat
-                policies[AgentRole(role)] = AskingPolicy(self._asker(seat, agent), role)
-            deadline = None if config.turn_timeout is None else {
-                AgentRole(role): config.turn_timeout for role in config.models
-            }  # fmt: skip
+            seats = [_Seat(getattr(agents, role), task, role, stack) for role in config.models]
+            for seat in seats:
+                policies[AgentRole(seat.role)] = AskingPolicy(seat.ask, seat.role)
             result = await arun_episode(
                 ChaosOpsEnvironment(), scenario, policies, turn_timeout=deadline
             )
@@ -87,17 +100,9 @@ class ChaosOpsEnv(vf.Env[ChaosOpsEnvConfig]):
             roles={role: {"policy": "verifiers" if role in config.models else config.others}
                    for role in ("sre", "oversight", "dev", "manager")},
         )  # fmt: skip
-        for role, seat in seats.items():
-            self._score(seat.trace, role, record, result, scenario)
-
-    @staticmethod
-    def _asker(seat: Any, agent: Any):
-        model = agent.config.model or "?"
-
-        async def ask(messages: list[dict[str, Any]], role: AgentRole) -> dict[str, Any]:
-            return _reply(await seat.turn(messages[-1]["content"]), model)
-
-        return ask
+        for seat in seats:
+            if seat.interaction is not None:
+                self._score(seat.interaction.trace, seat.role, record, result, scenario)
 
     def _score(self, trace: Any, role: str, record: ResultLine, result: Any, scenario: Any) -> None:
         """chaosops' figures on a seat's trace: the team's return as the reward."""

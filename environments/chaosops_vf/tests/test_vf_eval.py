@@ -109,12 +109,15 @@ def test_vf_eval_plays_the_episodes_chaosops_run_plays(
     for episode in played:
         assert episode["ok"], episode["errors"]
         records = [t["info"]["chaosops"] for t in episode["traces"]]
-        assert sorted(t["agent"]["name"] for t in episode["traces"]) == ["dev", "sre"]
-        assert records[0] == records[1]  # one episode, seen from each seat
-        assert _outcome(records[0]) == by_run[_key(records[0])]
-        assert episode["task"]["key"] == "{failure_type}/{difficulty}/seed={seed}".format(
-            **records[0]
-        )
+        record = records[0]
+        assert all(r == record for r in records)  # one episode, seen from each seat
+        assert _outcome(record) == by_run[_key(record)]
+        seated = {s["role"] for s in record["steps"]} & {
+            "sre",
+            "dev",
+        }  # one trace for each seat that moved
+        assert sorted(t["agent"]["name"] for t in episode["traces"]) == sorted(seated)
+        assert episode["task"]["key"] == "{failure_type}/{difficulty}/seed={seed}".format(**record)
 
 
 def test_each_seat_s_trace_holds_chaosops_figures_and_its_model_calls(
@@ -130,9 +133,8 @@ def test_each_seat_s_trace_holds_chaosops_figures_and_its_model_calls(
             assert trace["metrics"]["resolved"] == float(record["resolved"])
             turns = [s for s in record["steps"] if s["role"] == role]
             answers = [n for n in trace["nodes"] if n["message"]["role"] == "assistant"]
-            assert len(answers) == len(turns)  # one model call a turn, on the trace
-            # the mock answers every view legally; -1: the seat got no turn
-            assert trace["metrics"]["legal"] == (1.0 if turns else -1.0)
+            assert len(answers) == len(turns) > 0  # one model call a turn, on the trace
+            assert trace["metrics"]["legal"] == 1.0  # the mock answers every view legally
             views = [n["message"]["content"] for n in trace["nodes"]
                      if n["message"]["role"] == "user"]  # fmt: skip
             assert len(views) == len(turns)
