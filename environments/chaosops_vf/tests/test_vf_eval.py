@@ -8,16 +8,23 @@ Runs in this package's own virtual environment (verifiers 0.4 needs
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from chaosops.agents.llm import read_rendered
+from chaosops.mock_llm import decide_action
 
 BIN = Path(sys.executable).parent
 SELECTION = ("--env.taskset.tier", "hard",
@@ -141,22 +148,52 @@ def test_each_seat_s_trace_holds_chaosops_figures_and_its_model_calls(
             assert all(f"Your role: {role}." in view for view in views)
 
 
+class _FirstLate(BaseHTTPRequestHandler):
+    """A chat-completions endpoint that answers as ``chaosops mock-llm`` does,
+    the first request of all only after ``LATE`` seconds."""
+
+    LATE = 6.0
+    asked = itertools.count()
+
+    def do_POST(self) -> None:  # http.server calls it by this name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if next(self.asked) == 0:
+            time.sleep(self.LATE)
+        view = read_rendered(body["messages"][-1]["content"])
+        answer = {"role": "assistant", "content": json.dumps(decide_action(view))}
+        data = json.dumps({
+            "id": "late", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "message": answer, "finish_reason": "stop"}],
+        }).encode()  # fmt: skip
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
 def test_a_late_turn_plays_the_fallback_and_the_episode_goes_on(tmp_path: Path) -> None:
-    for url in _mock(tmp_path, "--latency", "uniform:0-2s", "--seed", "3"):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FirstLate)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
         out = tmp_path / "outputs"
+        url = f"http://127.0.0.1:{server.server_port}/v1"
         proc = vf_eval(url, out, *SELECTION[:2], "--env.taskset.failure-type",
-                       "misrouted_traffic", "-n", "1", "--env.turn-timeout", "1")  # fmt: skip
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        ((trace,),) = [e["traces"] for e in episodes(out)]
-        record = trace["info"]["chaosops"]
-        turns = [s for s in record["steps"] if s["role"] == "sre"]
-        late = [s for s in turns if s["timed_out"]]
-        assert late and all(s["action"]["action_type"] == "noop" for s in late)
-        answered = [s for s in turns if s["turn"] > late[0]["turn"] and not s["timed_out"]]
-        assert answered  # the seat's interaction goes on after a cancelled turn
-        assert record["error"] is None
-        assert record["resolved"] or record["final_step"] == record["max_steps"]
-        assert trace["metrics"]["legal"] == pytest.approx(1 - len(late) / len(turns))
+                       "misrouted_traffic", "-n", "1", "--env.turn-timeout", "2")  # fmt: skip
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ((trace,),) = [e["traces"] for e in episodes(out)]
+    record = trace["info"]["chaosops"]
+    first, *later = [s for s in record["steps"] if s["role"] == "sre"]
+    assert first["timed_out"] and first["action"]["action_type"] == "noop"
+    assert later and not any(s["timed_out"] for s in later)  # the seat goes on answering
+    assert record["error"] is None
+    assert trace["metrics"]["legal"] == pytest.approx(len(later) / (1 + len(later)))
 
 
 def test_an_answer_that_is_no_move_plays_a_noop(tmp_path: Path) -> None:
@@ -171,19 +208,25 @@ def test_an_answer_that_is_no_move_plays_a_noop(tmp_path: Path) -> None:
             assert trace["metrics"]["legal"] == 0.0
 
 
+TIER = "--env.taskset.tier[0] Input should be 'easy', 'medium' or 'hard' (got 'ultra')"
+SEATS = "--env.models[0] Input should be 'sre', 'oversight', 'dev' or 'manager' (got 'ceo')"
+OTHERS = "--env.others Input should be 'random', 'heuristic' or 'oracle' (got 'smart')"
+DEADLINE = "--env.turn-timeout Input should be greater than 0 (got '0')"
+
+
 @pytest.mark.parametrize(
-    ("options", "message"),
+    ("options", "messages"),
     [
-        (("--env.taskset.tier", "ultra"), "Input should be 'easy', 'medium' or 'hard'"),
-        (("--env.models", "ceo"), "Input should be 'sre', 'oversight', 'dev' or 'manager'"),
-        (("--env.turn-timeout", "0"), "Input should be greater than 0"),
-        (("--env.others", "smart"), "Input should be 'random', 'heuristic' or 'oracle'"),
+        (("--env.taskset.tier", "ultra"), [TIER]),
+        (("--env.models", "ceo", "--env.others", "smart", "--env.turn-timeout", "0"),
+         [SEATS, OTHERS, DEADLINE]),
     ],
-)
-def test_a_bad_setting_is_refused_before_any_episode(
-    options: tuple[str, ...], message: str, tmp_path: Path
+)  # fmt: skip
+def test_bad_settings_are_refused_before_any_episode(
+    options: tuple[str, ...], messages: list[str], tmp_path: Path
 ) -> None:
     proc = vf_eval("http://127.0.0.1:9/v1", tmp_path / "outputs", *options)
     assert proc.returncode != 0
-    assert message in " ".join((proc.stdout + proc.stderr).replace("│", " ").split())
+    said = " ".join((proc.stdout + proc.stderr).replace("│", " ").split())
+    assert all(message in said for message in messages), said[-2000:]
     assert not list((tmp_path / "outputs").glob("*/traces.jsonl"))
