@@ -158,21 +158,10 @@ def _cut(text: str | None, size: int = 160) -> str:
 
 def trouble(plays: Sequence[Play], progress: Any) -> list[str]:
     """The closing notes on what went wrong in the turns (the progress bar's
-    sums), once per LLM whose server sent no logprobs though asked for them,
-    and once per local model how its turns were batched."""
+    sums), then each model policy's own notes."""
     logs = {play.config.telemetry.log_json for play in plays}
     notes = progress.trouble(logs.pop() if len(logs) == 1 else None)
     for play in plays:
-        for llm in play.llms.values():
-            if sizes := getattr(llm, "batch_sizes", None):  # a local model's generate calls
-                shown = ", ".join(f"{n} x {size}" for size, n in sorted(sizes.items()))
-                notes.append(
-                    f"{llm.model}: {sum(s * n for s, n in sizes.items())} turn(s) in "
-                    f"{sum(sizes.values())} generate call(s) (calls x batch size: {shown})"
-                )
-            if llm.answers_without_logprobs:
-                notes.append(
-                    f"{llm.answers_without_logprobs} answer(s) of {llm.model} came without "
-                    "the logprobs asked for (--llm-logprobs): the server returned none"
-                )
+        for model in play.llms.values():
+            notes.extend(model.notes())
     return notes

@@ -312,7 +312,7 @@ class TurnFailures:
                 return None
             return (
                 f"{self.in_a_row} LLM turns in a row failed on the Ray workers (last: "
-                f"{self.last}): stopped by --llm-max-failures {max_failures}"
+                f"{self.last}): stopped by --model-max-failures {max_failures}"
             )
 
         return reason
@@ -372,7 +372,7 @@ def _both(*observers: Callable[[Batch, Any], None] | None) -> Callable[[Batch, A
 
 
 def _endpoint_health(llms: Sequence[Any], max_failures: int) -> Callable[[], str | None] | None:
-    # The model policies' failures in a row (LLMPolicy's and HFPolicy's failures_in_a_row).
+    # The model policies' failures in a row (chaosops.agents.model.ModelPolicy).
     if not llms or max_failures <= 0:
         return None
 
@@ -380,9 +380,9 @@ def _endpoint_health(llms: Sequence[Any], max_failures: int) -> Callable[[], str
         for llm in llms:
             if llm.failures_in_a_row >= max_failures:
                 return (  # the last failure names the model and its endpoint
-                    f"{llm.failures_in_a_row} {getattr(llm, 'calls', 'LLM calls')} in a row "
+                    f"{llm.failures_in_a_row} {llm.calls} in a row "
                     f"failed for good (last: "
-                    f"{llm.last_failure}): stopped by --llm-max-failures {max_failures}"
+                    f"{llm.last_failure}): stopped by --model-max-failures {max_failures}"
                 )
         return None
 

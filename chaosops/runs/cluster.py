@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from actors.cluster import ClusterError, RayMissing, connect, import_ray
-from chaosops.agents.llm.settings import LLMSettings
 
 from .config import RunConfig
 from .errors import RunError, first_of
@@ -51,4 +50,4 @@ def recipe(config: RunConfig) -> Any:
         return None
 
     spec = config.spec
-    return PolicyRecipe.of(spec.policy_by_role, spec.in_play(LLMSettings), config.workers or 1)
+    return PolicyRecipe.of(spec.policy_by_role, spec.models_in_play, config.workers or 1)

@@ -21,7 +21,7 @@ from .cluster import recipe
 from .config import RunConfig, traces_url
 from .errors import RunError, note, output_error
 from .folder import RunFolder, plan_digest, renderer, run_record, summarise
-from .kinds import kind_of
+from .kinds import ray_refusal
 from .plan import Plan, PlanKeys, plan_episodes
 from .policies import PolicyRecipe, prepare_models, role_map_factory
 from .session import Session
@@ -98,8 +98,8 @@ def seat_players(play: Play) -> None:
     and what Ray workers build the role maps from."""
     config = play.config
     for name, settings in config.spec.models_in_play.items() if config.ray is not None else ():
-        if (why := kind_of(settings).not_on_ray) is not None:
-            raise RunError(f"--ray: the {name} policy {why}")
+        if (why := ray_refusal(name, settings)) is not None:
+            raise RunError(why)
     play.llms, spec = prepare_models(config.spec)
     if play.recorded is not None:  # loaded now: a checkpoint's weights are known
         play.folder.check_models(play.recorded, run_record(spec, play.planned))

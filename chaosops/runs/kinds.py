@@ -9,6 +9,12 @@ and how its models are made ready before any episode. The flags of the
 kind's own model (the policy named as the kind) are the options that set
 its fields (:attr:`chaosops.runs.options.Option.sets`).
 
+Its policy follows :class:`chaosops.agents.model.ModelPolicy` and its
+settings :class:`~chaosops.agents.model.ModelSettings`; nothing else of them
+is read by name. ``build`` says how a Ray worker makes the policy from its
+settings (``share``: the settings one of N workers gets), or ``not_on_ray``
+why it cannot.
+
 A new kind is its settings and policy (under ``chaosops.agents``), an entry
 in :data:`KINDS`, and its options: docs/architecture.md, "Adding a policy kind".
 """
@@ -22,11 +28,15 @@ from typing import Any
 
 from chaosops.agents.hf.settings import HFSettings
 from chaosops.agents.llm.settings import LLMSettings
+from chaosops.agents.model import ModelPolicy
 
 from .models import prepare_hf, prepare_llms
 
 Prepare = Callable[[Mapping[str, Any], str | None, float | None], dict[str, Any]]
 """(models by policy name, the run file, seconds a probe may take) -> their policies."""
+
+Build = Callable[[Any], ModelPolicy]
+"""settings -> the model's policy, as a Ray worker makes it (nothing probed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +52,9 @@ class ModelKind:
     record: Callable[[Any], dict[str, Any]] = dataclasses.asdict  # what the records hold
     player: Callable[[Any], dict[str, Any]] = lambda settings: {}  # results: beyond model, answer
     own: Callable[[dict[str, Any]], Any] = lambda given: None  # the flags' own model, or None
-    not_on_ray: str | None = None  # why its policies cannot play in Ray workers
+    build: Build | None = None  # how a Ray worker makes its policy; None: not on Ray
+    share: Callable[[Any, int], Any] = lambda settings, workers: settings  # per worker
+    not_on_ray: str | None = None  # why its policies cannot play in Ray workers (build None)
 
 
 def _llm_record(settings: LLMSettings) -> dict[str, Any]:
@@ -57,6 +69,17 @@ def _llm_own(given: dict[str, Any]) -> LLMSettings:
     # --llm-top-logprobs implies --llm-logprobs (servers refuse it alone)
     given["logprobs"] = given.get("logprobs") or given.get("top_logprobs") is not None
     return LLMSettings(**given)
+
+
+def _llm_policy(settings: LLMSettings) -> ModelPolicy:
+    from chaosops.agents.llm.policy import LLMPolicy  # aiohttp: loaded when an LLM plays
+
+    return LLMPolicy.from_settings(settings)
+
+
+def _llm_share(settings: LLMSettings, workers: int) -> LLMSettings:
+    """The settings of one of ``workers``: the in-flight limit shared out among them."""
+    return dataclasses.replace(settings, max_in_flight=max(1, settings.max_in_flight // workers))
 
 
 def _hf_player(settings: HFSettings) -> dict[str, Any]:
@@ -75,7 +98,7 @@ KINDS: tuple[ModelKind, ...] = (
         "llm", "an LLM", LLMSettings, "llms",
         ("base_url", "model", "temperature", "top_p", "seed", "max_tokens", "answer", "history",
          "system_prompt"),
-        prepare_llms, record=_llm_record, own=_llm_own,
+        prepare_llms, record=_llm_record, own=_llm_own, build=_llm_policy, share=_llm_share,
     ),
     ModelKind(
         "hf", "a local model", HFSettings, "hf",
@@ -102,3 +125,9 @@ def kind_named(name: str) -> ModelKind:
 def kind_of(settings: Any) -> ModelKind:
     """The kind whose settings ``settings`` are."""
     return next(kind for kind in KINDS if isinstance(settings, kind.settings))
+
+
+def ray_refusal(name: str, settings: Any) -> str | None:
+    """Why the model ``name`` cannot play in Ray workers, or None when its kind builds there."""
+    kind = kind_of(settings)
+    return None if kind.build is not None else f"--ray: the {name} policy {kind.not_on_ray}"

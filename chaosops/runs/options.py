@@ -215,6 +215,7 @@ _WATCH = "how it is watched"
 _LLM = "LLM policy (the llm policy of --policy or --policies)"
 _HF = "local model policy (the hf policy of --policy or --policies)"
 _RUN = "run"
+_MODELS = "model policies (any kind)"
 
 OPTIONS: tuple[Option, ...] = (
     Option(
@@ -522,16 +523,17 @@ OPTIONS: tuple[Option, ...] = (
         sets=("llm", "max_answer_bytes"),
     ),
     Option(
-        ("--llm-max-failures",),
+        ("--model-max-failures", "--llm-max-failures"),
         "llm_max_failures",
-        group=_LLM,
+        group=_MODELS,
         value=v.NonNegativeInt,
         default=_run_default("llm_max_failures"),
         metavar="N",
-        help="stop the run (exit 1, finished episodes kept for --resume) once N LLM calls "
-        "in a row failed for good, retries spent: the endpoint went away (default 10; "
-        "0: never stop, every such turn plays the fallback)",
-        serve_help="not used by serve: a server keeps serving, and a turn whose LLM call "
+        help="stop the run (exit 1, finished episodes kept for --resume) once N calls of one "
+        "model in a row failed for good (an LLM's requests, retries spent: the endpoint went "
+        "away; a local model's generate calls); default 10; 0: never stop, every such turn "
+        "plays the fallback. --llm-max-failures is its old name",
+        serve_help="not used by serve: a server keeps serving, and a turn whose model call "
         "failed for good plays the fallback",
         file_key="llm_max_failures",
         recorded="llm_max_failures",
@@ -814,7 +816,7 @@ def add_options(parser: argparse.ArgumentParser, *, run: bool) -> None:
     for option in options_of(groups):
         option.add_to(parser)
         added.add(option.dest)
-    for group in _MODEL_GROUPS:
+    for group in (_MODELS, *_MODEL_GROUPS):
         models = parser.add_argument_group(group)
         for option in options_of([group]):
             option.add_to(models)
@@ -835,7 +837,7 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         if option.dest in SERVED:
             option.add_to(parser, serving=True)
             added.add(option.dest)
-    for group in _MODEL_GROUPS:
+    for group in (_MODELS, *_MODEL_GROUPS):
         models = parser.add_argument_group(group)
         for option in options_of([group]):
             option.add_to(models, serving=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import inspect
 import os
@@ -12,12 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaosops.agents.judged import judged
-from chaosops.agents.llm.settings import LLMSettings
 from chaosops.agents.policies import SCRIPTED, scripted_policy
 from chaosops.env.models import AgentRole
 
 from .errors import RunError
-from .kinds import KINDS
+from .kinds import KINDS, kind_of, ray_refusal
 from .spec import RunSpec
 from .values import POLICIES
 
@@ -125,45 +123,45 @@ def prepare_models(spec: RunSpec) -> tuple[dict[str, Any], RunSpec]:
 @dataclass(frozen=True)
 class PolicyRecipe:
     """What a Ray worker builds the role maps from: each role's policy name and
-    the LLMs' settings (their in-flight limits already shared out among the
-    workers); the user's modules are found from ``cwd`` as here."""
+    the models' settings (each kind's share of one of the workers); the
+    user's modules are found from ``cwd`` as here."""
 
     policy_by_role: tuple[tuple[str, str], ...]
-    llms: tuple[tuple[str, LLMSettings], ...]
+    models: tuple[tuple[str, Any], ...]
     cwd: str
 
     @classmethod
-    def of(cls, policy_by_role: Mapping[str, str], llms: Mapping[str, LLMSettings],
+    def of(cls, policy_by_role: Mapping[str, str], models: Mapping[str, Any],
            workers: int) -> PolicyRecipe:  # fmt: skip
-
-        shared = tuple(
-            (name, dataclasses.replace(s, max_in_flight=max(1, s.max_in_flight // workers)))
-            for name, s in llms.items()
-        )
+        shared = tuple((name, kind_of(s).share(s, workers)) for name, s in models.items())
         return cls(tuple(policy_by_role.items()), shared, os.getcwd())
 
     def __call__(self) -> _WorkerPolicies:
-        from chaosops.agents.llm.policy import LLMPolicy  # aiohttp: loaded when an LLM plays
-
         if self.cwd not in sys.path:
             sys.path.insert(0, self.cwd)
-        llms = {name: LLMPolicy.from_settings(settings) for name, settings in self.llms}
-        return _WorkerPolicies(role_map_factory(dict(self.policy_by_role), llms, ()), llms)
+        models = {name: _built(name, settings) for name, settings in self.models}
+        return _WorkerPolicies(role_map_factory(dict(self.policy_by_role), models, ()), models)
+
+
+def _built(name: str, settings: Any) -> Any:
+    if (why := ray_refusal(name, settings)) is not None:  # the driver refuses it first
+        raise RunError(why)
+    return kind_of(settings).build(settings)  # type: ignore[misc]  # not None: no refusal
 
 
 class _WorkerPolicies:
-    """A worker's role maps per scenario, and its LLM policies to close."""
+    """A worker's role maps per scenario, and its model policies to close."""
 
-    def __init__(self, factory: Callable[[Any], Mapping[Any, Any]], llms: Mapping[str, Any]):
+    def __init__(self, factory: Callable[[Any], Mapping[Any, Any]], models: Mapping[str, Any]):
         self.factory = factory
-        self.llms = llms
+        self.models = models
 
     def __call__(self, scenario: Any) -> Mapping[Any, Any]:
         return self.factory(scenario)
 
     async def aclose(self) -> None:
-        for llm in self.llms.values():
-            await llm.aclose()
+        for model in self.models.values():
+            await model.aclose()
 
 
 def known_policy(name: str, llms: Collection[str]) -> bool:

@@ -5,12 +5,15 @@ episodes are kept, summary.json is written and the exact resume command is
 printed. That takes a moment, and a second Ctrl-C in it (a double press, or
 ``timeout -s INT``, which signals the process and its group) must not break
 it: once the first signal is taken, a second one only says to wait, and a
-third stops at once (exit 130, no summary).
+third stops at once (exit 130, no summary). Signals within
+:data:`ONE_PRESS_S` of the last one counted are one press: a double press,
+or a group's signals, on a loaded machine arrive tens of milliseconds apart.
 """
 
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,14 +24,22 @@ __all__ = ["hold_signals", "restoring_signals"]
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
+ONE_PRESS_S = 0.5
+"""Signals this close to the last one counted are the same press."""
+
 
 class _Again:
     """The handler of the signals after the first: wait, then force."""
 
     def __init__(self) -> None:
         self.presses = 0
+        self.last = time.monotonic()  # the first press, taken before this handler
 
     def __call__(self, signum: int, frame: Any) -> None:
+        now = time.monotonic()
+        if now - self.last < ONE_PRESS_S:
+            return
+        self.last = now
         self.presses += 1
         if self.presses > 1:
             raise KeyboardInterrupt

@@ -42,7 +42,7 @@ class HFPolicy:
     :meth:`from_model` (a model in memory, as :class:`chaosops.train.EvalCallback`
     does). ``batch_sizes`` counts the ``generate`` calls by batch size;
     ``failures_in_a_row`` and ``last_failure`` say as the LLM policy's do
-    whether generation keeps failing (the run's ``--llm-max-failures``).
+    whether generation keeps failing (the run's ``--model-max-failures``).
     """
 
     calls = "generate calls"  # what the run's stop line says failed
@@ -56,7 +56,6 @@ class HFPolicy:
         )  # fmt: skip
         self.failures_in_a_row = 0
         self.last_failure: str | None = None
-        self.answers_without_logprobs = 0  # the LLM policy's count: logprobs are not asked here
 
     @classmethod
     def load(cls, settings: HFSettings) -> HFPolicy:
@@ -85,6 +84,17 @@ class HFPolicy:
     def __repr__(self) -> str:
         s = self.settings
         return f"HFPolicy(model={s.model!r}, device={s.resolved_device!r}, batch={s.batch})"
+
+    def notes(self) -> list[str]:
+        """The run's closing note of this model: how its turns were batched."""
+        sizes = self.batch_sizes
+        if not sizes:
+            return []
+        shown = ", ".join(f"{n} x {size}" for size, n in sorted(sizes.items()))
+        return [
+            f"{self.model}: {sum(s * n for s, n in sizes.items())} turn(s) in "
+            f"{sum(sizes.values())} generate call(s) (calls x batch size: {shown})"
+        ]
 
     def for_episode(self) -> HFPolicy | EpisodeChat:
         """Itself, or with conversation ``episode`` a chat per role of one episode."""

@@ -104,8 +104,10 @@ class LLMPolicy:
     ``failures_in_a_row`` counts the calls that failed for good since the last
     answer (any answer resets it), and ``last_failure`` says why the latest one
     did: a caller can stop a batch whose endpoint went away (the CLI's
-    ``--llm-max-failures``) instead of playing every turn as a fallback.
+    ``--model-max-failures``) instead of playing every turn as a fallback.
     """
+
+    calls = "LLM calls"  # what the run's stop line says failed
 
     def __init__(self, model: str, **settings: Any) -> None:
         checked = LLMSettings(model=model, **settings)
@@ -149,6 +151,15 @@ class LLMPolicy:
             f"LLMPolicy(model={s.model!r}, base_url={shown_url(s.endpoint)!r}, "
             f"max_in_flight={s.max_in_flight}, retries={s.retries}, answer={s.answer!r})"
         )
+
+    def notes(self) -> list[str]:
+        """The run's closing note of this model: answers without the logprobs asked for."""
+        if not self.answers_without_logprobs:
+            return []
+        return [
+            f"{self.answers_without_logprobs} answer(s) of {self.model} came without "
+            "the logprobs asked for (--llm-logprobs): the server returned none"
+        ]
 
     async def aclose(self) -> None:
         """Close the HTTP clients of the current event loop (a later call opens others)."""

@@ -365,23 +365,27 @@ def test_ctrl_c_at_any_moment_of_a_run_is_one_line_and_exit_130(work: Path) -> N
 
 def test_an_endpoint_that_keeps_failing_stops_the_run(work: Path) -> None:
     """Every completion an HTTP 500 (models still listed): the run stops once
-    --llm-max-failures calls in a row failed for good, one line, exit 1, and
-    the folder stays resumable (summary complete: false). Text answers, which
-    need no probe at the start (the probe's own failure is tested apart)."""
+    --model-max-failures calls in a row failed for good (given by its old name,
+    --llm-max-failures), one line, exit 1, and the folder stays resumable
+    (summary complete: false). Text answers, which need no probe at the start
+    (the probe's own failure is tested apart); no retries, and a deadline far
+    beyond a 500's answer, so that a loaded machine still fails on the 500s."""
     with mock_process(work, "--rate-500", "1") as url:
         out = work / "llm-failing"
         proc = chaosops(
-            *llm_run(work, url, out, "--llm-max-failures", "3", "--turn-timeout", "1",
-                     "--log-json", work / "llm-failing.jsonl", "--llm-answer", "text"),
+            *llm_run(work, url, out, "--llm-max-failures", "3", "--llm-retries", "0",
+                     "--turn-timeout", "30", "--log-json", work / "llm-failing.jsonl",
+                     "--llm-answer", "text"),
             cwd=work,
         )  # fmt: skip
         table = work / "llm-failing-eval.json"
         evaluated = chaosops(
             "eval", "tiny.toml", "--policies", "llm", "--llm-base-url", url, "--no-progress",
-            "--no-chart", "--json", table, "--llm-max-failures", "3", "--turn-timeout", "1",
+            "--no-chart", "--json", table, "--llm-max-failures", "3", "--llm-retries", "0",
+            "--turn-timeout", "30",
             "--log-json", work / "llm-failing-eval.jsonl", "--llm-answer", "text", cwd=work,
         )  # fmt: skip
-    assert_one_error_line(proc, "LLM calls in a row failed", "HTTP 500", "--llm-max-failures 3",
+    assert_one_error_line(proc, "LLM calls in a row failed", "HTTP 500", "--model-max-failures 3",
                           "--resume")  # fmt: skip
     assert proc.returncode == 1
     summary = orjson.loads((out / "summary.json").read_bytes())
@@ -389,7 +393,7 @@ def test_an_endpoint_that_keeps_failing_stops_the_run(work: Path) -> None:
     # an episode that finished while every call failed is not kept: --resume plays it again
     assert not [r for r in jsonl(out / "results.jsonl") if r["errors"]]
     # eval stops the same way; what finished, if anything, is evaluated as on Ctrl-C
-    line = assert_one_error_line(evaluated, "LLM calls in a row failed", "--llm-max-failures 3")
+    line = assert_one_error_line(evaluated, "LLM calls in a row failed", "--model-max-failures 3")
     assert evaluated.returncode == 1
     if "no evaluation written" not in line:
         assert orjson.loads(table.read_bytes())["complete"] is False

@@ -145,7 +145,7 @@ def test_a_server_that_never_answers_stops_the_run(work: Path, hostile: str) -> 
     out = work / "never"
     proc = chaosops(*llm_run(work, hostile, out, "--turn-timeout", "0.05",
                              "--llm-max-failures", "4"), cwd=work)  # fmt: skip
-    assert_one_error_line(proc, "LLM calls in a row failed for good", "--llm-max-failures 4",
+    assert_one_error_line(proc, "LLM calls in a row failed for good", "--model-max-failures 4",
                           "no answer within", "--resume")  # fmt: skip
     assert proc.returncode == 1
     summary = orjson.loads((out / "summary.json").read_bytes())

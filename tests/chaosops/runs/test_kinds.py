@@ -5,15 +5,22 @@ everything else (run files, run.json, resume, players) reads the registry."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from chaosops.agents.hf.settings import HFSettings
 from chaosops.agents.llm.settings import LLMSettings
+from chaosops.agents.model import ModelPolicy, ModelSettings
 from chaosops.cli._run_file import RunFileError, read_run_file
-from chaosops.runs.kinds import KINDS, kind_of
+from chaosops.env.models import AgentRole, ChaosOpsAction
+from chaosops.env.world_sim import Scenario
+from chaosops.runs import kinds
+from chaosops.runs.kinds import KINDS, ModelKind, kind_of, ray_refusal
 from chaosops.runs.options import OPTIONS, flags_of
+from chaosops.runs.policies import PolicyRecipe
 from chaosops.runs.spec import RunSpec
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -95,3 +102,83 @@ def test_a_models_name_is_its_own_across_kinds(tmp_path: Path, tables: str, wher
     said = str(caught.value)
     assert len(said.splitlines()) == 1
     assert f"{run_file}: {where}: " in said and "not a scripted policy's nor another kind's" in said
+
+
+def _policy_of(kind_name: str, tmp_path: Path) -> Any:
+    """A policy of the kind: an LLM's (nothing is asked of its endpoint), a
+    tiny local checkpoint's."""
+    if kind_name == "llm":
+        from chaosops.agents.llm.policy import LLMPolicy
+
+        return LLMPolicy("chaosops-mock", base_url="http://127.0.0.1:9/v1")
+    pytest.importorskip("torch", reason="the hf extra (torch) is not installed")
+    pytest.importorskip("trl", reason="the tiny model's chat template comes with TRL")
+    from chaosops.agents.hf import HFPolicy
+    from chaosops.train.tiny import write_tiny_checkpoint
+
+    return HFPolicy.load(HFSettings(model=str(write_tiny_checkpoint(tmp_path / "m", width=32))))
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.name)
+def test_every_kind_s_policy_and_settings_follow_the_model_protocols(
+    kind: Any, tmp_path: Path
+) -> None:
+    policy = _policy_of(kind.name, tmp_path)
+    assert isinstance(policy, ModelPolicy)
+    assert isinstance(policy.settings, kind.settings)
+    assert isinstance(policy.settings, ModelSettings)
+    assert dataclasses.is_dataclass(kind.settings)
+    assert policy.notes() == [] and policy.failures_in_a_row == 0
+    assert (kind.build is None) == (kind.not_on_ray is not None)  # built on Ray, or why not
+
+
+@dataclasses.dataclass(frozen=True)
+class _EchoSettings:
+    model: str
+    max_in_flight: int = 8
+
+
+class _Echo:
+    """A third kind's policy: every turn a noop."""
+
+    calls = "echo calls"
+
+    def __init__(self, settings: _EchoSettings) -> None:
+        self.settings, self.model = settings, settings.model
+        self.failures_in_a_row, self.last_failure = 0, None
+
+    def notes(self) -> list[str]:
+        return []
+
+    def for_episode(self) -> _Echo:
+        return self
+
+    async def aclose(self) -> None:
+        pass
+
+    async def __call__(self, obs: Any, role: Any) -> ChaosOpsAction:
+        return ChaosOpsAction(role=role, action_type="noop")
+
+
+def test_a_ray_worker_builds_any_kind_from_its_declaration(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    echo = ModelKind(
+        "echo", "an echo", _EchoSettings, "echoes", ("model",), prepare=lambda *a: {},
+        build=_Echo, share=lambda s, n: dataclasses.replace(s, max_in_flight=s.max_in_flight // n),
+    )  # fmt: skip
+    monkeypatch.setattr(kinds, "KINDS", (*KINDS, echo))
+    recipe = PolicyRecipe.of({"sre": "echo", "dev": "heuristic"}, {"echo": _EchoSettings("e")}, 2)
+    assert recipe.models == (("echo", _EchoSettings("e", max_in_flight=4)),)  # its share
+    worker = recipe()  # what each Ray worker calls
+    roles = worker(Scenario.from_type("db_deadlock", seed=0))
+    assert isinstance(roles[AgentRole.SRE], _Echo) and isinstance(roles[AgentRole.SRE], ModelPolicy)
+
+
+def test_a_kind_that_does_not_play_on_ray_says_why() -> None:
+    for kind in KINDS:
+        settings = kind.settings(model="m")
+        why = ray_refusal("mine", settings)
+        assert (why is None) == (kind.build is not None)
+        if why is not None:
+            assert why.startswith("--ray: the mine policy ") and kind.not_on_ray in why
