@@ -46,11 +46,12 @@ class EpisodeJob:
     fields: Mapping[str, Any] | None = None
     traces_url: str | None = None  # spans exported from the worker, over OTLP/HTTP
     outputs: Outputs | None = None  # the worker makes the output lines (items: scenario, key)
+    env_factory: Callable[[], Any] = ChaosOpsEnvironment  # a fresh environment an episode
 
     def __call__(self) -> _Played:
         tracer = _export_spans(self.traces_url) if self.traces_url else None
-        fields = dict(self.fields or {})
-        return _Played(self.make_policies(), self.turn_timeout, fields, tracer, self.outputs)
+        return _Played(self.make_policies(), self.turn_timeout, dict(self.fields or {}),
+                       tracer, self.outputs, self.env_factory)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -82,18 +83,20 @@ class _Played:
         fields: dict[str, Any],
         tracer: Any = None,
         outputs: Outputs | None = None,
+        env_factory: Callable[[], Any] = ChaosOpsEnvironment,
     ) -> None:
         self.policies = policies
         self.turn_timeout = turn_timeout
         self.fields = fields
         self.tracer = tracer  # the worker's TracerProvider, flushed when it closes
         self.outputs = outputs  # set: items are (scenario, key), lines made here
+        self.env_factory = env_factory
 
     async def __call__(self, item: Any) -> Any:
 
         scenario, key = item if self.outputs is not None else (item, None)
         result = await arun_episode(
-            ChaosOpsEnvironment(),
+            self.env_factory(),
             scenario,
             role_map_of(self.policies, scenario),
             turn_timeout=self.turn_timeout,
@@ -218,14 +221,15 @@ async def arun_batch(
     concurrency: int = 64,
     turn_timeout: Any = None,
     fields: Mapping[str, Any] | None = None,
+    env_factory: Callable[[], Any] = ChaosOpsEnvironment,
 ) -> list[Any]:
     """:func:`chaosops.agents.runner.arun_batch` on Ray worker actors: results
-    in the order of ``scenarios``. ``policies`` (a role map or a factory) is
-    pickled to each worker: a factory that makes its clients when called ships
-    well, a live client does not. This process connects for the batch unless
-    it is connected already."""
+    in the order of ``scenarios``. ``policies`` (a role map or a factory) and
+    ``env_factory`` are pickled to each worker: a factory that makes its
+    clients when called ships well, a live client does not. This process
+    connects for the batch unless it is connected already."""
     listed = list(scenarios)
-    job = EpisodeJob(partial(_given, policies), turn_timeout, fields)
+    job = EpisodeJob(partial(_given, policies), turn_timeout, fields, env_factory=env_factory)
     results: list[Any] = [None] * len(listed)
     with run_on_cluster(cluster):
         async with open_cluster_batch(listed, job, cluster, concurrency=concurrency) as stream:
@@ -242,10 +246,11 @@ def run_batch(
     concurrency: int = 64,
     turn_timeout: Any = None,
     fields: Mapping[str, Any] | None = None,
+    env_factory: Callable[[], Any] = ChaosOpsEnvironment,
 ) -> list[Any]:
     """Synchronous :func:`arun_batch`."""
     play = partial(arun_batch, scenarios, policies, cluster=cluster, concurrency=concurrency,
-                   turn_timeout=turn_timeout, fields=fields)  # fmt: skip
+                   turn_timeout=turn_timeout, fields=fields, env_factory=env_factory)  # fmt: skip
     return actors.run(play)
 
 

@@ -310,19 +310,28 @@ def test_a_bad_address_and_a_missing_extra_are_one_line(slow: Path, tmp_path: Pa
     assert missing.returncode == 2 and not (slow / "nowhere").exists()
 
 
-def test_the_python_batch_api_takes_the_same_option() -> None:
+def test_the_python_batch_api_takes_the_same_options() -> None:
+    """The batch API on Ray plays what it plays here, a custom environment
+    factory included (here: the roles in another turn order)."""
     from chaosops.agents import runner
     from chaosops.curriculum.generator import scenarios_for_tier
+    from chaosops.env.environment import ChaosOpsEnvironment
     from chaosops.runs import policy_factory
     from chaosops.runs import workers as cluster
 
     scenarios = scenarios_for_tier("medium", episodes_per_type=2)
-    here = runner.run_batch(scenarios, policy_factory("heuristic"), concurrency=4)
+    other_order = functools.partial(ChaosOpsEnvironment, ("dev", "manager", "sre", "oversight"))
+    here = runner.run_batch(scenarios, policy_factory("heuristic"), concurrency=4,
+                            env_factory=other_order)  # fmt: skip
     there = cluster.run_batch(scenarios, policy_factory("heuristic"), concurrency=4,
+                              env_factory=other_order,
                               cluster=cluster.ClusterOptions("local", workers=2))  # fmt: skip
-    assert [(r.scenario, r.cumulative_reward, [s.action for s in r.steps]) for r in there] == [
-        (r.scenario, r.cumulative_reward, [s.action for s in r.steps]) for r in here
-    ]
+
+    def played(results: list[Any]) -> list[Any]:
+        return [(r.scenario, r.cumulative_reward, [s.action for s in r.steps]) for r in results]
+
+    assert played(there) == played(here)
+    assert [s.role.value for s in there[0].steps[:2]] == ["dev", "manager"]  # its order
     assert not ray.is_initialized()  # connected for the batch only
 
 
