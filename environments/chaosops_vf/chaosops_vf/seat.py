@@ -11,10 +11,11 @@ system prompt and the newest view, not the growing conversation.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import verifiers.v1 as vf
 from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletionMessageParam
 
 __all__ = ["ChaosOpsSeat", "ChaosOpsSeatConfig"]
 
@@ -55,5 +56,6 @@ class ChaosOpsSeat(vf.Harness[ChaosOpsSeatConfig]):
         )
         sampling = ctx.sampling.model_dump(exclude_none=True) if ctx.sampling else {}
         async with AsyncOpenAI(base_url=endpoint, api_key=secret, max_retries=0) as client:
-            await client.chat.completions.create(model=ctx.model, messages=messages, **sampling)
+            chat = cast("list[ChatCompletionMessageParam]", messages)  # system and user texts
+            await client.chat.completions.create(model=ctx.model, messages=chat, **sampling)
         return vf.ProgramResult(exit_code=0, stdout="", stderr="")
