@@ -158,7 +158,7 @@ class LLMPolicy:
             return []
         return [
             f"{self.answers_without_logprobs} answer(s) of {self.model} came without "
-            "the logprobs asked for (--llm-logprobs): the server returned none"
+            "the logprobs asked for: the server returned none"
         ]
 
     async def aclose(self) -> None:

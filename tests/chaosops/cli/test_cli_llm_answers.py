@@ -94,7 +94,7 @@ def test_top_logprobs_are_recorded_and_missing_logprobs_said_once(work: Path) ->
     notes = [line for line in proc.stderr.splitlines() if "without the logprobs" in line]
     assert notes == [
         f"chaosops: {len(steps)} answer(s) of chaosops-mock came without the logprobs asked "
-        "for (--llm-logprobs): the server returned none"
+        "for: the server returned none"
     ]
 
 
