@@ -331,7 +331,7 @@ def test_the_python_batch_api_takes_the_same_options() -> None:
         return [(r.scenario, r.cumulative_reward, [s.action for s in r.steps]) for r in results]
 
     assert played(there) == played(here)
-    assert [s.role.value for s in there[0].steps[:2]] == ["dev", "manager"]  # its order
+    assert {r.steps[0].role.value for r in there} == {"dev"}  # the factory's order
     assert not ray.is_initialized()  # connected for the batch only
 
 
