@@ -8,6 +8,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from ._needs import needs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,11 +20,12 @@ INSTALL = (
 )
 
 
+@pytest.mark.timeout(2400)  # the bound of its subprocess, not pytest's default
 def test_the_verifiers_environment_passes_its_own_tests() -> None:
     needs(PYTHON.is_file(), "the verifiers environment .venv-vf", INSTALL)
     proc = subprocess.run(
         [str(PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        cwd=PACKAGE, capture_output=True, text=True, timeout=1800,
+        cwd=PACKAGE, capture_output=True, text=True, timeout=2100,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-2000:]

@@ -21,6 +21,7 @@ pytest.importorskip("trl", reason="the train extra (TRL, torch) is not installed
 EXAMPLE = Path(__file__).parents[3] / "examples" / "train_grpo.py"
 
 
+@pytest.mark.timeout(900)  # the bound of its subprocess (600 s), not pytest's default
 def test_the_example_trains_a_few_steps(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(EXAMPLE), "--steps", "2", "--sft-steps", "50", "--eval-rows", "3",

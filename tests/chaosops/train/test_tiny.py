@@ -36,6 +36,7 @@ def test_the_tokenizer_reads_a_prompt_as_its_checkpoint_does(tmp_path: Path) -> 
     assert getattr(built, "response_template", None)  # TRL parses the calls with it
 
 
+@pytest.mark.timeout(900)  # the bound of its subprocess (600 s), not pytest's default
 def test_the_runtime_sft_example_trains_and_evaluates(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(EXAMPLE), "--steps", "100", "--held-out", "2", "--out",
