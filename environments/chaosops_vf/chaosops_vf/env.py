@@ -21,7 +21,7 @@ from chaosops.agents.llm.asking import AskingPolicy
 from chaosops.agents.llm.render import system_prompt
 from chaosops.agents.policies import policies_for
 from chaosops.agents.runner import arun_episode
-from chaosops.env.environment import ChaosOpsEnvironment
+from chaosops.env.environment import DEFAULT_TURN_ORDER, ChaosOpsEnvironment
 from chaosops.env.models import AgentRole
 from chaosops.incidents import figures_of
 from chaosops.outputs import ResultLine, result_record, scenario_from_record
@@ -98,7 +98,7 @@ class ChaosOpsEnv(vf.Env[ChaosOpsEnvConfig]):
         record = result_record(
             result, policy="verifiers", key=str(task.data.id), turn_timeout=deadline,
             roles={role: {"policy": "verifiers" if role in config.models else config.others}
-                   for role in ("sre", "oversight", "dev", "manager")},
+                   for role in (r.value for r in DEFAULT_TURN_ORDER)},
         )  # fmt: skip
         for seat in seats:
             if seat.interaction is not None:
