@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 
 from . import _logging
-from ._batch import JobCounts, JobResults
+from ._batch import JobCounts, JobResults, _log_finish, _prepare
 from ._cluster_connect import ClusterError, import_ray
 from ._cluster_worker import RETURN_S, actor_class
 
@@ -135,6 +135,7 @@ async def open_cluster_jobs(
     concurrency: int,
     failed: Callable[[Any], bool] | None = None,
     on_pids: Callable[[list[int]], None] | None = None,
+    log_fields: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[JobResults[Any]]:
     """Run ``make_job()(item)`` for each item on ``workers`` worker actors of
     the connected cluster, ``concurrency`` jobs at once in all (shared out
@@ -144,9 +145,12 @@ async def open_cluster_jobs(
     line naming its ``worker``; their lines come back with the results and go
     to this process's log target. ``on_pids`` gets the workers' process ids
     once they are up. Leaving the block cancels the jobs still running and
-    stops the workers.
+    stops the workers. Logs ``run_started`` (with ``log_fields``) and
+    ``run_finished`` as a local batch does, and counts the planned episodes
+    in this process's metrics.
     """
     ray = import_ray()
+    items, _, begun = _prepare(items, concurrency, log_fields)
     n = len(items)
     count = max(1, min(workers, n or 1))
     slots = max(1, math.ceil(concurrency / count))
@@ -179,6 +183,7 @@ async def open_cluster_jobs(
     finally:
         with anyio.CancelScope(shield=True):
             await _stop(ray, pool, _logging.write_lines)
+        _log_finish(results.finished, results.failed, begun)
 
 
 @dataclass

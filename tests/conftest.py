@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-from collections.abc import Callable, Mapping
+import signal
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -29,3 +30,25 @@ def canonical_size() -> int:
     from chaosops.scenarios import canonical_suite_paths, load_scenarios
 
     return sum(len(load_scenarios(path)) for path in canonical_suite_paths())
+
+
+_HELD = (signal.SIGINT, signal.SIGTERM)
+
+
+@pytest.fixture(autouse=True)
+def _signals_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
+    """No test leaves SIGINT or SIGTERM ignored or blocked in this process:
+    every command a later test starts would inherit that, and its Ctrl-C
+    would go unheard. (A Python handler, such as Ray's, is not inherited.)"""
+    handlers = [signal.getsignal(signum) for signum in _HELD]
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    yield
+    changed = []
+    for signum, handler in zip(_HELD, handlers, strict=True):
+        if signal.getsignal(signum) == signal.SIG_IGN != handler:
+            signal.signal(signum, handler)
+            changed.append(f"{signal.Signals(signum).name} ignored")
+    if signal.pthread_sigmask(signal.SIG_SETMASK, mask) != mask:
+        changed.append("the signal mask changed")
+    if changed:
+        pytest.fail(f"{request.node.nodeid} left {' and '.join(changed)}")

@@ -184,12 +184,9 @@ async def open_cluster_batch(
     ``(index, result)`` as episodes finish, counted in this process's metrics."""
     ray = import_ray()
     workers = options.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-    meter = actors.current_meter()
-    if meter is not None:
-        meter.planned(len(scenarios), job.fields)
     async with open_cluster_jobs(
         scenarios, job, workers=workers, concurrency=concurrency,
-        failed=lambda result: result.status != "ok", on_pids=on_pids,
+        failed=lambda result: result.status != "ok", on_pids=on_pids, log_fields=job.fields,
     ) as results:  # fmt: skip
         yield _Counted(results, job.fields)
 

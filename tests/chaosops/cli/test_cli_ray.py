@@ -5,6 +5,7 @@ stopped after) or with the test (a cluster of several nodes on this machine)."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import importlib
 import importlib.util
@@ -273,17 +274,23 @@ def test_a_lost_node_s_episodes_run_on_the_others(
     try:
         until_results(out, 5, proc)
         made.remove_node(nodes[0])
-        lost = time.monotonic()
         _, stderr = proc.communicate(timeout=TIMEOUT)
-        after_loss = time.monotonic() - lost
     finally:
         if proc.poll() is None:
             interrupt(proc, TIMEOUT)
     assert proc.returncode == 0, stderr
     assert outcomes(out) == outcomes(local_run)
     # The cluster had no room for a replacement: the run ends once the other
-    # worker has played every episode, without waiting out the replacement's time.
-    assert after_loss < REPLACE_S, after_loss
+    # worker has played every episode, without waiting out the replacement's
+    # time (measured on the run's own log, whatever the machine's load).
+    events = jsonl(out / "log.jsonl")
+    [ended] = [_when(e) for e in events if e["event"] == "run_finished"]
+    last = max(_when(e) for e in events if e["event"] == "episode_finished")
+    assert ended - last < REPLACE_S / 2, (last, ended)
+
+
+def _when(event: dict[str, Any]) -> float:
+    return datetime.datetime.fromisoformat(event["timestamp"]).timestamp()
 
 
 def test_a_bad_address_and_a_missing_extra_are_one_line(slow: Path, tmp_path: Path) -> None:
@@ -460,7 +467,8 @@ def test_an_eval_on_ray_equals_a_local_one(tmp_path: Path) -> None:
     for name, extra in (("local", ()), ("ray", ("--ray", "local", "--workers", "2"))):
         out = tmp_path / name
         table = tmp_path / f"{name}.json"
-        proc = chaosops(*args, *extra, "--out", out, "--json", table, cwd=tmp_path)
+        proc = chaosops(*args, *extra, "--out", out, "--json", table, cwd=tmp_path,
+                        timeout=TIMEOUT)  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         tables[name] = orjson.loads(table.read_bytes())
         for policy in ("heuristic", "random"):
