@@ -34,7 +34,7 @@ def _check(concurrency: int) -> None:
         raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
 
 
-def _prepare(
+def start_batch(
     items: Iterable[T], concurrency: int, log_fields: Mapping[str, Any] | None
 ) -> tuple[Sequence[T], Iterator[int], float]:
     """Check ``concurrency``, list the items once, log ``run_started``.
@@ -54,7 +54,7 @@ def _prepare(
     return seq, iter(range(len(seq))), perf_counter()
 
 
-def _log_finish(n: int, failed: int, started: float) -> None:
+def log_finished(n: int, failed: int, started: float) -> None:
     if _logging.log_enabled(_logging.INFO):
         _logging.get_logger().info(
             "run_finished", episodes=n, failed=failed, wall_s=round(perf_counter() - started, 6)
@@ -131,7 +131,7 @@ async def run_jobs(
     a freeze is only collected after the batch; once a collection finds cyclic
     garbage, only long-lived survivors are frozen. See :func:`actors.gc_frozen`.
     """
-    seq, cursor, started = _prepare(items, concurrency, log_fields)
+    seq, cursor, started = start_batch(items, concurrency, log_fields)
     n = len(seq)
     results: list[R | None] = [None] * n
     finished: list[int] = []  # indices of the jobs that returned, for run_finished
@@ -147,7 +147,7 @@ async def run_jobs(
                 await _start_workers(min(concurrency, n), lambda: tg.start_soon(worker))
     finally:  # also when a job failed or the batch was cancelled: what did finish
         count = sum(1 for i in finished if failed(cast(R, results[i]))) if failed else 0
-        _log_finish(len(finished), count, started)
+        log_finished(len(finished), count, started)
     return cast("list[R]", results)
 
 
@@ -248,7 +248,7 @@ async def open_jobs(
     cancellation) cancels the jobs still running; none outlives it.
     ``gc_freeze`` and the turn gate: as in :func:`run_jobs`.
     """
-    seq, cursor, started = _prepare(items, concurrency, log_fields)
+    seq, cursor, started = start_batch(items, concurrency, log_fields)
     n = len(seq)
     send, receive = anyio.create_memory_object_stream[tuple[int, R]](concurrency)
     results = JobResults(receive, n)
@@ -298,6 +298,6 @@ async def open_jobs(
         for out in clones:
             out.close()
         send.close()
-        _log_finish(results.finished, results.failed, started)
+        log_finished(results.finished, results.failed, started)
     if raised is not None:
         raise raised

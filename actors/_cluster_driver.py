@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 
 from . import _logging
-from ._batch import JobCounts, JobResults, _log_finish, _prepare
+from ._batch import JobCounts, JobResults, log_finished, start_batch
 from ._cluster_connect import ClusterError, import_ray
 from ._cluster_worker import RETURN_S, actor_class
 
@@ -150,7 +150,7 @@ async def open_cluster_jobs(
     in this process's metrics.
     """
     ray = import_ray()
-    items, _, begun = _prepare(items, concurrency, log_fields)
+    items, _, begun = start_batch(items, concurrency, log_fields)
     n = len(items)
     count = max(1, min(workers, n or 1))
     slots = max(1, math.ceil(concurrency / count))
@@ -183,7 +183,7 @@ async def open_cluster_jobs(
     finally:
         with anyio.CancelScope(shield=True):
             await _stop(ray, pool, _logging.write_lines)
-        _log_finish(results.finished, results.failed, begun)
+        log_finished(results.finished, results.failed, begun)
 
 
 @dataclass
