@@ -1,7 +1,9 @@
 """ChaosOps as a PettingZoo AEC environment (the ``pettingzoo`` extra).
 
 The four roles are the agents, in turn order. An agent observes a dict of
-gymnasium spaces: ``observation`` (what its view shows, as numbers) and
+gymnasium spaces: ``observation`` (what its view shows, as numbers: each
+service's metrics, health and alert, its log lines counted by level, the
+fleet agents whose records it shows, the step and the budget) and
 ``action_mask`` (the moves of :data:`MOVES` legal in that view, judged as an
 LLM's answer is). An action is an index into :data:`MOVES`. Every agent is
 given each step's reward (the team's, an unresolved end's penalty on the last
@@ -74,8 +76,12 @@ MOVES: tuple[dict[str, Any], ...] = (
 """The moves an action indexes: each kind, with the targets and values it may take."""
 
 _NOOP = 0  # MOVES[0], the fallback of a masked move
+_SERVICE_ROW = {name: row for row, name in enumerate(SERVICE_NAMES)}
 _HEALTH = MappingProxyType({None: 0, **{health: i + 1 for i, health in enumerate(ServiceHealth)}})
 _METRIC_HIGH = np.array([100.0, 1e6, 1e6, 1.0, 1000.0], dtype=np.float32)  # cpu..replicas
+LOG_LEVELS = ("INFO", "WARN", "ERROR")
+"""The columns of ``logs``: a view's log lines of each service, counted by level."""
+_LOGS_SHOWN = 6  # a view shows the last six public logs (docs/world.md)
 
 
 def _spaces() -> tuple[Any, Any]:  # gymnasium's Dict and Discrete spaces
@@ -87,6 +93,9 @@ def _spaces() -> tuple[Any, Any]:  # gymnasium's Dict and Discrete spaces
             ),
             "health": gymnasium.spaces.MultiDiscrete([len(_HEALTH)] * services),
             "alerts": gymnasium.spaces.MultiBinary(services),
+            "logs": gymnasium.spaces.Box(
+                0, _LOGS_SHOWN, shape=(services, len(LOG_LEVELS)), dtype=np.int64
+            ),
             "fleet": gymnasium.spaces.MultiBinary(len(FLEET_AGENT_NAMES)),
             "steps": gymnasium.spaces.Box(0.0, 1e4, shape=(2,), dtype=np.float32),
         }
@@ -217,12 +226,17 @@ class ChaosOpsAEC(AECEnv):  # type: ignore[misc,valid-type] # pettingzoo's, load
         alerted = {str(alert.service) for alert in view.visible_alerts}
         acting = {record.agent_name for record in view.visible_fleet_actions}
         state = self.env.state
+        logs = np.zeros((len(SERVICE_NAMES), len(LOG_LEVELS)), dtype=np.int64)
+        for line in view.visible_logs:
+            if line.level in LOG_LEVELS:
+                logs[_SERVICE_ROW[line.service], LOG_LEVELS.index(line.level)] += 1
         return {
             "observation": {
                 # one clip for the table: a clip a row costs more than the step
                 "metrics": np.clip(np.array(values, dtype=np.float32), 0.0, _METRIC_HIGH),
                 "health": np.array([_HEALTH[m and m.health] for m in shown], dtype=np.int64),
                 "alerts": np.array([s in alerted for s in SERVICE_NAMES], dtype=np.int8),
+                "logs": logs,
                 "fleet": np.array([a in acting for a in FLEET_AGENT_NAMES], dtype=np.int8),
                 "steps": np.array([state.step_count, state.max_steps], dtype=np.float32),
             },

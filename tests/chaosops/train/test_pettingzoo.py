@@ -173,3 +173,28 @@ def test_the_scenario_s_fields_are_checked_as_a_suite_entry_s() -> None:
         env.reset(seed=-1)
     with pytest.raises(ValueError, match="max_steps: Input should be less than or equal to"):
         env.reset(seed=0, options={"max_steps": 10**9})
+
+
+@pytest.mark.parametrize("agent", ["sre", "dev", "manager"])
+def test_the_logs_a_view_shows_are_counted_and_set_the_tiers_apart(agent: str) -> None:
+    """Each role's log lines, by service and level, as its view shows them: the
+    hard tier's misleading lines make its openings differ from the medium's."""
+    from chaosops.env.models import SERVICE_NAMES
+    from chaosops.train.pettingzoo import LOG_LEVELS
+
+    seen = {}
+    for tier in ("medium", "hard"):
+        env = aec_env(failure_type="cascade", difficulty=tier)
+        env.reset(seed=5)
+        logs = env.observe(agent)["observation"]["logs"]
+        view = env.env.world.project_view(agent)
+        expected = [[sum(1 for line in view.visible_logs if (line.service, line.level) == (s, lv))
+                     for lv in LOG_LEVELS] for s in SERVICE_NAMES]  # fmt: skip
+        assert logs.tolist() == expected
+        seen[tier] = logs.sum()
+    if agent == "manager":  # a manager's view shows no logs
+        assert seen == {"medium": 0, "hard": 0}
+    elif agent == "dev":  # the last three of the six public logs
+        assert seen == {"medium": 3, "hard": 3}
+    else:
+        assert seen["hard"] > seen["medium"] > 0
