@@ -11,7 +11,7 @@ plays held-out seeds (the training seeds never reach them) of each tier and
 failure type, next to a random policy that samples the same masks. Needs
 torch, the ``pettingzoo`` extra, and the ``plot`` extra for ``--plot``. Usage::
 
-    python examples/pettingzoo_pg.py [--episodes 10000] [--seed 0] [--json pg.json] [--plot pg.png]
+    python examples/pettingzoo_pg.py [--episodes 20000] [--seed 0] [--json pg.json] [--plot pg.png]
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def _figures(played: dict, chosen) -> dict:
             "return": float(np.mean([sum(rewards) for rewards, _ in episodes]))}  # fmt: skip
 
 
-def reinforce(policy, optimizer, baseline: dict, moves: list, rewards: list, entropy: float) -> None:
+def reinforce(policy, optimizer, baseline: dict, moves: list, rewards: list, entropy: float):
     """One REINFORCE step on an episode's moves, each credited with the team
     reward that followed it, less its role's running baseline."""
     to_go = np.cumsum(rewards[::-1])[::-1]
@@ -152,7 +152,8 @@ def _line(figures: dict) -> str:
     tiers = ", ".join(f"{t} {figures['by_tier'][t]['success']:.0%}" for t in TIERS)
     missed = [f for f in FAILURES if figures["by_failure"][f]["success"] < 1.0]
     return (f"success {figures['all']['success']:.0%} ({tiers}), return "
-            f"{figures['all']['return']:+.1f}; not always resolved: {', '.join(missed) or 'none'}")  # fmt: skip
+            f"{figures['all']['return']:+.1f}; not always resolved: "
+            f"{', '.join(missed) or 'none'}")  # fmt: skip
 
 
 def plot(curve: dict, path: str) -> None:
@@ -178,10 +179,10 @@ def plot(curve: dict, path: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=10_000, help="training episodes (10,000)")
-    parser.add_argument("--eval-every", type=int, default=2000, help="episodes between evaluations")
+    parser.add_argument("--episodes", type=int, default=20_000, help="training episodes (20,000)")
+    parser.add_argument("--eval-every", type=int, default=4000, help="episodes between evaluations")
     parser.add_argument("--eval-seeds", type=int, default=5,
-                        help="held-out seeds of each tier and failure type (5: 135 episodes)")  # fmt: skip
+                        help="held-out seeds a tier and failure (5: 135 episodes)")  # fmt: skip
     parser.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate")
     parser.add_argument("--entropy", type=float, default=0.05, help="entropy bonus (0.05)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1)")

@@ -33,22 +33,31 @@ def canonical_size() -> int:
 
 
 _HELD = (signal.SIGINT, signal.SIGTERM)
+_AS_FOUND = [signal.getsignal(signum) for signum in _HELD]
+_MASK = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+_LAST = ["the session's start"]
 
 
-@pytest.fixture(autouse=True)
-def _signals_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
-    """No test leaves SIGINT or SIGTERM ignored or blocked in this process:
-    every command a later test starts would inherit that, and its Ctrl-C
-    would go unheard. (A Python handler, such as Ray's, is not inherited.)"""
-    handlers = [signal.getsignal(signum) for signum in _HELD]
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
-    yield
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """No test, nor its fixtures, leaves SIGINT or SIGTERM ignored or blocked
+    in this process: every command a later test starts would inherit that,
+    and its Ctrl-C would go unheard. Found before the next test, the state is
+    restored and that test fails naming the one before it. (A Python
+    handler, such as Ray's, is not inherited.)"""
     changed = []
-    for signum, handler in zip(_HELD, handlers, strict=True):
+    for signum, handler in zip(_HELD, _AS_FOUND, strict=True):
         if signal.getsignal(signum) == signal.SIG_IGN != handler:
             signal.signal(signum, handler)
             changed.append(f"{signal.Signals(signum).name} ignored")
-    if signal.pthread_sigmask(signal.SIG_SETMASK, mask) != mask:
+    if signal.pthread_sigmask(signal.SIG_SETMASK, _MASK) != _MASK:
         changed.append("the signal mask changed")
     if changed:
-        pytest.fail(f"{request.node.nodeid} left {' and '.join(changed)}")
+        pytest.fail(f"{_LAST[0]} (or its fixtures) left {' and '.join(changed)}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    try:
+        return (yield)
+    finally:
+        _LAST[0] = item.nodeid

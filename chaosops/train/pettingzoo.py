@@ -76,7 +76,7 @@ MOVES: tuple[dict[str, Any], ...] = (
 """The moves an action indexes: each kind, with the targets and values it may take."""
 
 _NOOP = 0  # MOVES[0], the fallback of a masked move
-_SERVICE_ROW = {name: row for row, name in enumerate(SERVICE_NAMES)}
+_SERVICE_ROW = MappingProxyType({name: row for row, name in enumerate(SERVICE_NAMES)})
 _HEALTH = MappingProxyType({None: 0, **{health: i + 1 for i, health in enumerate(ServiceHealth)}})
 _METRIC_HIGH = np.array([100.0, 1e6, 1e6, 1.0, 1000.0], dtype=np.float32)  # cpu..replicas
 LOG_LEVELS = ("INFO", "WARN", "ERROR")

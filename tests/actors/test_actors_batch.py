@@ -54,12 +54,20 @@ async def test_invalid_concurrency() -> None:
 
 @pytest.mark.asyncio
 async def test_streaming_yields_every_result_as_it_finishes() -> None:
+    """Job n finishes only once job n + 1 has been read: the results come in
+    the order the jobs finish (4 first), not the order of the items."""
+    read = [anyio.Event() for _ in range(6)]
+    read[5].set()
+
     async def job(n: int) -> int:
-        await anyio.sleep(0.01 * (5 - n))
+        await read[n + 1].wait()
         return n
 
+    got = []
     async with open_jobs(range(5), job, concurrency=5) as results:
-        got = [item async for item in results]
+        async for index, result in results:
+            got.append((index, result))
+            read[index].set()
     assert got == [(n, n) for n in reversed(range(5))]
 
 

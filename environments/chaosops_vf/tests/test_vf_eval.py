@@ -150,9 +150,11 @@ def test_each_seat_s_trace_holds_chaosops_figures_and_its_model_calls(
 
 class _FirstLate(BaseHTTPRequestHandler):
     """A chat-completions endpoint that answers as ``chaosops mock-llm`` does,
-    the first request of all only after ``LATE`` seconds."""
+    the first request of all only after ``LATE`` seconds (far past the
+    deadline, so that the test's deadline can leave a loaded machine room for
+    every later answer)."""
 
-    LATE = 6.0
+    LATE = 30.0
     asked = itertools.count()
 
     def do_POST(self) -> None:  # http.server calls it by this name
@@ -182,7 +184,7 @@ def test_a_late_turn_plays_the_fallback_and_the_episode_goes_on(tmp_path: Path) 
         out = tmp_path / "outputs"
         url = f"http://127.0.0.1:{server.server_port}/v1"
         proc = vf_eval(url, out, *SELECTION[:2], "--env.taskset.failure-type",
-                       "misrouted_traffic", "-n", "1", "--env.turn-timeout", "2")  # fmt: skip
+                       "misrouted_traffic", "-n", "1", "--env.turn-timeout", "6")  # fmt: skip
     finally:
         server.shutdown()
         server.server_close()
