@@ -33,6 +33,13 @@ def canonical_size() -> int:
 
 
 _HELD = (signal.SIGINT, signal.SIGTERM)
+# A suite started as a script's background job (`./.ci/run &`, `nohup ... &`)
+# inherits an ignored SIGINT, and so would every command a test starts: their
+# Ctrl-C would go unheard. They get the signals a terminal's command has.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 _AS_FOUND = [signal.getsignal(signum) for signum in _HELD]
 _MASK = signal.pthread_sigmask(signal.SIG_BLOCK, [])
 _LAST = ["the session's start"]
