@@ -32,17 +32,24 @@ def canonical_size() -> int:
     return sum(len(load_scenarios(path)) for path in canonical_suite_paths())
 
 
-_HELD = (signal.SIGINT, signal.SIGTERM)
-# A suite started as a script's background job (`./.ci/run &`, `nohup ... &`)
-# inherits an ignored SIGINT, and so would every command a test starts: their
-# Ctrl-C would go unheard. They get the signals a terminal's command has.
-if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-_AS_FOUND = [signal.getsignal(signum) for signum in _HELD]
+_DEFAULTS = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
 _MASK = signal.pthread_sigmask(signal.SIG_BLOCK, [])
 _LAST = ["the session's start"]
+
+
+def _unignore() -> list[str]:
+    """SIGINT and SIGTERM as a terminal's command has them, where they are
+    ignored: the names of those that were."""
+    ignored = [signum for signum in _DEFAULTS if signal.getsignal(signum) == signal.SIG_IGN]
+    for signum in ignored:
+        signal.signal(signum, _DEFAULTS[signum])
+    return [f"{signal.Signals(signum).name} ignored" for signum in ignored]
+
+
+# A suite started as a script's background job (`./.ci/run &`, `nohup ... &`)
+# inherits an ignored SIGINT, and so would every command a test starts: their
+# Ctrl-C would go unheard.
+_unignore()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -51,11 +58,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     and its Ctrl-C would go unheard. Found before the next test, the state is
     restored and that test fails naming the one before it. (A Python
     handler, such as Ray's, is not inherited.)"""
-    changed = []
-    for signum, handler in zip(_HELD, _AS_FOUND, strict=True):
-        if signal.getsignal(signum) == signal.SIG_IGN != handler:
-            signal.signal(signum, handler)
-            changed.append(f"{signal.Signals(signum).name} ignored")
+    changed = _unignore()
     if signal.pthread_sigmask(signal.SIG_SETMASK, _MASK) != _MASK:
         changed.append("the signal mask changed")
     if changed:

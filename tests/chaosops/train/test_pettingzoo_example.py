@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from chaosops.env.models import FailureType
+
 pytest.importorskip("torch", reason="the example needs torch (the test extra installs it)")
 pytest.importorskip("pettingzoo", reason="the pettingzoo extra is not installed")
 
 EXAMPLE = Path(__file__).parents[3] / "examples" / "pettingzoo_pg.py"
-FAILURES = (
-    "db_deadlock", "memory_leak", "bad_config_push", "autoscaler_cost_cut",
-    "misrouted_traffic", "cascade", "dns_outage", "disk_full", "rogue_deploy_bot",
-)  # fmt: skip
+FAILURES = tuple(failure.value for failure in FailureType)
 
 
 @pytest.mark.timeout(900)  # the bound of its subprocess, not pytest's default
