@@ -309,11 +309,23 @@ def test_the_libraries_messages_name_no_flag_of_the_command() -> None:
 
     flags = {flag for option in OPTIONS for flag in option.flags if flag.startswith("--")}
     assert "--ray" in flags and "--resume" in flags
+    table = ROOT / "chaosops/runs/options.py"  # the flags' table, which the command reads
+    libraries = _files("actors", "chaosops/outputs", "chaosops/agents", "chaosops/runs")
     named = {
         (str(path.relative_to(ROOT)), flag)
-        for path in _files("actors", "chaosops/outputs", "chaosops/agents")
+        for path in libraries
+        if path != table
         for text in _texts(path)
         for flag in flags
         if re.search(re.escape(flag) + r"(?![\w-])", text)
     }
     assert named == set()
+
+
+def test_the_run_engine_builds_no_command_line() -> None:
+    importing = {
+        str(path.relative_to(ROOT))
+        for path in _files("chaosops/runs")
+        if "argparse" in _imports(path)
+    }
+    assert importing == set()

@@ -1,7 +1,7 @@
 """The argument parser of the ``chaosops`` command.
 
 The options of ``run`` (and those ``eval`` shares) come from the table in
-:mod:`._options`; the commands' own few are declared here.
+:mod:`chaosops.runs.options`, declared by :mod:`._declare`; the commands' own few are declared here.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from typing import Any, NoReturn
 
 from chaosops import __version__
 from chaosops.env.models import DifficultyTier, FailureType
-from chaosops.runs import values as v
 from chaosops.runs.options import REPEATABLE as _REPEATABLE_OPTIONS
-from chaosops.runs.options import add_options, add_serve_options
+from chaosops.runs.values import PolicyName
 from chaosops.viewer.index import SORTS
 
+from . import _values as v
+from ._declare import add_options, add_serve_options
 from ._errors import PROG, CLIError, one_line
 
 DEFAULT_EVAL_OUT = Path("runs") / "eval"
@@ -265,7 +266,7 @@ def _add_eval_parser(sub: Any) -> None:
     )
     ev.add_argument(
         "--role-policy",
-        type=v.by_role(v.PolicyName),
+        type=v.by_role(PolicyName),
         action="append",
         default=[],
         metavar="ROLE=POLICY",

@@ -1,17 +1,31 @@
-"""The command's error type; the one-line texts are the run engine's."""
+"""The command's error type and notes, and the engine's messages in its words:
+a setting the engine names (:class:`~chaosops.runs.errors.Named`) is said as
+its flag."""
 
 from __future__ import annotations
 
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import MappingProxyType
+
 from pydantic import ValidationError
 
+from chaosops import untrusted
 from chaosops.runs.errors import (
+    NOT_GIVEN,
+    NOTES,
     PROG,
+    Message,
+    Named,
     RunError,
     one_line,
     os_error_in,
     os_error_line,
     output_error,
 )
+from chaosops.runs.options import OPTIONS
 from chaosops.runs.values import refusal
 
 __all__ = [
@@ -23,6 +37,53 @@ __all__ = [
     "os_error_line",
     "output_error",
 ]
+
+_OPTIONS = MappingProxyType({o.dest: o for o in OPTIONS})
+
+
+def as_flag(named: Named) -> str:
+    """A setting as the command line names it: ``--out``, ``--resume``, ``--seed-offset 5``."""
+    option = _OPTIONS.get(named.field)
+    flag = option.flag if option else "--" + named.field.replace("_", "-")
+    if named.value is NOT_GIVEN or (option is not None and option.switch):
+        return flag
+    return f"{flag} {named.value}"
+
+
+def said(error: RunError | Message) -> str:
+    """An error or a message of the engine's, its settings named by their flags."""
+    return (error.message if isinstance(error, RunError) else error).say(as_flag)
+
+
+def note(text: str | Message) -> None:
+    """One line ``chaosops: <text>`` on stderr (a server's or a model's words in
+    it shown as text, a line break in them as ``\\n``)."""
+    text = said(text) if isinstance(text, Message) else text
+    sys.stderr.write(f"{PROG}: {untrusted.one_line(text)}\n")
+    sys.stderr.flush()
+
+
+class _Notes(logging.Handler):
+    """The engine's notes (its :data:`~chaosops.runs.errors.NOTES` logger) as the command's."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        note(record.getMessage())
+
+
+@contextmanager
+def notes_on_stderr() -> Iterator[None]:
+    """The engine's notes on stderr while the command runs."""
+    logger, handler = logging.getLogger(NOTES), _Notes()
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False  # said once, not again by a root handler of the caller's
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
 
 
 class CLIError(RunError):

@@ -26,13 +26,12 @@ from chaosops.runs.engine import (
     seat_players,
     unplayed,
 )
-from chaosops.runs.errors import note
 from chaosops.runs.folder import RunFolder, played, refuse_existing
 from chaosops.runs.session import Session
 from chaosops.samples import render_sample_table
 
 from ._config import RunConfig
-from ._errors import CLIError
+from ._errors import CLIError, note, said
 from ._progress import ProgressBar, trouble
 from ._telemetry import start_telemetry
 from ._terminal import configure_logs, console_for
@@ -142,7 +141,7 @@ def _report(
     if interrupted and not episodes:
         if stop.reason is not None:
             raise CLIError(
-                f"{stop.reason}; no episode had finished{withheld_note(stop)}: no evaluation "
+                f"{said(stop.reason)}; no episode had finished{withheld_note(stop)}: no evaluation "
                 "written",
                 code=1,
             )
@@ -231,7 +230,7 @@ def _closing(config: RunConfig, plays: Sequence[Play], episodes: int, stop: Any)
     total = sum(len(play.keys) for play in plays)
     if stop.reason is not None:
         raise CLIError(
-            f"{stop.reason}; evaluation of the {episodes} of {total} episode(s) that "
+            f"{said(stop.reason)}; evaluation of the {episodes} of {total} episode(s) that "
             f"finished{withheld_note(stop)} written (complete: false, no chart); each "
             "folder goes on with --resume",
             code=1,

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 
 from actors import resolve_loop
 from chaosops.runs.cluster import on_cluster
-from chaosops.runs.errors import note
 from chaosops.runs.kinds import KINDS
 from chaosops.runs.options import flags_of
 from chaosops.runs.session import Session
@@ -20,7 +19,17 @@ from chaosops.untrusted import printable
 from ._args import build_parser, given_options, refuse_repeats
 from ._config import RunConfig, config_from_args, eval_entries
 from ._episodes import cmd_episodes
-from ._errors import PROG, CLIError, RunError, one_line, os_error_in, os_error_line
+from ._errors import (
+    PROG,
+    CLIError,
+    RunError,
+    note,
+    notes_on_stderr,
+    one_line,
+    os_error_in,
+    os_error_line,
+    said,
+)
 from ._eval import cmd_eval
 from ._folders import new_run_folder
 from ._mock import cmd_mock_llm
@@ -52,10 +61,11 @@ def main(argv: Sequence[str] | None = None, *, keep_signals: bool = False) -> in
     signal holds the next ones (see _stopping): the handlers are restored
     after, unless ``keep_signals`` (the console script, which exits then)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if keep_signals:
-        return _main(argv)
-    with restoring_signals():
-        return _main(argv)
+    with notes_on_stderr():
+        if keep_signals:
+            return _main(argv)
+        with restoring_signals():
+            return _main(argv)
 
 
 def _main(argv: list[str]) -> int:
@@ -167,7 +177,7 @@ def _viewer(args: argparse.Namespace) -> int:
 
 def _report(exc: RunError) -> int:
     """The error's one line on stderr; returns its exit code."""
-    sys.stderr.write(f"{PROG}: error: {printable(one_line(exc))}\n")
+    sys.stderr.write(f"{PROG}: error: {printable(one_line(said(exc)))}\n")
     return exc.code
 
 

@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from chaosops.outputs import OutputError, ResultsReader
-from chaosops.runs.errors import note
 from chaosops.runs.replay import check_record, replay_records
 
-from ._errors import CLIError, output_error
+from ._errors import CLIError, note, output_error
 
 
 def _check_all(records: Any) -> int:

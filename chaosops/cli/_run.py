@@ -11,14 +11,13 @@ from chaosops.outputs import LOG_FILE, OutputError, ResultsReader
 from chaosops.role_figures import render_role_table
 from chaosops.runs.batches import stop_code, withheld_note
 from chaosops.runs.engine import Play, open_folders, open_play, play_all, seat_players, unplayed
-from chaosops.runs.errors import note
 from chaosops.runs.folder import build_summary
 from chaosops.runs.plan import plan_episodes
 from chaosops.runs.session import Session
 from chaosops.samples import render_sample_table
 
 from ._config import RunConfig
-from ._errors import CLIError, RunError, os_error_in, os_error_line
+from ._errors import CLIError, RunError, note, os_error_in, os_error_line, said
 from ._folders import LATEST, point_latest
 from ._progress import ProgressBar, trouble
 from ._telemetry import start_telemetry
@@ -73,7 +72,8 @@ def _finish(play: Play, session: Session, stop: Any, progress: Any, table: Any) 
     config, folder, summary = play.config, play.folder, play.played.data
     if stop.reason is not None:
         raise CLIError(
-            f"{stop.reason}; {progress.done} episode(s) finished this run{withheld_note(stop)}, "
+            f"{said(stop.reason)}; {progress.done} episode(s) finished this run"
+            f"{withheld_note(stop)}, "
             f"kept in {folder.results_path}; finish it with {resume_command(config.out)}",
             code=1,
         )

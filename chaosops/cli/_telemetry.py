@@ -21,10 +21,9 @@ from actors import configure_metrics
 from chaosops._otlp import EXPORT_TIMEOUT_S, exporting_provider, otlp_exporter
 from chaosops._urls import shown_url
 from chaosops.runs.config import Telemetry, traces_url
-from chaosops.runs.errors import note
 from chaosops.runs.session import Session
 
-from ._errors import PROG, CLIError
+from ._errors import PROG, CLIError, note
 
 
 def serve_metrics(telemetry: Telemetry) -> str | None:

@@ -14,6 +14,7 @@ import anyio
 from chaosops.agents.runner import open_batch
 from chaosops.runs.workers import EpisodeJob, Outputs, open_cluster_batch
 
+from .errors import Message, Named
 from .plan import Plan, PlanSlice, timeout_groups
 from .session import Session
 from .spec import Deadlines, TurnTimeout
@@ -28,7 +29,7 @@ class Stop:
     """Which signal stopped the batch, if any, or why it was given up."""
 
     signum: int | None = None
-    reason: str | None = None  # a health check's: the LLM endpoint went away
+    reason: Message | None = None  # a health check's: the LLM endpoint went away
     # Episodes that finished with errored turns while the endpoint was failing,
     # not handed over because the failures stopped the run (see run_batches).
     withheld: int = 0
@@ -94,7 +95,7 @@ async def _watch_signals(scope: Any, stop: Stop) -> None:
     hold_signals()
 
 
-async def _watch_health(scope: Any, stop: Stop, check: Callable[[], str | None]) -> None:
+async def _watch_health(scope: Any, stop: Stop, check: Callable[[], Message | None]) -> None:
 
     while (reason := check()) is None:  # noqa: ASYNC110 - a counter, polled
         await anyio.sleep(HEALTH_EVERY_S)
@@ -140,7 +141,7 @@ async def run_batches(
     on_result: Callable[[Batch, int, Any], None],
     on_batch: Callable[[JobResults[Any] | None], None] | None = None,
     close: Sequence[Any] = (),
-    health: Callable[[], str | None] | None = None,
+    health: Callable[[], Message | None] | None = None,
     failing: Callable[[], bool] | None = None,
     cluster: Any = None,
     observe: Callable[[Batch, Any], None] | None = None,
@@ -306,13 +307,14 @@ class TurnFailures:
             else:
                 self.in_a_row = 0
 
-    def check(self, max_failures: int) -> Callable[[], str | None]:
-        def reason() -> str | None:
+    def check(self, max_failures: int) -> Callable[[], Message | None]:
+        def reason() -> Message | None:
             if self.in_a_row < max_failures:
                 return None
-            return (
-                f"{self.in_a_row} LLM turns in a row failed on the Ray workers (last: "
-                f"{self.last}): stopped by --model-max-failures {max_failures}"
+            return Message(
+                f"{self.in_a_row} model turns in a row failed on the Ray workers (last: "
+                f"{self.last}): stopped by ",
+                Named("llm_max_failures", max_failures),
             )
 
         return reason
@@ -340,22 +342,25 @@ class PolicyErrors:
             else:
                 self.in_a_row = 0
 
-    def check(self) -> str | None:
+    def check(self) -> Message | None:
         limit = self.limit
         if isinstance(limit, int):
             if self.in_a_row < limit:
                 return None
             said = f"{self.in_a_row} turns in a row failed with a policy error"
-            return f"{said} (last: {self.last}): stopped by --max-policy-errors {limit}"
+            return Message(
+                f"{said} (last: {self.last}): stopped by ", Named("max_policy_errors", limit)
+            )
         if self.turns < self.JUDGED_FROM or self.errors < limit * self.turns:
             return None
-        return (
+        return Message(
             f"{self.errors} of {self.turns} turns failed with a policy error (last: "
-            f"{self.last}): stopped by --max-policy-errors {limit:.0%}"
+            f"{self.last}): stopped by ",
+            Named("max_policy_errors", f"{limit:.0%}"),
         )
 
 
-def _either(*checks: Callable[[], str | None] | None) -> Callable[[], str | None]:
+def _either(*checks: Callable[[], Message | None] | None) -> Callable[[], Message | None]:
     """A health check: the first reason any of ``checks`` gives."""
     given = [check for check in checks if check is not None]
     return lambda: next((r for check in given if (r := check()) is not None), None)
@@ -371,18 +376,18 @@ def _both(*observers: Callable[[Batch, Any], None] | None) -> Callable[[Batch, A
     return observe
 
 
-def _endpoint_health(llms: Sequence[Any], max_failures: int) -> Callable[[], str | None] | None:
+def _endpoint_health(llms: Sequence[Any], max_failures: int) -> Callable[[], Message | None] | None:
     # The model policies' failures in a row (chaosops.agents.model.ModelPolicy).
     if not llms or max_failures <= 0:
         return None
 
-    def check() -> str | None:
+    def check() -> Message | None:
         for llm in llms:
             if llm.failures_in_a_row >= max_failures:
-                return (  # the last failure names the model and its endpoint
-                    f"{llm.failures_in_a_row} {llm.calls} in a row "
-                    f"failed for good (last: "
-                    f"{llm.last_failure}): stopped by --model-max-failures {max_failures}"
+                return Message(  # the last failure names the model and its endpoint
+                    f"{llm.failures_in_a_row} {llm.calls} in a row failed for good (last: "
+                    f"{llm.last_failure}): stopped by ",
+                    Named("llm_max_failures", max_failures),
                 )
         return None
 

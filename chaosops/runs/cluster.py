@@ -1,4 +1,4 @@
-"""``--ray ADDRESS`` and ``--workers N``: the command connected to a Ray cluster
+"""``ray`` and ``workers``: the command connected to a Ray cluster
 (see :mod:`actors.cluster`), or refused in one line."""
 
 from __future__ import annotations
@@ -11,8 +11,10 @@ from typing import Any
 from actors.cluster import ClusterError, RayMissing, connect, import_ray
 
 from .config import RunConfig
-from .errors import RunError, first_of
+from .errors import Named, RunError, first_of
 from .policies import PolicyRecipe
+
+_RAY = Named("ray")
 
 
 @contextmanager
@@ -21,31 +23,37 @@ def on_cluster(config: RunConfig) -> Iterator[RunConfig]:
     ``workers`` settled (one per CPU of the cluster unless given)."""
     if config.ray is None:
         if config.workers is not None:
-            raise RunError("--workers needs --ray ADDRESS (local, auto or HOST:PORT)")
+            raise RunError(Named("workers"), " needs ", _RAY, " (local, auto or HOST:PORT)")
         yield config
         return
     try:
         import_ray()
     except RayMissing as exc:
-        raise RunError(f"--ray: {exc}; or run without --ray") from None
+        raise RunError(_RAY, f": {exc}; or run without ", _RAY) from None
     try:
         with connect(config.ray) as ray:
             workers = config.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
             yield dataclasses.replace(config, workers=workers)
     except ClusterError as exc:
-        other = "" if config.ray == "local" else "; or --ray local for a Ray instance of its own"
-        raise RunError(f"{exc}{other}", code=1) from None
+        other = (
+            ()
+            if config.ray == "local"
+            else ("; or ", Named("ray", "local"), " for a Ray instance of its own")
+        )
+        raise RunError(str(exc), *other, code=1) from None
     except BaseExceptionGroup as group:  # every worker died, inside the run's task group
         lost = group.subgroup(ClusterError)
         if lost is None:
             raise
         raise RunError(
-            f"{first_of(lost)}; what finished is kept: run again with --resume", code=1
+            f"{first_of(lost)}; what finished is kept: run again with ",
+            Named("resume", True),
+            code=1,
         ) from None
 
 
 def recipe(config: RunConfig) -> Any:
-    """What the Ray workers build the role maps from; None without ``--ray``."""
+    """What the Ray workers build the role maps from; None without ``ray``."""
     if config.ray is None:
         return None
 

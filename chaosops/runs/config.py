@@ -10,7 +10,7 @@ from typing import Any
 from actors.cluster import ClusterOptions
 from chaosops.outputs import LOG_FILE
 
-from .errors import RunError
+from .errors import Named, RunError
 from .spec import RunSpec
 
 
@@ -74,8 +74,9 @@ def traces_url(endpoint: str) -> str:
     parts = urllib.parse.urlsplit(endpoint.strip())
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise RunError(
-            f"--otlp-endpoint: expected an http:// or https:// URL with a host, such as "
-            f"http://127.0.0.1:4318, got {endpoint!r}"
+            Named("otlp_endpoint"),
+            ": expected an http:// or https:// URL with a host, such "
+            f"as http://127.0.0.1:4318, got {endpoint!r}",
         )
     path = parts.path.rstrip("/")
     if not path.endswith("/v1/traces"):

@@ -19,7 +19,7 @@ from chaosops.summary import Summary
 from .batches import Batch, Remote, Stop, aexecute, plan_batches
 from .cluster import recipe
 from .config import RunConfig, traces_url
-from .errors import RunError, note, output_error
+from .errors import Message, Named, RunError, note, output_error
 from .folder import RunFolder, plan_digest, renderer, run_record, summarise
 from .kinds import ray_refusal
 from .plan import Plan, PlanKeys, plan_episodes
@@ -121,14 +121,15 @@ def same_plan(entries: Sequence[RunConfig]) -> Plan:
             )
             differs = _difference(plan, this, plans[0], that)
             raise RunError(
-                f"{this} plans other episodes than {that}: {differs}"
+                f"{this} plans other episodes than {that}: ",
+                differs,
                 "; the entries of an evaluation play the same scenarios: give them the same "
-                "suites and subsets"
+                "suites and subsets",
             )
     return plans[0]
 
 
-def _difference(plan: Plan, name: str, other: Plan, other_name: str) -> str:
+def _difference(plan: Plan, name: str, other: Plan, other_name: str) -> str | Message:
     """What tells two plans apart, in words: a scenario one plans and the other
     does not, or else their deadlines."""
 
@@ -144,7 +145,8 @@ def _difference(plan: Plan, name: str, other: Plan, other_name: str) -> str:
     if extra := sorted(theirs - mine):
         return f"{other_name} has {extra[0]}{_more(len(extra))}, which {name} has not"
     if len(plan) != len(other):
-        return f"{len(plan)} episodes against {len(other)} (another --samples)"
+        return Message(f"{len(plan)} episodes against {len(other)} (another ", Named("samples"),
+                       ")")  # fmt: skip
     return "the same scenarios under other turn deadlines (the suites' turn_timeout)"
 
 
@@ -154,20 +156,26 @@ def _more(count: int) -> str:
 
 def open_play(config: RunConfig, planned: Plan) -> Play:
     """The play of ``config``, its folder checked (writes nothing): a new folder
-    holds no run; with ``--resume``, its run has these options."""
+    holds no run; with ``resume``, its run has these options."""
 
+    resume = Named("resume", True)
     keys = planned.keys(config.spec.label)
     folder = RunFolder(config.out, keys=keys, resume=config.resume, fsync=config.fsync)
     play = Play(config, planned, keys, folder)
     if config.resume:
         if not folder.holds_a_run():
             raise RunError(
-                f"--resume: {config.out} holds no run to resume (no {RUN_RECORD} nor results); "
-                "run without --resume to start one there"
+                resume,
+                f": {config.out} holds no run to resume (no {RUN_RECORD} nor results); "
+                "run without ",
+                resume,
+                " to start one there",
             )
         play.recorded = folder.check_resume(run_record(config.spec, planned), config.spec.label)
         return play
-    folder.refuse_a_run("pass --resume to continue that run, or a new --out folder")
+    folder.refuse_a_run(
+        Message("pass ", resume, " to continue that run, or a new ", Named("out"), " folder")
+    )
     return play
 
 

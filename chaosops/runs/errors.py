@@ -1,47 +1,122 @@
-"""What a run reports: its error type, one-line texts, and notes on stderr."""
+"""What a run reports: its error type, messages that name settings, one-line texts.
+
+The run engine is a library: its messages name a setting by its field
+(:class:`Named`), and each caller says it in its own words. Python reads
+keywords (``resume=True``), the command line its flags (``--resume``):
+:meth:`Message.say` takes the naming. Notes go to the session's ``note``
+callback (:mod:`chaosops.runs.session`), never straight to stderr.
+"""
 
 from __future__ import annotations
 
+import logging
 import re
-import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from chaosops import untrusted
-
 PROG = "chaosops"
+NOTES = "chaosops.runs"
+"""The logger of the engine's notes (a run resumed, a format settled): the
+command line shows them on stderr; a Python caller sees them where its
+logging sends INFO records."""
+NOT_GIVEN: Any = type("NotGiven", (), {"__repr__": lambda self: "NOT_GIVEN"})()
+
+
+@dataclass(frozen=True, slots=True)
+class Named:
+    """A run setting a message names: its field (the spec's keyword, the
+    flag's destination) and, where the message says it, the value given."""
+
+    field: str
+    value: Any = NOT_GIVEN
+
+
+Naming = Callable[[Named], str]
+
+
+def as_keyword(named: Named) -> str:
+    """A setting as Python names it: ``out``, ``resume=True``, ``seed_offset=5``."""
+    if named.value is NOT_GIVEN:
+        return named.field
+    return f"{named.field}={named.value!r}"
+
+
+class Message:
+    """Text and :class:`Named` settings, said in a caller's words (``str``: Python's)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, *parts: str | Named | Message) -> None:
+        flat: list[str | Named] = []
+        for part in parts:
+            flat.extend(part.parts if isinstance(part, Message) else [part])
+        self.parts = tuple(flat)
+
+    def say(self, naming: Naming = as_keyword) -> str:
+        return "".join(p if isinstance(p, str) else naming(p) for p in self.parts)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The settings it names, the first (the one at fault) first."""
+        return tuple(dict.fromkeys(p.field for p in self.parts if isinstance(p, Named)))
+
+    def __str__(self) -> str:
+        return self.say()
+
+    def __repr__(self) -> str:
+        return f"Message({self.say()!r})"
+
+
+def joined(parts: list[str | Named], separator: str) -> Message:
+    """``parts`` one after the other, ``separator`` between them."""
+    return Message(
+        *(x for i, part in enumerate(parts) for x in ((separator,) if i else ()) + (part,))
+    )
 
 
 class RunError(Exception):
     """A run that cannot start or go on, said in one line; ``code`` is the exit
-    code the command gives it (2: the user's input, 1: the system)."""
+    code the command gives it (2: the user's input, 1: the system), ``field``
+    the setting at fault (None: no setting's). ``str()`` names settings as
+    Python keywords; ``message.say(naming)`` in other words."""
 
-    def __init__(self, message: str, code: int = 2) -> None:
-        super().__init__(message)
+    def __init__(self, *parts: str | Named | Message, code: int = 2) -> None:
+        self.message = Message(*parts)
+        super().__init__(self.message.say())
         self.code = code
 
+    @property
+    def field(self) -> str | None:
+        fields = self.message.fields
+        return fields[0] if fields else None
 
+
+_OUT, _RESUME = Named("out"), Named("resume", True)
 _ADVICE = MappingProxyType(
     {
-        "not-a-folder": "pass --out with a folder path",
-        "not-writable": "pass --out with a writable folder",
-        "holds-a-run": "pass --resume to continue that run, or a new --out folder",
-        "in-use": "wait for that run to end, or pass another --out",
-        "another-plan": "resume with the options of that run",
+        "not-a-folder": Message("pass ", _OUT, " with a folder path"),
+        "not-writable": Message("pass ", _OUT, " with a writable folder"),
+        "holds-a-run": Message(
+            "pass ", _RESUME, " to continue that run, or a new ", _OUT, " folder"
+        ),
+        "in-use": Message("wait for that run to end, or pass another ", _OUT),
+        "another-plan": Message("resume with the options of that run"),
     }
 )
 """What to do about each kind of output folder trouble (an ``OutputError``'s reason)."""
 
 
 def output_error(exc: Any, resumable: bool = True) -> RunError:
-    """An ``OutputError`` as one line: what is wrong, then the option to use
-    (``resumable``: the command has ``--resume``); exit 2 for the user's
-    input, 1 for the system."""
+    """An ``OutputError`` as one line: what is wrong, then the setting to use
+    (``resumable``: the caller can resume); exit 2 for the user's input, 1
+    for the system."""
     advice = _ADVICE.get(exc.reason or "")
     if exc.reason == "holds-a-run" and not resumable:
-        advice = "pass a new --out folder"
-    message = f"{exc}; {advice}" if advice else str(exc)
-    return RunError(message, code=2 if exc.usage else 1)
+        advice = Message("pass a new ", _OUT, " folder")
+    parts = (str(exc), "; ", advice) if advice else (str(exc),)
+    return RunError(*parts, code=2 if exc.usage else 1)
 
 
 def one_line(text: object) -> str:
@@ -50,10 +125,8 @@ def one_line(text: object) -> str:
 
 
 def note(text: str) -> None:
-    """One line ``chaosops: <text>`` on stderr (a server's or a model's words in
-    it shown as text, a line break in them as ``\\n``)."""
-    sys.stderr.write(f"{PROG}: {untrusted.one_line(text)}\n")
-    sys.stderr.flush()
+    """A note of the engine's, on the :data:`NOTES` logger at INFO."""
+    logging.getLogger(NOTES).info(text)
 
 
 def os_error_in(exc: BaseException) -> OSError | None:

@@ -28,7 +28,7 @@ from chaosops.outputs import (
 from chaosops.summary import Summary
 from chaosops.summary import summarise as summary_of
 
-from .errors import RunError, output_error
+from .errors import Message, Named, RunError, output_error
 from .kinds import KINDS, ModelKind
 from .options import RECORDED, SERVED, Option, flags_of, recorded_values
 from .plan import Plan, PlanKeys
@@ -74,7 +74,10 @@ def _recorded_models(spec: RunSpec) -> list[tuple[ModelKind, dict[str, Any]]]:
     ]
 
 
-def refuse_existing(path: Path, advice: str, *, folder: Path | None = None) -> None:
+_RESUME = Named("resume", True)
+
+
+def refuse_existing(path: Path, advice: str | Message, *, folder: Path | None = None) -> None:
     """Refuse (:class:`RunError`, exit 2) to write over ``path`` when it holds
     something: ``chaosops run`` and ``chaosops eval`` never overwrite an earlier
     output. ``folder`` is the output folder the file was put in by default (the
@@ -85,7 +88,7 @@ def refuse_existing(path: Path, advice: str, *, folder: Path | None = None) -> N
     except OSError:  # absent, or not reachable: whoever writes it reports that
         return
     where = f"output folder {folder} already holds {path.name}" if folder else f"{path} exists"
-    raise RunError(f"{where}; {advice}", code=2)
+    raise RunError(where, "; ", advice, code=2)
 
 
 def plan_digest(plan: Plan) -> str:
@@ -195,10 +198,10 @@ def _suites_shown(options: Mapping[str, Any]) -> str:
     return " ".join(options.get("paths") or []) or "the canonical suites"
 
 
-# (run.json field, option named in the message); compared in this order. The
+# (run.json field, setting named in the message); compared in this order. The
 # suites are compared by what they plan.
 _MUST_MATCH = tuple(
-    ("plan" if option.recorded == "paths" else option.recorded, option.flag)
+    ("plan" if option.recorded == "paths" else option.recorded, Named(option.dest))
     for option in RECORDED
     if option.must_match
 )
@@ -235,15 +238,21 @@ def check_loaded_models(out: Path, recorded: Mapping[str, Any], options: Mapping
 
 def _served(out: Path) -> RunError:
     return RunError(
-        f"--resume: {out} was written by chaosops serve, whose episodes are played by "
-        "its clients: chaosops run cannot resume it (chaosops view shows it)"
+        _RESUME,
+        f": {out} was written by chaosops serve, whose episodes are played by "
+        "its clients: chaosops run cannot resume it (chaosops view shows it)",
     )
 
 
-def _refuse(out: Path, option: str, recorded: str, given: str) -> RunError:
+def _refuse(out: Path, option: str | Named | Message, recorded: str, given: str) -> RunError:
     return RunError(
-        f"--resume: {option} differs from the run in {out}: recorded {recorded}, "
-        f"given {given}; give the options of that run, or a new --out folder"
+        _RESUME,
+        ": ",
+        option,
+        f" differs from the run in {out}: recorded {recorded}, "
+        f"given {given}; give the options of that run, or a new ",
+        Named("out"),
+        " folder",
     )
 
 
@@ -321,16 +330,21 @@ def _check_results(
         raise _served(out)
     if policies and sorted(policies) != [label] and recorded:
         raise RunError(
-            f"--resume: {out / RESULTS_FILE} holds episodes of {', '.join(sorted(policies))}, "
+            _RESUME,
+            f": {out / RESULTS_FILE} holds episodes of {', '.join(sorted(policies))}, "
             f"but {out / RUN_RECORD} records {label}: the folder was edited; resume a folder "
-            "as chaosops run wrote it, or start a new --out folder"
+            "as chaosops run wrote it, or start a new ",
+            Named("out"),
+            " folder",
         )
     if policies and sorted(policies) != [label]:
-        raise _refuse(out, "--policy", ", ".join(sorted(policies)), label)
+        raise _refuse(out, Named("policy"), ", ".join(sorted(policies)), label)
     if stray is not None:
+        plan = Message("the plan (", Named("paths"), ", ", Named("episodes_per_type"), ", ",
+                       Named("seed_offset"), ")")  # fmt: skip
         raise _refuse(
             out,
-            "the plan (PATH, --episodes-per-type, --seed-offset)",
+            plan,
             f"episode {stray}" + (f" and {strays - 1} more" if strays > 1 else ""),
             f"a plan without it ({len(keys)} episodes of {_suites_shown(options)})",
         )
@@ -338,14 +352,14 @@ def _check_results(
 
 def _model_difference(
     recorded: Mapping[str, Any], given: Mapping[str, Any], kind: ModelKind
-) -> tuple[str, str, str] | None:
+) -> tuple[Named | str | Message, str, str] | None:
     """The first setting a resumed run must match (:attr:`ModelKind.decides`)
     of a model of ``kind`` in play that differs: (option, recorded, given);
     other weights under the same path are other weights (``weights``: their
     files' hash, set by no flag of its own, and known once the model is
     loaded: unknown yet, it is compared by :func:`check_loaded_models`)."""
     before, now = recorded.get(kind.recorded) or {}, given.get(kind.recorded) or {}
-    flag_of = {field: flags[0] for field, _, flags in flags_of(kind.name)}
+    named = {field: Named(dest) for field, dest, _ in flags_of(kind.name)}
     for name in sorted(set(before) & set(now)):
         for field in kind.decides:
             old, new = before[name].get(field), now[name].get(field)
@@ -355,11 +369,11 @@ def _model_difference(
                 old, new = (None if u is None else shown_url(u) for u in (old, new))
             if old == new:
                 continue
-            where = flag_of.get(field, flag_of["model"])
+            where: Named | str | Message = named.get(field, named["model"])
             if name != kind.name:
                 where = f"the run file's {kind.name}.{name}.{field}"
             if field == "weights":
-                where = f"{where}'s weights (their files' hash)"
+                where = Message(where, "'s weights (their files' hash)")
             return where, _shown(old), _shown(new)
     return None
 
@@ -392,7 +406,7 @@ class RunFolder(RunOutputs):
         """Whether a run was begun here (a run.json, or results)."""
         return self.record_path.is_file() or self.results_path.is_file()
 
-    def refuse_a_run(self, advice: str) -> None:
+    def refuse_a_run(self, advice: str | Message) -> None:
         """Refuse (exit 2) a folder that holds a run; ``advice`` says what to do instead."""
         for path in (self.results_path, self.trajectories_path, self.record_path):
             refuse_existing(path, advice, folder=self.out_dir)

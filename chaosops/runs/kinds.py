@@ -30,6 +30,7 @@ from chaosops.agents.hf.settings import HFSettings
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.agents.model import ModelPolicy
 
+from .errors import Message, Named
 from .models import prepare_hf, prepare_llms
 
 Prepare = Callable[[Mapping[str, Any], str | None, float | None], dict[str, Any]]
@@ -54,7 +55,7 @@ class ModelKind:
     own: Callable[[dict[str, Any]], Any] = lambda given: None  # the flags' own model, or None
     build: Build | None = None  # how a Ray worker makes its policy; None: not on Ray
     share: Callable[[Any, int], Any] = lambda settings, workers: settings  # per worker
-    not_on_ray: str | None = None  # why its policies cannot play in Ray workers (build None)
+    not_on_ray: Message | None = None  # why its policies cannot play in Ray workers (build None)
 
 
 def _llm_record(settings: LLMSettings) -> dict[str, Any]:
@@ -105,8 +106,10 @@ KINDS: tuple[ModelKind, ...] = (
         ("model", "weights", "dtype", "temperature", "top_p", "seed", "max_new_tokens", "answer",
          "system_prompt", "conversation"),
         prepare_hf, player=_hf_player, own=_hf_own,
-        not_on_ray="batches its turns in this process's model; drop --ray, or serve the "
-        "model behind an endpoint for --policy llm",
+        not_on_ray=Message(
+            "batches its turns in this process's model; drop ", Named("ray"), ", or serve the "
+            "model behind an endpoint for ", Named("policy", "llm"),
+        ),
     ),
 )  # fmt: skip
 
@@ -127,7 +130,9 @@ def kind_of(settings: Any) -> ModelKind:
     return next(kind for kind in KINDS if isinstance(settings, kind.settings))
 
 
-def ray_refusal(name: str, settings: Any) -> str | None:
+def ray_refusal(name: str, settings: Any) -> Message | None:
     """Why the model ``name`` cannot play in Ray workers, or None when its kind builds there."""
     kind = kind_of(settings)
-    return None if kind.build is not None else f"--ray: the {name} policy {kind.not_on_ray}"
+    if kind.build is not None:
+        return None
+    return Message(Named("ray"), f": the {name} policy ", kind.not_on_ray or "")

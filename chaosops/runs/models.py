@@ -1,6 +1,6 @@
 """Model policies made ready before any episode: each LLM's endpoint checked
 and its answer format settled with the server, each local checkpoint loaded.
-A failure is one :class:`RunError` line naming the flag or the run file's key."""
+A failure is one :class:`RunError` line naming the setting or the run file's key."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from chaosops.agents.hf import HFModelError, HFPolicy, HFSettings
 from chaosops.agents.llm.errors import AnswerRefused, LLMEndpointError, LLMRequestError
 from chaosops.agents.llm.settings import LLMSettings
 
-from .errors import RunError, note, one_line
+from .errors import Message, Named, RunError, note, one_line
+
+Where = str | Named | Message  # the setting or run-file key a value came from
 
 
 async def _check_llm(settings: LLMSettings) -> None:
@@ -28,7 +30,7 @@ async def _check_llm(settings: LLMSettings) -> None:
         raise RunError(_scrubbed(exc, settings), code=1) from None
 
 
-async def _negotiate(policy: Any, where: str, seconds: float | None) -> None:
+async def _negotiate(policy: Any, where: Where, seconds: float | None) -> None:
     """Settle the policy's answer format with its endpoint, saying which in one
     line; a format named outright that the server refuses is exit 2."""
 
@@ -37,7 +39,7 @@ async def _negotiate(policy: Any, where: str, seconds: float | None) -> None:
         negotiation = await policy.negotiate(seconds)
     except AnswerRefused as exc:
         advice = "use auto, which picks a format the server accepts"
-        raise RunError(f"{where} {settings.answer}: {_scrubbed(exc, settings)}; {advice}") from None
+        raise RunError(where, f" {settings.answer}: {_scrubbed(exc, settings)}; {advice}") from None
     except LLMRequestError as exc:
         raise RunError(_scrubbed(exc, settings), code=1) from None
     note(f"answer format: {negotiation.line(settings.model, settings.endpoint)}")
@@ -50,13 +52,14 @@ def _scrubbed(exc: BaseException, settings: LLMSettings) -> str:
     return text
 
 
-def _check_url(url: str | None, where: str) -> None:
+def _check_url(url: str | None, where: Where) -> None:
     """Refuse (exit 2) a base URL that is no http(s) URL with a host, before any request."""
 
     if url is not None and not http_url_with_host(url):
         raise RunError(
-            f"{where} {shown_url(url)!r} is not an http(s) URL with a host; "
-            "expected e.g. http://127.0.0.1:8000/v1"
+            where,
+            f" {shown_url(url)!r} is not an http(s) URL with a host; "
+            "expected e.g. http://127.0.0.1:8000/v1",
         )
 
 
@@ -72,9 +75,9 @@ def prepare_llms(
         return {}
 
     for name, settings in llms.items():
-        where = "--llm-base-url" if name == "llm" else f"{run_file}: llm.{name}.base_url"
+        where: Where = _key(name, "llm", "base_url", run_file)
         if name == "llm" and settings.base_url == os.environ.get("OPENAI_BASE_URL"):
-            where = "$OPENAI_BASE_URL (the default of --llm-base-url)"
+            where = Message("$OPENAI_BASE_URL (the default of ", Named("llm_base_url"), ")")
         _check_url(settings.base_url, where)
     checked = set()
     for settings in llms.values():
@@ -85,14 +88,14 @@ def prepare_llms(
 
     policies = {}
     for name, settings in llms.items():
-        where = "--llm-answer" if name == "llm" else f"{run_file}: llm.{name}.answer"
+        where = _key(name, "llm", "answer", run_file)
         policy = LLMPolicy.from_settings(dataclasses.replace(settings, negotiated=None))
         anyio.run(_negotiate_and_close, policy, where, probe_s)
         policies[name] = policy
     return policies
 
 
-async def _negotiate_and_close(policy: Any, where: str, seconds: float | None) -> None:
+async def _negotiate_and_close(policy: Any, where: Where, seconds: float | None) -> None:
     # the probes' HTTP session belongs to this event loop, not the run's
     try:
         await _negotiate(policy, where, seconds)
@@ -110,11 +113,17 @@ def prepare_hf(
     the LLMs': a checkpoint has no endpoint to probe.)"""
     policies = {}
     for name, settings in models.items():
-        where = "--hf-model" if name == "hf" else f"{run_file}: hf.{name}.model"
+        where = _key(name, "hf", "model", run_file)
         try:
             policies[name] = HFPolicy.load(settings)
         except HFModelError as exc:
-            raise RunError(f"{where} {exc}") from None
+            raise RunError(where, f" {exc}") from None
         except ImportError as exc:
-            raise RunError(f"{where} {settings.model}: {exc}") from None
+            raise RunError(where, f" {settings.model}: {exc}") from None
     return policies
+
+
+def _key(name: str, kind: str, field: str, run_file: str | None) -> Where:
+    """Where a model's setting came from: the kind's own model's setting
+    (``llm_base_url``), or a run file's ``[KIND.NAME]`` key."""
+    return Named(f"{kind}_{field}") if name == kind else f"{run_file}: {kind}.{name}.{field}"

@@ -13,10 +13,8 @@ group but ``run``.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
-import os
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -115,16 +113,6 @@ class Option:
         """What a value must be, in the flags' and the files' words."""
         return f"expected {v.describe(self.kind)}"
 
-    def arg_type(self) -> Callable[[str], Any] | None:
-        """The argparse type: the text read, then validated as :attr:`kind`."""
-        if self.switch:
-            return None
-        if self.kind is None:
-            return self.parse  # a text, or a path read as one
-        if self.by_role:
-            return v.by_role(self.kind)
-        return v.flag_type(self.kind, self.parse)
-
     def file_field(self) -> tuple[Any, Any]:
         """The run-file key's type and default, as pydantic reads them."""
         if self.setting is not None:  # as the settings take it: model is required
@@ -139,30 +127,6 @@ class Option:
         if self.repeatable or not self.flags:
             return (GenericAlias(list, (kind,)) | None, Field(default=None))
         return (kind | None, Field(default=None))
-
-    def add_to(self, parser: Any, serving: bool = False) -> None:
-        """Declare the option on an argparse parser or group (``serving``: serve's)."""
-        text = self.serve_help if serving and self.serve_help else self.help
-        if self.switch:
-            parser.add_argument(*self.flags, dest=self.dest, action="store_true", help=text)
-            return
-        if not self.flags:  # the positional suites
-            parser.add_argument(self.dest, nargs="*", metavar=self.metavar, help=text)
-            return
-        default = self.initial
-        if self.default_env is not None:
-            default = os.environ.get(self.default_env) or default  # empty: unset
-        if self.repeatable:
-            default = []
-        parser.add_argument(
-            *self.flags,
-            dest=self.dest,
-            action="append" if self.repeatable else "store",
-            type=self.arg_type(),
-            default=default,
-            metavar=self.metavar,
-            help=text,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -784,8 +748,12 @@ RECORDED = tuple(option for option in OPTIONS if option.recorded is not None)
 """The options run.json records, in the order ``--resume`` compares them."""
 
 
-_MODEL_GROUPS = tuple(dict.fromkeys(option.group for option in OPTIONS if option.sets))
-"""The option groups of the model kinds, each declared under a heading of its own."""
+MODEL_GROUPS = (_MODELS, *dict.fromkeys(option.group for option in OPTIONS if option.sets))
+"""The option groups of the model policies, each declared under a heading of its own."""
+RUN_GROUPS = (_WHO, _PLAN, _PACING, _WATCH, _RUN)
+"""The groups of ``chaosops run``'s own options."""
+EVAL_GROUPS = (_PLAN, _PACING, _WATCH)
+"""The groups ``chaosops eval`` shares (it chooses its players its own way)."""
 
 
 def options_of(groups: Sequence[str]) -> Iterator[Option]:
@@ -801,48 +769,10 @@ options it stood for, a resumed Python run's scenarios, the key's variable),
 declared on every parser that builds a run: none is read with a default."""
 
 
-def _declare_the_rest(parser: argparse.ArgumentParser, added: set[str]) -> None:
-    """Every option's attribute on ``parser``: those it has no flag for take
-    their default; then :data:`MERGED`'s."""
-    rest = {o.dest: o.unset for o in OPTIONS if o.dest not in added}
-    parser.set_defaults(**rest, **MERGED)
-
-
-def add_options(parser: argparse.ArgumentParser, *, run: bool) -> None:
-    """Declare the table's options on ``chaosops run``'s parser, or (``run``
-    false) on ``chaosops eval``'s, which chooses its players its own way."""
-    groups = [_PLAN, _PACING, _WATCH] if not run else [_WHO, _PLAN, _PACING, _WATCH, _RUN]
-    added = set()
-    for option in options_of(groups):
-        option.add_to(parser)
-        added.add(option.dest)
-    for group in (_MODELS, *_MODEL_GROUPS):
-        models = parser.add_argument_group(group)
-        for option in options_of([group]):
-            option.add_to(models)
-            added.add(option.dest)
-    _declare_the_rest(parser, added)
-
-
 SERVED = ("config", "policy", "role_policy", "turn_timeout", "role_timeout", "log_json",
           "metrics_port", "metrics_host", "otlp_endpoint")  # fmt: skip
 """The options ``chaosops serve`` shares with ``run``: who plays the roles clients
 leave, their deadlines, and how the server is watched (and the LLM group)."""
-
-
-def add_serve_options(parser: argparse.ArgumentParser) -> None:
-    """Declare the options of :data:`SERVED` and the LLM group on ``chaosops serve``'s parser."""
-    added = set()
-    for option in OPTIONS:
-        if option.dest in SERVED:
-            option.add_to(parser, serving=True)
-            added.add(option.dest)
-    for group in (_MODELS, *_MODEL_GROUPS):
-        models = parser.add_argument_group(group)
-        for option in options_of([group]):
-            option.add_to(models, serving=True)
-            added.add(option.dest)
-    _declare_the_rest(parser, added)
 
 
 def recorded_values(spec: RunSpec) -> dict[str, Any]:

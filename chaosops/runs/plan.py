@@ -21,7 +21,7 @@ from chaosops.scenarios import (
     read_suite,
 )
 
-from .errors import RunError, one_line
+from .errors import Message, Named, RunError, joined, one_line
 from .spec import Deadlines, RunSpec, TurnTimeout
 
 
@@ -64,11 +64,13 @@ def suite_files(paths: Sequence[str]) -> list[Path]:
     return files
 
 
-def _too_many(count: int, what: str) -> RunError:
+def _too_many(count: int, what: str | Message) -> RunError:
 
     return RunError(
-        f"{what} plan {count} episodes; a run plans at most {MAX_SUITE_SCENARIOS} "
-        "(lower --episodes-per-type, or run the suites in several runs)"
+        what,
+        f" plan {count} episodes; a run plans at most {MAX_SUITE_SCENARIOS} (lower ",
+        Named("episodes_per_type"),
+        ", or run the suites in several runs)",
     )
 
 
@@ -251,8 +253,10 @@ def expand_episodes_per_type(planned: Plan, episodes_per_type: int, seed_offset:
     if total > MAX_SUITE_SCENARIOS:
         raise _too_many(
             total,
-            f"{len(templates)} (failure type, tier) entries x --episodes-per-type "
-            f"{episodes_per_type}",
+            Message(
+                f"{len(templates)} (failure type, tier) entries x ",
+                Named("episodes_per_type", episodes_per_type),
+            ),
         )
     extra: dict[str, list[str]] = {}
     groups = []
@@ -295,11 +299,12 @@ def _subset(planned: Plan, spec: RunSpec) -> Plan:
         )
     ]
     if planned.groups and not kept:
-        chosen = [f"--tier {t}" for t in spec.tiers]
-        chosen += [f"--failure-type {f}" for f in spec.failure_types]
+        chosen = [Named("tier", t) for t in spec.tiers]
+        chosen += [Named("failure_type", f) for f in spec.failure_types]
         raise RunError(
-            f"no scenario of the suites matches {' '.join(chosen)}; "
-            "`chaosops scenarios` lists what they hold"
+            "no scenario of the suites matches ",
+            joined(chosen, " "),
+            "; `chaosops scenarios` lists what they hold",
         )
     if spec.limit is None:
         return Plan(kept)
@@ -347,9 +352,10 @@ def _check_seeds(plan: Plan, seed_offset: int) -> None:
         if outside:
             scenario = group.template.scenario
             raise RunError(
-                f"--seed-offset {seed_offset} gives seed {outside[0]} "
+                Named("seed_offset", seed_offset),
+                f" gives seed {outside[0]} "
                 f"({scenario.failure_type.value}, {scenario.difficulty.value}); "
-                f"seeds are integers from 0 to {MAX_SEED}"
+                f"seeds are integers from 0 to {MAX_SEED}",
             )
 
 

@@ -14,7 +14,7 @@ from chaosops.agents.judged import judged
 from chaosops.agents.policies import SCRIPTED, scripted_policy
 from chaosops.env.models import AgentRole
 
-from .errors import RunError
+from .errors import Named, RunError
 from .kinds import KINDS, kind_of, ray_refusal
 from .spec import RunSpec
 from .values import POLICIES
@@ -78,14 +78,14 @@ def _user_factory(spec: str, role: str, planned: Sequence[Any]) -> Callable[[Any
     """``module:attribute`` as a factory: a policy ``(observation, role)`` plays
     every role it is given; a factory ``scenario -> role map`` is called as it is."""
 
-    where = f"--role-policy {role}={spec}"
+    where = Named("role_policy", f"{role}={spec}")
     module_name, _, attribute = spec.partition(":")
     if os.getcwd() not in sys.path:  # the user's own modules, as `python -m` finds them
         sys.path.insert(0, os.getcwd())
     try:
         target = getattr(importlib.import_module(module_name), attribute)
     except Exception as exc:  # ImportError, AttributeError, an error in the module itself
-        raise RunError(f"{where}: cannot import it ({type(exc).__name__}: {exc})") from None
+        raise RunError(where, f": cannot import it ({type(exc).__name__}: {exc})") from None
     try:
         required = [
             p
@@ -96,14 +96,15 @@ def _user_factory(spec: str, role: str, planned: Sequence[Any]) -> Callable[[Any
         required = None
     if required is None or len(required) not in (1, 2):
         raise RunError(
-            f"{where}: {spec} is not a policy (observation, role) -> action nor a factory "
-            "scenario -> role map"
+            where,
+            f": {spec} is not a policy (observation, role) -> action nor a factory "
+            "scenario -> role map",
         )
     if len(required) == 2:  # every move judged, as a model's answers are
         shared = dict.fromkeys(AgentRole, judged(target))
         return lambda scenario: shared
     if planned and not isinstance(target(planned[0].scenario), Mapping):
-        raise RunError(f"{where}: the factory {spec} returned no mapping role -> policy")
+        raise RunError(where, f": the factory {spec} returned no mapping role -> policy")
     return lambda scenario: {role: judged(p) for role, p in target(scenario).items()}
 
 

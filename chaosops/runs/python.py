@@ -12,7 +12,6 @@ DIR``, when ``name`` is a policy the command knows) plays only what is missing.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -26,7 +25,7 @@ from chaosops.summary import Summary
 
 from .config import RunConfig
 from .engine import aplay_all, open_folders, open_play
-from .errors import RunError
+from .errors import Named, RunError
 from .plan import plan_episodes
 from .session import Session
 from .spec import Deadlines, RunSpec
@@ -93,7 +92,7 @@ async def arun_to_folder(
         play = open_play(config, plan_episodes(spec))
         open_folders([play])
     except RunError as exc:
-        raise RunError(in_keywords(str(exc)), exc.code) from None
+        raise RunError(*map(_in_keywords, exc.message.parts), code=exc.code) from None
     play.factory = _factory(policies)
     if log:
         actors.configure_logging(config.out / LOG_FILE)
@@ -101,24 +100,15 @@ async def arun_to_folder(
     return play.played
 
 
-# The engine's words for its options are the command line's; a caller from
-# Python reads this function's keywords instead.
-_KEYWORDS = MappingProxyType(
-    {
-        "--resume": "resume=True",
-        "--out": "out",
-        "--policy": "name",
-        "--concurrency": "concurrency",
-        "--samples": "samples",
-        "--turn-timeout": "turn_timeout",
-        "--role-timeout": "turn_timeout",
-    }
-)
+# this function's keywords where they are not the setting's own name
+_KEYWORDS = MappingProxyType({"policy": "name", "role_timeout": "turn_timeout"})
 
 
-def in_keywords(message: str) -> str:
-    """``message`` with each option the command line names as this function's keyword."""
-    return re.sub(r"--[a-z][a-z-]*", lambda m: _KEYWORDS.get(m.group(0), m.group(0)), message)
+def _in_keywords(part: str | Named) -> str | Named:
+    """A setting the engine names, as this function's keyword."""
+    if isinstance(part, str):
+        return part
+    return Named(_KEYWORDS.get(part.field, part.field), part.value)
 
 
 def _check_keywords(turn_timeout: TurnTimeout, concurrency: int, samples: int) -> None:

@@ -1,16 +1,15 @@
-"""The command line's value types: each turns one argument into a value, or
-says in one line what it accepts (argparse shows it as the option's error)."""
+"""The run settings' value types (pydantic annotations, each described in
+words by :func:`describe`), and the few texts read as paths: a refused value
+is a ValueError saying in one line what is accepted."""
 
 from __future__ import annotations
 
-import argparse
 import json
-from collections.abc import Callable
 from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BeforeValidator, Field, TypeAdapter, ValidationError
+from pydantic import BeforeValidator, Field, ValidationError
 
 from chaosops.agents.policies import SCRIPTED
 from chaosops.env.models import FailureType
@@ -26,7 +25,7 @@ TIERS: tuple[str, ...] = get_args(Tier)
 
 def _parts(value: Any) -> tuple[Any, list[Any], str | None]:
     """An annotation's base type, its constraints and its description (``X | None``: X's)."""
-    value = _given(value)
+    value = given(value)
     if get_origin(value) is not Annotated:
         return value, [], None
     base, *extra = get_args(value)
@@ -38,12 +37,17 @@ def _parts(value: Any) -> tuple[Any, list[Any], str | None]:
     return base, found, text
 
 
-def _given(value: Any) -> Any:
+def given(value: Any) -> Any:
     """``X`` of ``X | None``; other annotations as they are."""
     if get_origin(value) in (Union, UnionType):
         kept = [arg for arg in get_args(value) if arg is not type(None)]
         return Union[tuple(kept)] if len(kept) > 1 else kept[0]  # noqa: UP007 - built at run time
     return value
+
+
+def base_of(value: Any) -> Any:
+    """An annotation's base type: ``int`` of ``Annotated[int, Field(ge=1)] | None``."""
+    return _parts(value)[0]
 
 
 def describe(value: Any) -> str:
@@ -83,34 +87,6 @@ def refusal(exc: ValidationError) -> str | None:
         if error["type"] == "value_error":
             return str(error.get("ctx", {}).get("error", error["msg"]))
     return None
-
-
-def _text_of(value: Any) -> Callable[[str], Any]:
-    """How a flag's text becomes the value's input: a number as Python reads one."""
-    base = _parts(value)[0]
-    return {int: int, float: float}.get(base, str)
-
-
-def flag_type(value: Any, parse: Callable[[str], Any] | None = None) -> Callable[[str], Any]:
-    """An argparse type that reads the flag's text (``parse``, default: a number
-    as Python reads one) and validates it as the annotation ``value``, exactly
-    as a run file's value is validated (strictly)."""
-    value = _given(value)  # a flag that is given has a value: never None
-    adapter = TypeAdapter(value)
-    read = parse or _text_of(value)
-    expected = describe(value)
-
-    def convert(text: str) -> Any:
-        try:
-            return adapter.validate_python(read(text), strict=True)
-        except ValidationError as exc:
-            why = refusal(exc)
-            said = f"expected {expected}, got {text!r}" + (f": {why}" if why else "")
-            raise argparse.ArgumentTypeError(said) from None
-        except (ValueError, TypeError):  # the text did not read as a value at all
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-
-    return convert
 
 
 Seconds = Annotated[
@@ -160,54 +136,15 @@ def json_text(text: str) -> Any:
 PolicyName = Annotated[str, Field(min_length=1, description="a policy's name")]
 
 
-positive_int = flag_type(PositiveInt)
-port = flag_type(Port)
-non_negative_int = flag_type(NonNegativeInt)
-seconds = flag_type(Seconds)
-non_negative = flag_type(NonNegative)
-
-
 def run_file(text: str) -> Path:
+    """A run file's path, given as text: a non-empty one."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("expected a run file path (.toml), got an empty one")
+        raise ValueError("expected a run file path (.toml), got an empty one")
     return Path(text)
-
-
-def by_role(value: Any) -> Callable[[str], tuple[str, Any]]:
-    """An argparse type for ``ROLE=VALUE``: a role, and its value validated as
-    the annotation ``value`` (a run file's role tables take the same)."""
-    convert = flag_type(value)
-    expected = f"ROLE=VALUE with ROLE one of {', '.join(ROLES)} and VALUE {describe(value)}"
-
-    def parse(text: str) -> tuple[str, Any]:
-        role, sep, given = text.partition("=")
-        if not sep or role not in ROLES:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-        try:
-            return role, convert(given)
-        except argparse.ArgumentTypeError:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-
-    return parse
 
 
 def folder(text: str) -> Path:
     """An output folder: a non-empty path (an empty one would mean the current folder)."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("expected a folder path, got an empty one")
+        raise ValueError("expected a folder path, got an empty one")
     return Path(text)
-
-
-def policy_list(text: str) -> list[str]:
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    bad = [name for name in names if name not in POLICIES and ":" not in name]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown policy {', '.join(map(repr, bad)) or repr(text)}; "
-            f"choose from {', '.join(POLICIES)} or module:attribute (comma separated)"
-        )
-    if twice := sorted({name for name in names if names.count(name) > 1}):
-        raise argparse.ArgumentTypeError(
-            f"{', '.join(map(repr, twice))} listed twice; each policy once"
-        )
-    return names

@@ -392,7 +392,7 @@ def test_an_endpoint_that_keeps_failing_stops_a_ray_run(slow: Path) -> None:
                         "--episodes-per-type", "5", "--llm-retries", "0", "--llm-max-failures",
                         "3", "--no-progress", "--ray", "local", "--workers", "2",
                         "--out", out, cwd=slow, timeout=TIMEOUT)  # fmt: skip
-    assert_one_error_line(proc, "LLM turns in a row failed on the Ray workers", "HTTP 500",
+    assert_one_error_line(proc, "model turns in a row failed on the Ray workers", "HTTP 500",
                           "--model-max-failures 3", "--resume")  # fmt: skip
     assert proc.returncode == 1
     # what finished while every call failed is not kept: --resume plays it again

@@ -14,6 +14,7 @@ import pytest
 from chaosops.agents.hf.settings import HFSettings
 from chaosops.agents.llm.settings import LLMSettings
 from chaosops.agents.model import ModelPolicy, ModelSettings
+from chaosops.cli._errors import as_flag
 from chaosops.cli._run_file import RunFileError, read_run_file
 from chaosops.env.models import AgentRole, ChaosOpsAction
 from chaosops.env.world_sim import Scenario
@@ -181,4 +182,8 @@ def test_a_kind_that_does_not_play_on_ray_says_why() -> None:
         why = ray_refusal("mine", settings)
         assert (why is None) == (kind.build is not None)
         if why is not None:
-            assert why.startswith("--ray: the mine policy ") and kind.not_on_ray in why
+            assert why.fields == ("ray", "policy")  # the setting at fault first
+            assert str(why).startswith("ray: the mine policy ")  # Python's words
+            shown = why.say(as_flag)  # the command line's
+            assert shown.startswith("--ray: the mine policy ") and "--policy llm" in shown
+            assert kind.not_on_ray is not None and kind.not_on_ray.say(as_flag) in shown

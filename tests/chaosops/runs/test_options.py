@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from chaosops.cli._declare import arg_type
 from chaosops.cli._run_file import ENTRIES, RunFile
 from chaosops.runs.kinds import kind_named
 from chaosops.runs.options import OPTIONS, Option
@@ -42,7 +43,7 @@ def _flag(option: Option, value: Any) -> tuple[bool, Any]:
     if option.by_role:
         text = f"dev={text}"
     try:
-        taken = option.arg_type()(text)  # type: ignore[misc]
+        taken = arg_type(option)(text)  # type: ignore[misc]
     except argparse.ArgumentTypeError:
         return False, None
     return True, taken[1] if option.by_role else taken
