@@ -15,13 +15,13 @@ from typing import Any, NoReturn
 
 from chaosops import __version__
 from chaosops.env.models import DifficultyTier, FailureType
-from chaosops.runs.options import REPEATABLE as _REPEATABLE_OPTIONS
 from chaosops.runs.values import PolicyName
 from chaosops.viewer.index import SORTS
 
 from . import _values as v
 from ._declare import add_options, add_serve_options
 from ._errors import PROG, CLIError, one_line
+from ._flags import REPEATABLE as _REPEATABLE_OPTIONS
 
 DEFAULT_EVAL_OUT = Path("runs") / "eval"
 DEFAULT_EVAL_POLICIES: tuple[str, ...] = ("random", "heuristic", "oracle")

@@ -11,11 +11,11 @@ from typing import Any
 
 from chaosops.runs.config import RunConfig, Telemetry, log_target
 from chaosops.runs.kinds import KIND_NAMES, KINDS
-from chaosops.runs.options import flags_of
 from chaosops.runs.policies import known_policy, unknown_policy
 from chaosops.runs.spec import Deadlines, RunSpec
 
 from ._errors import CLIError, refusal_text
+from ._flags import flags_of
 from ._folders import folder_name
 from ._run_file import apply_run_file
 

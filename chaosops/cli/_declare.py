@@ -21,6 +21,7 @@ from chaosops.runs.options import (
 )
 
 from . import _values as v
+from ._flags import flags, with_flags
 
 
 def arg_type(option: Option) -> Callable[[str], Any] | None:
@@ -36,18 +37,18 @@ def arg_type(option: Option) -> Callable[[str], Any] | None:
 
 def declare(option: Option, parser: Any, serving: bool = False) -> None:
     """Declare ``option`` on an argparse parser or group (``serving``: serve's words)."""
-    text = option.serve_help if serving and option.serve_help else option.help
+    text = with_flags(option.serve_help if serving and option.serve_help else option.help)
     if option.switch:
-        parser.add_argument(*option.flags, dest=option.dest, action="store_true", help=text)
+        parser.add_argument(*flags(option), dest=option.dest, action="store_true", help=text)
         return
-    if not option.flags:  # the positional suites
+    if option.positional:  # the suites
         parser.add_argument(option.dest, nargs="*", metavar=option.metavar, help=text)
         return
     default = option.initial
     if option.default_env is not None:
         default = os.environ.get(option.default_env) or default  # empty: unset
     parser.add_argument(
-        *option.flags,
+        *flags(option),
         dest=option.dest,
         action="append" if option.repeatable else "store",
         type=arg_type(option),
@@ -78,7 +79,7 @@ def _declare_all(parser: argparse.ArgumentParser, own: Iterable[Option], serving
         declare(option, parser, serving)
         added.add(option.dest)
     for group in MODEL_GROUPS:
-        models = parser.add_argument_group(group)
+        models = parser.add_argument_group(with_flags(group))
         for option in options_of([group]):
             declare(option, models, serving)
             added.add(option.dest)

@@ -28,6 +28,8 @@ from chaosops.runs.errors import (
 from chaosops.runs.options import OPTIONS
 from chaosops.runs.values import refusal
 
+from ._flags import flag, flag_named
+
 __all__ = [
     "PROG",
     "CLIError",
@@ -44,10 +46,10 @@ _OPTIONS = MappingProxyType({o.dest: o for o in OPTIONS})
 def as_flag(named: Named) -> str:
     """A setting as the command line names it: ``--out``, ``--resume``, ``--seed-offset 5``."""
     option = _OPTIONS.get(named.field)
-    flag = option.flag if option else "--" + named.field.replace("_", "-")
+    said = flag(option) if option else flag_named(named.field)
     if named.value is NOT_GIVEN or (option is not None and option.switch):
-        return flag
-    return f"{flag} {named.value}"
+        return said
+    return f"{said} {named.value}"
 
 
 def said(error: RunError | Message) -> str:

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from actors import resolve_loop
 from chaosops.runs.cluster import on_cluster
 from chaosops.runs.kinds import KINDS
-from chaosops.runs.options import flags_of
 from chaosops.runs.session import Session
 from chaosops.runs.stopping import restoring_signals
 from chaosops.untrusted import printable
@@ -31,6 +30,7 @@ from ._errors import (
     said,
 )
 from ._eval import cmd_eval
+from ._flags import flags_of
 from ._folders import new_run_folder
 from ._mock import cmd_mock_llm
 from ._replay import cmd_replay

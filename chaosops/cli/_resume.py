@@ -9,10 +9,11 @@ from typing import Any
 
 from chaosops.runs.folder import RunFolder
 from chaosops.runs.kinds import KINDS, ModelKind
-from chaosops.runs.options import RECORDED, flags_of
+from chaosops.runs.options import RECORDED
 
 from ._args import given_options
 from ._errors import CLIError
+from ._flags import flags, flags_of
 from ._folders import LATEST, latest_run
 
 
@@ -42,9 +43,9 @@ def fill_from_run_record(args: argparse.Namespace, argv: Sequence[str]) -> argpa
     for option in RECORDED:
         if option.restore is None or option.recorded not in recorded:
             continue
-        if given.intersection(option.flags):
+        if given.intersection(flags(option)):
             continue
-        if not option.flags and getattr(args, option.dest):  # positional paths given
+        if option.positional and getattr(args, option.dest):  # paths given
             continue
         try:
             setattr(args, option.dest, option.restore(recorded[option.recorded]))

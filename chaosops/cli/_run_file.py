@@ -22,12 +22,13 @@ from pydantic import ConfigDict, Field, ValidationError, create_model
 
 from chaosops._toml import FileProblem, read_toml
 from chaosops.runs.kinds import KINDS
-from chaosops.runs.options import OPTIONS, flags_of
+from chaosops.runs.options import OPTIONS
 from chaosops.runs.policies import known_policy, unknown_policy
 from chaosops.runs.values import POLICIES, ROLES, refusal
 
 from ._args import given_options
 from ._errors import CLIError, refusal_text
+from ._flags import flags, flags_of
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 # strict: a run file's values are validated exactly as the flags' (no "4" for 4)
@@ -76,9 +77,9 @@ RunFile: Any = create_model(
 
 # The options a run file's top level and its [llm.llm] set: (key, attribute, flags).
 _TOP = tuple(
-    (option.file_key, option.dest, option.flags)
+    (option.file_key, option.dest, flags(option))
     for option in OPTIONS
-    if option.file_key and option.flags and option.dest != "out"
+    if option.file_key and not option.positional and option.dest != "out"
 )
 
 

@@ -30,7 +30,7 @@ from chaosops.summary import summarise as summary_of
 
 from .errors import Message, Named, RunError, output_error
 from .kinds import KINDS, ModelKind
-from .options import RECORDED, SERVED, Option, flags_of, recorded_values
+from .options import RECORDED, SERVED, Option, own_settings, recorded_values
 from .plan import Plan, PlanKeys
 from .spec import RunSpec
 
@@ -359,7 +359,7 @@ def _model_difference(
     files' hash, set by no flag of its own, and known once the model is
     loaded: unknown yet, it is compared by :func:`check_loaded_models`)."""
     before, now = recorded.get(kind.recorded) or {}, given.get(kind.recorded) or {}
-    named = {field: Named(dest) for field, dest, _ in flags_of(kind.name)}
+    named = {field: Named(dest) for field, dest in own_settings(kind.name)}
     for name in sorted(set(before) & set(now)):
         for field in kind.decides:
             old, new = before[name].get(field), now[name].get(field)

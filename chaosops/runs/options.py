@@ -1,6 +1,7 @@
 """The options of a run, each declared once.
 
-Each :class:`Option` says how the command line takes it (flag, help), its
+Each :class:`Option` says what it is for (its help, in which other options
+are named by their field in braces: ``{resume}``), its
 value's type and bounds (``value``, a pydantic annotation: the flag and a run
 file's key are both validated by it, strictly), its default, which key of a
 run file sets it, whether the run record (``run.json``) records it, and
@@ -37,6 +38,9 @@ ABSENT = object()
 class Option:
     """One option: the command line's, the run file's and the run record's view of it.
 
+    ``dest`` is its field; the command line makes its flag of it
+    (``--seed-offset``), or takes it as the positional suites (``positional``).
+
     ``value`` is the annotation a value is validated as (None: any text);
     ``parse`` reads a flag's text before that (default: a number as Python
     reads one). A repeatable option's run-file key holds a list of values, or
@@ -50,7 +54,6 @@ class Option:
     makes ``--resume`` refuse a run given another value.
     """
 
-    flags: tuple[str, ...]
     dest: str
     help: str
     group: str
@@ -69,11 +72,7 @@ class Option:
     restore: Callable[[Any], Any] | None = None
     must_match: bool = False
     serve_help: str | None = None  # chaosops serve's own words, where run's do not fit
-
-    @property
-    def flag(self) -> str:
-        """The name messages give the option (a positional's metavar)."""
-        return self.flags[0] if self.flags else f"{self.metavar} (the suites)"
+    positional: bool = False  # the command line's arguments, not a flag
 
     @property
     def setting(self) -> _Setting | None:
@@ -124,7 +123,7 @@ class Option:
             return (bool | None, Field(default=None))
         if self.by_role:  # the alias made at run time, as dict[Role, kind] would be
             return (GenericAlias(dict, (v.Role, kind)), Field(default={}))
-        if self.repeatable or not self.flags:
+        if self.repeatable or self.positional:
             return (GenericAlias(list, (kind,)) | None, Field(default=None))
         return (kind | None, Field(default=None))
 
@@ -176,14 +175,13 @@ _WHO = "who plays"
 _PLAN = "what to play"
 _PACING = "how it is played"
 _WATCH = "how it is watched"
-_LLM = "LLM policy (the llm policy of --policy or --policies)"
-_HF = "local model policy (the hf policy of --policy or --policies)"
+_LLM = "LLM policy (the llm policy of {policy} or {policies})"
+_HF = "local model policy (the hf policy of {policy} or {policies})"
 _RUN = "run"
 _MODELS = "model policies (any kind)"
 
 OPTIONS: tuple[Option, ...] = (
     Option(
-        ("--policy",),
         "policy",
         group=_WHO,
         default="heuristic",
@@ -196,7 +194,6 @@ OPTIONS: tuple[Option, ...] = (
         must_match=True,
     ),
     Option(
-        ("--name",),
         "name",
         group=_WHO,
         value=v.Name,
@@ -209,14 +206,13 @@ OPTIONS: tuple[Option, ...] = (
         must_match=True,
     ),
     Option(
-        ("--role-policy",),
         "role_policy",
         group=_WHO,
         value=v.PolicyName,
         repeatable=True,
         by_role=True,
         metavar="ROLE=POLICY",
-        help="the policy of one role over --policy (repeatable): a scripted name, llm, an "
+        help="the policy of one role over {policy} (repeatable): a scripted name, llm, an "
         "LLM named in the run file, or module:attribute, a policy (observation, role) or a "
         "factory (scenario -> role map)",
         file_key="roles",
@@ -226,7 +222,6 @@ OPTIONS: tuple[Option, ...] = (
         must_match=True,
     ),
     Option(
-        ("--episodes-per-type",),
         "episodes_per_type",
         group=_PLAN,
         value=v.EpisodesPerType,
@@ -241,7 +236,6 @@ OPTIONS: tuple[Option, ...] = (
         must_match=True,
     ),
     Option(
-        ("--seed-offset",),
         "seed_offset",
         group=_PLAN,
         value=int,
@@ -255,7 +249,6 @@ OPTIONS: tuple[Option, ...] = (
         must_match=True,
     ),
     Option(
-        ("--tier",),
         "tier",
         group=_PLAN,
         value=v.Tier,
@@ -269,7 +262,6 @@ OPTIONS: tuple[Option, ...] = (
         must_match=True,
     ),
     Option(
-        ("--failure-type",),
         "failure_type",
         group=_PLAN,
         value=v.FailureName,
@@ -283,12 +275,11 @@ OPTIONS: tuple[Option, ...] = (
         must_match=True,
     ),
     Option(
-        ("--limit",),
         "limit",
         group=_PLAN,
         value=v.PositiveInt,
         metavar="N",
-        help="only the first N scenarios of the plan, after --tier and --failure-type",
+        help="only the first N scenarios of the plan, after {tier} and {failure_type}",
         file_key="limit",
         recorded="limit",
         record=lambda c: c.limit,
@@ -296,7 +287,6 @@ OPTIONS: tuple[Option, ...] = (
         must_match=True,
     ),
     Option(
-        ("--samples",),
         "samples",
         group=_PLAN,
         value=v.Samples,
@@ -310,9 +300,9 @@ OPTIONS: tuple[Option, ...] = (
         must_match=True,
     ),
     Option(
-        (),
         "paths",
         group=_PLAN,
+        positional=True,
         metavar="PATH",
         help="scenario suite files (.toml) or folders of them; default: the canonical "
         "easy, medium and hard suites",
@@ -323,20 +313,18 @@ OPTIONS: tuple[Option, ...] = (
         must_match=True,
     ),
     Option(
-        ("--concurrency",),
         "concurrency",
         group=_PACING,
         value=v.PositiveInt,
         default=_run_default("concurrency"),
         metavar="N",
-        help="episodes in flight at once (>= 1, default 64; with --ray, in all the workers)",
+        help="episodes in flight at once (>= 1, default 64; with {ray}, in all the workers)",
         file_key="concurrency",
         recorded="concurrency",
         record=lambda c: c.concurrency,
         restore=_same,  # not given again: as the run began; given: free to change
     ),
     Option(
-        ("--ray",),
         "ray",
         group=_PACING,
         metavar="ADDRESS",
@@ -344,15 +332,13 @@ OPTIONS: tuple[Option, ...] = (
         "127.0.0.1), 'auto' or HOST:PORT (a running cluster); needs the 'ray' extra",
     ),
     Option(
-        ("--workers",),
         "workers",
         group=_PACING,
         value=v.PositiveInt,
         metavar="N",
-        help="Ray worker actors (default: one per CPU of the cluster); with --ray",
+        help="Ray worker actors (default: one per CPU of the cluster); with {ray}",
     ),
     Option(
-        ("--turn-timeout",),
         "turn_timeout",
         group=_PACING,
         value=v.Seconds,
@@ -365,14 +351,13 @@ OPTIONS: tuple[Option, ...] = (
         must_match=True,
     ),
     Option(
-        ("--role-timeout",),
         "role_timeout",
         group=_PACING,
         value=v.Seconds,
         repeatable=True,
         by_role=True,
         metavar="ROLE=SECONDS",
-        help="deadline of one role's turns (repeatable), e.g. --role-timeout dev=2.5",
+        help="deadline of one role's turns (repeatable), e.g. {role_timeout} dev=2.5",
         file_key="role_timeout",
         recorded="role_timeout",
         record=lambda c: c.deadlines.per_role,
@@ -380,13 +365,12 @@ OPTIONS: tuple[Option, ...] = (
         must_match=True,
     ),
     Option(
-        ("--max-policy-errors",),
         "max_policy_errors",
         group=_PACING,
         value=v.ErrorLimit,
         parse=str,
         metavar="N|P%",
-        help="stop the run (exit 1, finished episodes kept for --resume) once N turns in a "
+        help="stop the run (exit 1, finished episodes kept for {resume}) once N turns in a "
         "row failed with a policy error, any policy's, or once P%% of the turns did (judged "
         "from the 100th turn on); default: never",
         file_key="max_policy_errors",
@@ -395,7 +379,6 @@ OPTIONS: tuple[Option, ...] = (
         restore=_same,  # not given again: as the run began; given: free to change
     ),
     Option(
-        ("--log-json",),
         "log_json",
         group=_WATCH,
         metavar="PATH",
@@ -405,7 +388,6 @@ OPTIONS: tuple[Option, ...] = (
         "Default: OUT/log.jsonl",
     ),
     Option(
-        ("--metrics-port",),
         "metrics_port",
         group=_WATCH,
         value=v.Port,
@@ -414,14 +396,12 @@ OPTIONS: tuple[Option, ...] = (
         "(0: a free port; the address is printed)",
     ),
     Option(
-        ("--metrics-host",),
         "metrics_host",
         group=_WATCH,
         metavar="HOST",
         help="address the metrics are served on (default 127.0.0.1; 0.0.0.0: every interface)",
     ),
     Option(
-        ("--metrics-linger",),
         "metrics_linger",
         group=_WATCH,
         value=v.NonNegative,
@@ -429,7 +409,6 @@ OPTIONS: tuple[Option, ...] = (
         help="keep serving the final metrics this long after the run (for a last scrape)",
     ),
     Option(
-        ("--otlp-endpoint",),
         "otlp_endpoint",
         group=_WATCH,
         metavar="URL",
@@ -437,9 +416,8 @@ OPTIONS: tuple[Option, ...] = (
         "URL, e.g. http://127.0.0.1:4318 (needs the otel extra; OTEL_EXPORTER_OTLP_HEADERS "
         "and OTEL_SERVICE_NAME are honoured)",
     ),
-    Option(("--no-progress",), "no_progress", group=_WATCH, switch=True, help="no progress bar"),
+    Option("no_progress", group=_WATCH, switch=True, help="no progress bar"),
     Option(
-        ("--llm-base-url", "--base-url"),
         "llm_base_url",
         group=_LLM,
         default="http://127.0.0.1:8000/v1",
@@ -450,7 +428,6 @@ OPTIONS: tuple[Option, ...] = (
         sets=("llm", "base_url"),
     ),
     Option(
-        ("--llm-model", "--model"),
         "llm_model",
         group=_LLM,
         default="chaosops-mock",
@@ -463,14 +440,12 @@ OPTIONS: tuple[Option, ...] = (
         must_match=True,
     ),
     Option(
-        ("--llm-api-key",),
         "llm_api_key",
         group=_LLM,
         metavar="KEY",
         help="API key (default $OPENAI_API_KEY); never printed or written",
     ),
     Option(
-        ("--llm-max-in-flight",),
         "llm_max_in_flight",
         group=_LLM,
         metavar="N",
@@ -478,7 +453,6 @@ OPTIONS: tuple[Option, ...] = (
         sets=("llm", "max_in_flight"),
     ),
     Option(
-        ("--llm-max-answer-bytes",),
         "llm_max_answer_bytes",
         group=_LLM,
         metavar="N",
@@ -487,16 +461,15 @@ OPTIONS: tuple[Option, ...] = (
         sets=("llm", "max_answer_bytes"),
     ),
     Option(
-        ("--model-max-failures", "--llm-max-failures"),
         "llm_max_failures",
         group=_MODELS,
         value=v.NonNegativeInt,
         default=_run_default("llm_max_failures"),
         metavar="N",
-        help="stop the run (exit 1, finished episodes kept for --resume) once N calls of one "
+        help="stop the run (exit 1, finished episodes kept for {resume}) once N calls of one "
         "model in a row failed for good (an LLM's requests, retries spent: the endpoint went "
         "away; a local model's generate calls); default 10; 0: never stop, every such turn "
-        "plays the fallback. --llm-max-failures is its old name",
+        "plays the fallback",
         serve_help="not used by serve: a server keeps serving, and a turn whose model call "
         "failed for good plays the fallback",
         file_key="llm_max_failures",
@@ -505,7 +478,6 @@ OPTIONS: tuple[Option, ...] = (
         restore=_same,  # not given again: as the run began; given: free to change
     ),
     Option(
-        ("--temperature",),
         "temperature",
         group=_LLM,
         help="sampling temperature (0 to 2)",
@@ -516,7 +488,6 @@ OPTIONS: tuple[Option, ...] = (
         must_match=True,
     ),
     Option(
-        ("--top-p",),
         "top_p",
         group=_LLM,
         metavar="P",
@@ -524,7 +495,6 @@ OPTIONS: tuple[Option, ...] = (
         sets=("llm", "top_p"),
     ),
     Option(
-        ("--llm-seed",),
         "llm_seed",
         group=_LLM,
         metavar="N",
@@ -532,7 +502,6 @@ OPTIONS: tuple[Option, ...] = (
         sets=("llm", "seed"),
     ),
     Option(
-        ("--llm-answer",),
         "llm_answer",
         group=_LLM,
         metavar="{" + ",".join(ANSWERS) + "}",
@@ -544,7 +513,6 @@ OPTIONS: tuple[Option, ...] = (
         sets=("llm", "answer"),
     ),
     Option(
-        ("--llm-system-prompt",),
         "llm_system_prompt",
         group=_LLM,
         metavar="{system,user}",
@@ -553,7 +521,6 @@ OPTIONS: tuple[Option, ...] = (
         sets=("llm", "system_prompt"),
     ),
     Option(
-        ("--llm-retries",),
         "llm_retries",
         group=_LLM,
         metavar="N",
@@ -561,7 +528,6 @@ OPTIONS: tuple[Option, ...] = (
         sets=("llm", "retries"),
     ),
     Option(
-        ("--llm-history",),
         "llm_history",
         group=_LLM,
         metavar="N",
@@ -570,7 +536,6 @@ OPTIONS: tuple[Option, ...] = (
         sets=("llm", "history"),
     ),
     Option(
-        ("--max-tokens",),
         "max_tokens",
         group=_LLM,
         metavar="N",
@@ -582,7 +547,6 @@ OPTIONS: tuple[Option, ...] = (
         must_match=True,
     ),
     Option(
-        ("--llm-logprobs",),
         "llm_logprobs",
         group=_LLM,
         switch=True,
@@ -591,16 +555,14 @@ OPTIONS: tuple[Option, ...] = (
         sets=("llm", "logprobs"),
     ),
     Option(
-        ("--llm-top-logprobs",),
         "llm_top_logprobs",
         group=_LLM,
         metavar="N",
         help="also ask for the N most likely alternatives at each token (>= 0; "
-        "implies --llm-logprobs)",
+        "implies {llm_logprobs})",
         sets=("llm", "top_logprobs"),
     ),
     Option(
-        ("--llm-extra-body",),
         "llm_extra_body",
         group=_LLM,
         parse=v.json_text,
@@ -610,7 +572,6 @@ OPTIONS: tuple[Option, ...] = (
         sets=("llm", "extra_body"),
     ),
     Option(
-        ("--hf-model",),
         "hf_model",
         group=_HF,
         metavar="PATH_OR_NAME",
@@ -619,7 +580,6 @@ OPTIONS: tuple[Option, ...] = (
         sets=("hf", "model"),
     ),
     Option(
-        ("--hf-batch",),
         "hf_batch",
         group=_HF,
         metavar="N",
@@ -627,7 +587,6 @@ OPTIONS: tuple[Option, ...] = (
         sets=("hf", "batch"),
     ),
     Option(
-        ("--hf-batch-wait-ms",),
         "hf_batch_wait_ms",
         group=_HF,
         metavar="MS",
@@ -635,21 +594,18 @@ OPTIONS: tuple[Option, ...] = (
         sets=("hf", "batch_wait_ms"),
     ),
     Option(
-        ("--hf-dtype",),
         "hf_dtype",
         group=_HF,
         help="the weights' dtype: auto (the checkpoint's), float32, bfloat16 or float16",
         sets=("hf", "dtype"),
     ),
     Option(
-        ("--hf-device",),
         "hf_device",
         group=_HF,
         help="cpu, cuda, cuda:N, mps, or auto (default: an accelerator, else the CPU)",
         sets=("hf", "device"),
     ),
     Option(
-        ("--hf-max-new-tokens",),
         "hf_max_new_tokens",
         group=_HF,
         metavar="N",
@@ -657,7 +613,6 @@ OPTIONS: tuple[Option, ...] = (
         sets=("hf", "max_new_tokens"),
     ),
     Option(
-        ("--hf-temperature",),
         "hf_temperature",
         group=_HF,
         metavar="T",
@@ -665,7 +620,6 @@ OPTIONS: tuple[Option, ...] = (
         sets=("hf", "temperature"),
     ),
     Option(
-        ("--hf-top-p",),
         "hf_top_p",
         group=_HF,
         metavar="P",
@@ -673,7 +627,6 @@ OPTIONS: tuple[Option, ...] = (
         sets=("hf", "top_p"),
     ),
     Option(
-        ("--hf-seed",),
         "hf_seed",
         group=_HF,
         metavar="N",
@@ -681,7 +634,6 @@ OPTIONS: tuple[Option, ...] = (
         sets=("hf", "seed"),
     ),
     Option(
-        ("--hf-answer",),
         "hf_answer",
         group=_HF,
         help="tools (the take_action tool, rendered by the chat template), json (a JSON "
@@ -690,14 +642,12 @@ OPTIONS: tuple[Option, ...] = (
         sets=("hf", "answer"),
     ),
     Option(
-        ("--hf-system-prompt",),
         "hf_system_prompt",
         group=_HF,
         help="system (default) or user: fold the role prompt into the first user message",
         sets=("hf", "system_prompt"),
     ),
     Option(
-        ("--hf-conversation",),
         "hf_conversation",
         group=_HF,
         help="turn (default: each turn's view rendered afresh, the runtime's prompts) or "
@@ -705,7 +655,6 @@ OPTIONS: tuple[Option, ...] = (
         sets=("hf", "conversation"),
     ),
     Option(
-        ("--config",),
         "config",
         group=_RUN,
         parse=v.run_file,
@@ -714,7 +663,6 @@ OPTIONS: tuple[Option, ...] = (
         "(see examples/run.toml); options given here override it",
     ),
     Option(
-        ("--out",),
         "out",
         group=_RUN,
         parse=v.folder,
@@ -724,15 +672,13 @@ OPTIONS: tuple[Option, ...] = (
         file_key="out",
     ),
     Option(
-        ("--resume",),
         "resume",
         group=_RUN,
         switch=True,
-        help="continue the run in --out (default runs/latest) from its run.json: skip "
+        help="continue the run in {out} (default runs/latest) from its run.json: skip "
         "episodes already in results.jsonl",
     ),
     Option(
-        ("--fsync",),
         "fsync",
         group=_RUN,
         switch=True,
@@ -740,9 +686,6 @@ OPTIONS: tuple[Option, ...] = (
     ),
 )
 
-
-REPEATABLE = frozenset(flag for option in OPTIONS if option.repeatable for flag in option.flags)
-"""The options that may be given more than once (each adds a value)."""
 
 RECORDED = tuple(option for option in OPTIONS if option.recorded is not None)
 """The options run.json records, in the order ``--resume`` compares them."""
@@ -781,13 +724,13 @@ def recorded_values(spec: RunSpec) -> dict[str, Any]:
     return {name: value for name, value in values.items() if value is not ABSENT}
 
 
-def flags_of(kind: str) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
-    """The settings of ``[KIND.KIND]``, the flags' own model of a kind:
-    (settings' field, attribute, flags)."""
-    return _FLAGS_OF[kind]
+def own_settings(kind: str) -> tuple[tuple[str, str], ...]:
+    """The options that set ``[KIND.KIND]``, a kind's own model (the one named
+    as the kind): (settings' field, option's field)."""
+    return _OWN_SETTINGS[kind]
 
 
-_FLAGS_OF: Mapping[str, Any] = MappingProxyType({
-    kind: tuple((o.sets[1], o.dest, o.flags) for o in OPTIONS if o.sets and o.sets[0] == kind)
+_OWN_SETTINGS: Mapping[str, Any] = MappingProxyType({
+    kind: tuple((o.sets[1], o.dest) for o in OPTIONS if o.sets and o.sets[0] == kind)
     for kind in KIND_NAMES
 })  # fmt: skip

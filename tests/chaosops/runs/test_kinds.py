@@ -20,7 +20,7 @@ from chaosops.env.models import AgentRole, ChaosOpsAction
 from chaosops.env.world_sim import Scenario
 from chaosops.runs import kinds
 from chaosops.runs.kinds import KINDS, ModelKind, kind_of, ray_refusal
-from chaosops.runs.options import OPTIONS, flags_of
+from chaosops.runs.options import OPTIONS, own_settings
 from chaosops.runs.policies import PolicyRecipe
 from chaosops.runs.spec import RunSpec
 
@@ -59,7 +59,7 @@ def test_the_local_model_kind_is_named_only_where_kinds_are_declared() -> None:
 def test_every_kind_has_its_own_model_flags_and_a_distinct_record() -> None:
     assert len({kind.recorded for kind in KINDS}) == len({kind.name for kind in KINDS}) == 2
     for kind in KINDS:
-        fields = {field for field, _, _ in flags_of(kind.name)}
+        fields = {field for field, _ in own_settings(kind.name)}
         assert "model" in fields, kind.name
         assert set(kind.decides) - {"weights"} <= fields, kind.name
     sets = [option.sets for option in OPTIONS if option.sets]

@@ -72,17 +72,17 @@ def test_every_option_with_a_value_is_walked() -> None:
     }
 
 
-@pytest.mark.parametrize("option", CHECKED, ids=lambda o: o.flag)
+@pytest.mark.parametrize("option", CHECKED, ids=lambda o: o.dest)
 def test_the_flag_and_the_run_file_accept_and_refuse_the_same_values(option: Option) -> None:
     accepted = 0
     for value in _candidates(option):
         by_flag, by_file = _flag(option, value), _file(option, value)
-        assert by_flag == by_file, (option.flag, value, by_flag, by_file)
+        assert by_flag == by_file, (option.dest, value, by_flag, by_file)
         accepted += by_flag[0]
-    assert 0 < accepted < len(_candidates(option)), option.flag  # each refuses something
+    assert 0 < accepted < len(_candidates(option)), option.dest  # each refuses something
 
 
-@pytest.mark.parametrize("option", [o for o in CHECKED if o.sets], ids=lambda o: o.flag)
+@pytest.mark.parametrize("option", [o for o in CHECKED if o.sets], ids=lambda o: o.dest)
 def test_a_model_settings_bounds_are_its_kinds_settings_own(option: Option) -> None:
     kind, key = option.sets  # type: ignore[misc]
     for value in _candidates(option):
@@ -93,7 +93,7 @@ def test_a_model_settings_bounds_are_its_kinds_settings_own(option: Option) -> N
         except ValueError:
             settings_ok = False
         if flag_ok:  # what the flag takes, the settings take (they may also read text)
-            assert settings_ok, (option.flag, value)
+            assert settings_ok, (option.dest, value)
 
 
 def test_defaults_are_declared_once() -> None:
@@ -106,4 +106,4 @@ def test_defaults_are_declared_once() -> None:
             continue
         kind, key = option.sets
         settings = kind_named(kind).settings(model="m")
-        assert option.initial == getattr(settings, key), option.flag
+        assert option.initial == getattr(settings, key), option.dest
