@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -47,6 +47,7 @@ class Message:
     """Text and :class:`Named` settings, said in a caller's words (``str``: Python's)."""
 
     __slots__ = ("parts",)
+    parts: tuple[str | Named, ...]
 
     def __init__(self, *parts: str | Named | Message) -> None:
         flat: list[str | Named] = []
@@ -69,7 +70,7 @@ class Message:
         return f"Message({self.say()!r})"
 
 
-def joined(parts: list[str | Named], separator: str) -> Message:
+def joined(parts: Sequence[str | Named], separator: str) -> Message:
     """``parts`` one after the other, ``separator`` between them."""
     return Message(
         *(x for i, part in enumerate(parts) for x in ((separator,) if i else ()) + (part,))
