@@ -8,7 +8,6 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import MappingProxyType
 
 from pydantic import ValidationError
 
@@ -25,10 +24,9 @@ from chaosops.runs.errors import (
     os_error_line,
     output_error,
 )
-from chaosops.runs.options import OPTIONS
 from chaosops.runs.values import refusal
 
-from ._flags import flag, flag_named
+from ._flags import BY_FIELD, flag, flag_named
 
 __all__ = [
     "PROG",
@@ -40,12 +38,10 @@ __all__ = [
     "output_error",
 ]
 
-_OPTIONS = MappingProxyType({o.dest: o for o in OPTIONS})
-
 
 def as_flag(named: Named) -> str:
     """A setting as the command line names it: ``--out``, ``--resume``, ``--seed-offset 5``."""
-    option = _OPTIONS.get(named.field)
+    option = BY_FIELD.get(named.field)
     said = flag(option) if option else flag_named(named.field)
     if named.value is NOT_GIVEN or (option is not None and option.switch):
         return said
@@ -57,10 +53,9 @@ def said(error: RunError | Message) -> str:
     return (error.message if isinstance(error, RunError) else error).say(as_flag)
 
 
-def note(text: str | Message) -> None:
+def note(text: str) -> None:
     """One line ``chaosops: <text>`` on stderr (a server's or a model's words in
     it shown as text, a line break in them as ``\\n``)."""
-    text = said(text) if isinstance(text, Message) else text
     sys.stderr.write(f"{PROG}: {untrusted.one_line(text)}\n")
     sys.stderr.flush()
 

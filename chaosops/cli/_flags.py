@@ -18,6 +18,8 @@ _FLAGS = MappingProxyType(
     }
 )
 """The options whose flags are not their field's alone: the first is the flag."""
+BY_FIELD = MappingProxyType({option.dest: option for option in OPTIONS})
+"""The options by their field."""
 
 
 def flag_named(field: str) -> str:
@@ -45,8 +47,7 @@ def with_flags(text: str) -> str:
 
 def flags_of(kind: str) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
     """The settings of a kind's own model: (settings' field, option's field, flags)."""
-    by_dest = {o.dest: o for o in OPTIONS}
-    return tuple((field, dest, flags(by_dest[dest])) for field, dest in own_settings(kind))
+    return tuple((field, dest, flags(BY_FIELD[dest])) for field, dest in own_settings(kind))
 
 
 REPEATABLE = frozenset(f for option in OPTIONS if option.repeatable for f in flags(option))

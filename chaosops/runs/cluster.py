@@ -11,7 +11,7 @@ from typing import Any
 from actors.cluster import ClusterError, RayMissing, connect, import_ray
 
 from .config import RunConfig
-from .errors import Named, RunError, first_of
+from .errors import RESUME, Named, RunError, first_of
 from .policies import PolicyRecipe
 
 _RAY = Named("ray")
@@ -47,7 +47,7 @@ def on_cluster(config: RunConfig) -> Iterator[RunConfig]:
             raise
         raise RunError(
             f"{first_of(lost)}; what finished is kept: run again with ",
-            Named("resume", True),
+            RESUME,
             code=1,
         ) from None
 

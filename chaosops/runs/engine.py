@@ -19,7 +19,7 @@ from chaosops.summary import Summary
 from .batches import Batch, Remote, Stop, aexecute, plan_batches
 from .cluster import recipe
 from .config import RunConfig, traces_url
-from .errors import Message, Named, RunError, note, output_error
+from .errors import CONTINUE_OR_NEW, RESUME, Message, Named, RunError, note, output_error
 from .folder import RunFolder, plan_digest, renderer, run_record, summarise
 from .kinds import ray_refusal
 from .plan import Plan, PlanKeys, plan_episodes
@@ -158,24 +158,21 @@ def open_play(config: RunConfig, planned: Plan) -> Play:
     """The play of ``config``, its folder checked (writes nothing): a new folder
     holds no run; with ``resume``, its run has these options."""
 
-    resume = Named("resume", True)
     keys = planned.keys(config.spec.label)
     folder = RunFolder(config.out, keys=keys, resume=config.resume, fsync=config.fsync)
     play = Play(config, planned, keys, folder)
     if config.resume:
         if not folder.holds_a_run():
             raise RunError(
-                resume,
+                RESUME,
                 f": {config.out} holds no run to resume (no {RUN_RECORD} nor results); "
                 "run without ",
-                resume,
+                RESUME,
                 " to start one there",
             )
         play.recorded = folder.check_resume(run_record(config.spec, planned), config.spec.label)
         return play
-    folder.refuse_a_run(
-        Message("pass ", resume, " to continue that run, or a new ", Named("out"), " folder")
-    )
+    folder.refuse_a_run(CONTINUE_OR_NEW)
     return play
 
 

@@ -3,8 +3,8 @@
 The run engine is a library: its messages name a setting by its field
 (:class:`Named`), and each caller says it in its own words. Python reads
 keywords (``resume=True``), the command line its flags (``--resume``):
-:meth:`Message.say` takes the naming. Notes go to the session's ``note``
-callback (:mod:`chaosops.runs.session`), never straight to stderr.
+:meth:`Message.say` takes the naming. Notes go to the :data:`NOTES`
+logger, never straight to stderr.
 """
 
 from __future__ import annotations
@@ -94,15 +94,16 @@ class RunError(Exception):
         return fields[0] if fields else None
 
 
-_OUT, _RESUME = Named("out"), Named("resume", True)
+OUT, RESUME = Named("out"), Named("resume", True)
+"""The settings the folder refusals name: where a run writes, and resuming it."""
+CONTINUE_OR_NEW = Message("pass ", RESUME, " to continue that run, or a new ", OUT, " folder")
+"""What to do about a folder that holds a run."""
 _ADVICE = MappingProxyType(
     {
-        "not-a-folder": Message("pass ", _OUT, " with a folder path"),
-        "not-writable": Message("pass ", _OUT, " with a writable folder"),
-        "holds-a-run": Message(
-            "pass ", _RESUME, " to continue that run, or a new ", _OUT, " folder"
-        ),
-        "in-use": Message("wait for that run to end, or pass another ", _OUT),
+        "not-a-folder": Message("pass ", OUT, " with a folder path"),
+        "not-writable": Message("pass ", OUT, " with a writable folder"),
+        "holds-a-run": CONTINUE_OR_NEW,
+        "in-use": Message("wait for that run to end, or pass another ", OUT),
         "another-plan": Message("resume with the options of that run"),
     }
 )
@@ -115,7 +116,7 @@ def output_error(exc: Any, resumable: bool = True) -> RunError:
     for the system."""
     advice = _ADVICE.get(exc.reason or "")
     if exc.reason == "holds-a-run" and not resumable:
-        advice = Message("pass a new ", _OUT, " folder")
+        advice = Message("pass a new ", OUT, " folder")
     parts = (str(exc), "; ", advice) if advice else (str(exc),)
     return RunError(*parts, code=2 if exc.usage else 1)
 

@@ -28,7 +28,7 @@ from chaosops.outputs import (
 from chaosops.summary import Summary
 from chaosops.summary import summarise as summary_of
 
-from .errors import Message, Named, RunError, output_error
+from .errors import OUT, RESUME, Message, Named, RunError, output_error
 from .kinds import KINDS, ModelKind
 from .options import RECORDED, SERVED, Option, own_settings, recorded_values
 from .plan import Plan, PlanKeys
@@ -72,9 +72,6 @@ def _recorded_models(spec: RunSpec) -> list[tuple[ModelKind, dict[str, Any]]]:
         (kind, {name: kind.record(s) for name, s in spec.in_play(kind.settings).items()})
         for kind in KINDS
     ]
-
-
-_RESUME = Named("resume", True)
 
 
 def refuse_existing(path: Path, advice: str | Message, *, folder: Path | None = None) -> None:
@@ -238,7 +235,7 @@ def check_loaded_models(out: Path, recorded: Mapping[str, Any], options: Mapping
 
 def _served(out: Path) -> RunError:
     return RunError(
-        _RESUME,
+        RESUME,
         f": {out} was written by chaosops serve, whose episodes are played by "
         "its clients: chaosops run cannot resume it (chaosops view shows it)",
     )
@@ -246,12 +243,12 @@ def _served(out: Path) -> RunError:
 
 def _refuse(out: Path, option: str | Named | Message, recorded: str, given: str) -> RunError:
     return RunError(
-        _RESUME,
+        RESUME,
         ": ",
         option,
         f" differs from the run in {out}: recorded {recorded}, "
         f"given {given}; give the options of that run, or a new ",
-        Named("out"),
+        OUT,
         " folder",
     )
 
@@ -330,11 +327,11 @@ def _check_results(
         raise _served(out)
     if policies and sorted(policies) != [label] and recorded:
         raise RunError(
-            _RESUME,
+            RESUME,
             f": {out / RESULTS_FILE} holds episodes of {', '.join(sorted(policies))}, "
             f"but {out / RUN_RECORD} records {label}: the folder was edited; resume a folder "
             "as chaosops run wrote it, or start a new ",
-            Named("out"),
+            OUT,
             " folder",
         )
     if policies and sorted(policies) != [label]:
